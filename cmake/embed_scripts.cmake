@@ -1,0 +1,17 @@
+# Turns the Lua scripts into a C file: each script's exact bytes and the SHA1
+# Redis computes for them (EVALSHA).  Run as: cmake -DOUT=... -DSCRIPTS="a.lua;b.lua" -P
+set(_body "/* Generated from src/lua/*.lua by cmake/embed_scripts.cmake. Do not edit. */\n#include \"script.h\"\n\n")
+set(_table "const struct rm_script rm_scripts[RM_SCRIPT_COUNT] = {\n")
+foreach(_f IN LISTS SCRIPTS)
+  get_filename_component(_name ${_f} NAME_WE)
+  file(READ ${_f} _hex HEX)
+  file(SHA1 ${_f} _sha)
+  file(SIZE ${_f} _size)
+  string(REGEX REPLACE "([0-9a-f][0-9a-f])" "0x\\1," _bytes "${_hex}")
+  string(APPEND _body "static const char src_${_name}[] = {${_bytes}0};\n")
+  string(TOUPPER ${_name} _up)
+  string(APPEND _table "    [RM_SCRIPT_${_up}] = { \"${_name}\", src_${_name}, ${_size}, \"${_sha}\" },\n")
+endforeach()
+string(APPEND _table "};\n")
+file(WRITE ${OUT}.tmp "${_body}\n${_table}")
+file(COPY_FILE ${OUT}.tmp ${OUT} ONLY_IF_DIFFERENT)

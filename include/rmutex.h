@@ -1,0 +1,376 @@
+/* rmutex.h -- pthread-style mutexes shared by processes and machines through Redis.
+ *
+ * An rmutex_t is used like a pthread_mutex_t: rmutex_init() gives it a name,
+ * and every thread of every process that opens the same name on the same
+ * Redis server excludes every other.  The calls, their order of checks and
+ * their return codes follow glibc 2.36's pthread_mutex_* except where a lock
+ * shared with other processes must differ; those deviations are marked
+ * "Deviation" below and listed in README.md.
+ *
+ * Conventions that hold for every function in this header:
+ *
+ *   - The result is 0 or a positive errno value.  Never -1, never EINTR.
+ *   - errno is left as it was found.
+ *   - None of them is a cancellation point: blocking waits run with
+ *     cancellation disabled and restart after signals.
+ *   - None of them is async-signal-safe.
+ *   - A thread-local detail string (rmutex_detail()) says why the last
+ *     failing call of the calling thread failed.  It never holds a password.
+ *
+ * Guarantees, in one paragraph: with one Redis primary, a hold is exclusive
+ * as long as its lease has not run out, and the lease is kept alive by a
+ * watchdog thread for as long as the holder's process runs.  Failover to a
+ * replica, eviction of keys (any maxmemory-policy other than noeviction) and
+ * restarts without persistence can break exclusion; use rmutex_fence() where
+ * correctness depends on it.
+ */
+#ifndef RMUTEX_H
+#define RMUTEX_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h> /* clockid_t */
+#include <time.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#if defined(__GNUC__)
+#define RMUTEX_API __attribute__((visibility("default")))
+#else
+#define RMUTEX_API
+#endif
+
+/* ------------------------------------------------------------------------
+ * Versions.  Versions with the same major number are ABI compatible.
+ * ---------------------------------------------------------------------- */
+#define RMUTEX_VERSION_MAJOR 0
+#define RMUTEX_VERSION_MINOR 1
+#define RMUTEX_VERSION_PATCH 0
+#define RMUTEX_VERSION_BITS(x, y, z) (((x) << 16) | ((y) << 8) | (z))
+#define RMUTEX_VERSION_NUM \
+    RMUTEX_VERSION_BITS(RMUTEX_VERSION_MAJOR, RMUTEX_VERSION_MINOR, RMUTEX_VERSION_PATCH)
+#define RMUTEX_AT_LEAST_VERSION(x, y, z) (RMUTEX_VERSION_NUM >= RMUTEX_VERSION_BITS(x, y, z))
+
+/* The version of the library loaded at run time, as RMUTEX_VERSION_NUM
+ * and as "MAJOR.MINOR.PATCH".  Thread-safe. */
+RMUTEX_API unsigned rmutex_version(void);
+RMUTEX_API const char *rmutex_version_string(void);
+
+/* ------------------------------------------------------------------------
+ * Types.
+ * ---------------------------------------------------------------------- */
+
+/* A mutex.  Caller-owned storage of a fixed size; the fields are private.
+ * The state behind it is allocated by rmutex_init() or, for a mutex set up
+ * with RMUTEX_INITIALIZER, on first use. */
+typedef struct rmutex {
+    const char *__name; /* the static initializer's name */
+    int __kind;         /* the static initializer's type and flags */
+    unsigned __spare;
+    void *__state;
+    void *__reserved[5];
+} rmutex_t;
+
+/* Attributes for rmutex_init().  Caller-owned, fields private. */
+typedef struct rmutexattr {
+    unsigned __magic;
+    int __kind;
+    unsigned long __lease_ms;
+    unsigned long __reserved[6];
+} rmutexattr_t;
+
+/* Mutex types: glibc's values. */
+enum {
+    RMUTEX_NORMAL = 0,     /* relock by the owner deadlocks */
+    RMUTEX_RECURSIVE = 1,  /* relock by the owner counts (locally) */
+    RMUTEX_ERRORCHECK = 2, /* relock by the owner fails with EDEADLK */
+    RMUTEX_DEFAULT = RMUTEX_NORMAL
+};
+
+/* Robustness: glibc's values. */
+enum { RMUTEX_STALLED = 0, RMUTEX_ROBUST = 1 };
+
+/* Flags for RMUTEX_INITIALIZER_NP. */
+enum { RMUTEX_FLAG_ROBUST = 0x100, RMUTEX_FLAG_FAIR = 0x200 };
+
+/* Static initializers.  The name must stay valid until the first call that
+ * uses the mutex (a string literal is the usual case); it is copied then.
+ *
+ *   static rmutex_t orders = RMUTEX_INITIALIZER("shop:orders");
+ *   static rmutex_t jobs = RMUTEX_INITIALIZER_NP("jobs", RMUTEX_RECURSIVE, RMUTEX_FLAG_ROBUST);
+ */
+#define RMUTEX_INITIALIZER(name) { (name), 0, 0, 0, { 0, 0, 0, 0, 0 } }
+#define RMUTEX_INITIALIZER_NP(name, type, flags) \
+    { (name), (int)((type) | (flags)), 0, 0, { 0, 0, 0, 0, 0 } }
+
+/* The longest accepted lock name, in bytes. */
+#define RMUTEX_NAME_MAX 1024
+
+/* The deepest recursion of a RECURSIVE mutex; one more lock gives EAGAIN. */
+#define RMUTEX_RECURSION_MAX 2147483647u
+
+/* Returned by the acquiring calls when rmutex_set_wait_replicas() asked for
+ * N replicas and fewer acknowledged the acquisition in time.  The hold has
+ * been given back.  It is EREMOTEIO on Linux. */
+#define RMUTEX_ENOREPLICAS 121
+
+/* ------------------------------------------------------------------------
+ * Attributes.  All are thread-safe on distinct attribute objects and need
+ * no Redis.  After fork(): usable as before.
+ * ---------------------------------------------------------------------- */
+
+/* Initialize attr to the defaults: NORMAL, STALLED, not fair, lease 0 (the
+ * lease is kept alive by the watchdog).  Returns 0, or EINVAL if attr is
+ * NULL. */
+RMUTEX_API int rmutexattr_init(rmutexattr_t *attr);
+
+/* Invalidate attr.  Returns 0, or EINVAL if attr is NULL or not initialized. */
+RMUTEX_API int rmutexattr_destroy(rmutexattr_t *attr);
+
+/* Set or get the type: RMUTEX_NORMAL, RMUTEX_RECURSIVE or RMUTEX_ERRORCHECK.
+ * Returns 0, or EINVAL for a NULL or uninitialized attr, a NULL out pointer
+ * or an unknown type. */
+RMUTEX_API int rmutexattr_settype(rmutexattr_t *attr, int type);
+RMUTEX_API int rmutexattr_gettype(const rmutexattr_t *attr, int *type);
+
+/* Set or get robustness: RMUTEX_STALLED or RMUTEX_ROBUST.  A robust mutex
+ * whose previous holder's lease ran out without an unlock is acquired with
+ * EOWNERDEAD.  Returns 0 or EINVAL, as for the type. */
+RMUTEX_API int rmutexattr_setrobust(rmutexattr_t *attr, int robust);
+RMUTEX_API int rmutexattr_getrobust(const rmutexattr_t *attr, int *robust);
+
+/* Set or get fairness (0 or 1): a fair mutex serves threads in the order
+ * they asked, across processes.  Returns 0 or EINVAL, as for the type. */
+RMUTEX_API int rmutexattr_setfair(rmutexattr_t *attr, int fair);
+RMUTEX_API int rmutexattr_getfair(const rmutexattr_t *attr, int *fair);
+
+/* Set or get the lease in milliseconds.  0 (the default) means the hold's
+ * lease is rmutex_set_default_lease()'s and the watchdog renews it for as
+ * long as the process holds the mutex.  Any other value is a fixed lease:
+ * nobody renews it, and a hold that outlives it is lost (unlock then returns
+ * EPERM).  Returns 0, or EINVAL for a NULL or uninitialized attr, a NULL out
+ * pointer, or a lease above 2^31 - 1 ms. */
+RMUTEX_API int rmutexattr_setlease(rmutexattr_t *attr, unsigned long lease_ms);
+RMUTEX_API int rmutexattr_getlease(const rmutexattr_t *attr, unsigned long *lease_ms);
+
+/* ------------------------------------------------------------------------
+ * Mutexes.
+ *
+ * Thread-safety of all of them: any thread may call them on any mutex, as
+ * with pthread mutexes; initializing or destroying a mutex while another
+ * thread uses it is undefined, as with pthread mutexes.
+ *
+ * After fork(): the child starts clean.  It has a new owner identity, holds
+ * none of the mutexes the parent held (its unlock returns EPERM and never
+ * releases the parent's hold), and uses the same rmutex_t objects without
+ * re-initializing them.
+ * ---------------------------------------------------------------------- */
+
+/* Initialize m with a lock name and attributes (NULL: the defaults).  No
+ * Redis round trip happens here.  The name is any byte string of 1 to
+ * RMUTEX_NAME_MAX bytes; it is the Redis key of the lock, and the other keys
+ * are derived from it as Redisson derives them ("redisson_lock__channel:{NAME}").
+ * A name with braces must hold a valid Redis hash tag that keeps all those
+ * keys in one cluster slot: "{user:1}:cart" is accepted, "a{b", "{}x" and
+ * "a}b" are not.
+ *
+ * Returns 0, EINVAL (m NULL, name NULL, empty, too long or with bad braces,
+ * attr not initialized), or ENOMEM. */
+RMUTEX_API int rmutex_init(rmutex_t *m, const char *name, const rmutexattr_t *attr);
+
+/* Destroy m.  Its storage may then be reused or initialized again.
+ * Returns 0, EBUSY if a thread of this process holds it or waits for it
+ * (nothing changes), or EINVAL if m is NULL or not initialized. */
+RMUTEX_API int rmutex_destroy(rmutex_t *m);
+
+/* Acquire m, waiting as long as it takes.
+ *
+ * Returns 0; EOWNERDEAD (robust only: acquired, the previous holder's lease
+ * ran out without an unlock; call rmutex_consistent() before unlocking);
+ * ENOTRECOVERABLE (robust only: an earlier EOWNERDEAD holder unlocked
+ * without rmutex_consistent(); see rmutex_force_unlock()); EDEADLK
+ * (ERRORCHECK and the caller holds it); EAGAIN (RECURSIVE and the count is
+ * at RMUTEX_RECURSION_MAX); RMUTEX_ENOREPLICAS; EINVAL (m NULL, destroyed or
+ * unusable, or the lock key holds a value that is not a lock); ENOMEM
+ * (including Redis answering OOM); EROFS (the server is a read-only
+ * replica); EACCES (Redis refused our credentials or the commands).
+ *
+ * A NORMAL mutex locked again by its owner deadlocks, as in glibc.
+ * While Redis cannot be reached, rmutex_lock keeps trying with jittered
+ * backoff and does not return. */
+RMUTEX_API int rmutex_lock(rmutex_t *m);
+
+/* Acquire m if it is free now, else return EBUSY without waiting.
+ *
+ * Returns what rmutex_lock() returns, except that EDEADLK becomes EBUSY
+ * (ERRORCHECK trylock by the owner, as in glibc), and: EBUSY (held by another
+ * thread or process; for a fair mutex, also when others are queued); EAGAIN
+ * (Redis could not be reached or answered "busy loading"; see rmutex_detail()).
+ * A RECURSIVE owner's trylock counts and returns 0. */
+RMUTEX_API int rmutex_trylock(rmutex_t *m);
+
+/* Acquire m, waiting until the absolute CLOCK_REALTIME time abstime.
+ *
+ * Returns what rmutex_lock() returns, and ETIMEDOUT at the deadline (also
+ * while Redis cannot be reached).  As in glibc, abstime is only looked at when
+ * the call would block: then EINVAL if abstime is NULL or its tv_nsec is
+ * outside [0, 1e9), ETIMEDOUT if it has passed.
+ *
+ * Deviation: the deadline is converted once, at entry, into a CLOCK_MONOTONIC
+ * deadline; a step of the wall clock during the wait does not move it.  The
+ * call never returns ETIMEDOUT before the deadline.  Time spent waiting for a
+ * connection counts against it. */
+RMUTEX_API int rmutex_timedlock(rmutex_t *m, const struct timespec *abstime);
+
+/* As rmutex_timedlock(), with abstime measured on clock, which must be
+ * CLOCK_REALTIME or CLOCK_MONOTONIC (any other clock: EINVAL, checked first,
+ * even when m is free, as in glibc). */
+RMUTEX_API int rmutex_clocklock(rmutex_t *m, clockid_t clock, const struct timespec *abstime);
+
+/* Release m (one level of a RECURSIVE mutex).
+ *
+ * Returns 0; EPERM if the calling thread does not hold m, or held it but its
+ * lease was lost (expired, deleted, server restarted); ENOTRECOVERABLE if a
+ * RECURSIVE hold taken with EOWNERDEAD is released without
+ * rmutex_consistent() while inner levels were still held (all levels are
+ * dropped); EINVAL if m is NULL or not initialized.
+ *
+ * Deviation: EPERM for every type, NORMAL included, and an EPERM unlock never
+ * releases the lock in Redis.  A robust mutex acquired with EOWNERDEAD and
+ * released without rmutex_consistent() becomes ENOTRECOVERABLE for every
+ * robust handle on the same name.  When Redis cannot be reached the release
+ * is retried in the background until the lease would have run out, and the
+ * call returns 0 (the hold is no longer renewed). */
+RMUTEX_API int rmutex_unlock(rmutex_t *m);
+
+/* Mark the state protected by m consistent after an EOWNERDEAD acquisition.
+ * No Redis round trip.  Returns 0; EINVAL if m is not robust or its hold is
+ * not in the inconsistent state; EPERM if the caller does not hold m
+ * (glibc does not check the owner; musl does). */
+RMUTEX_API int rmutex_consistent(rmutex_t *m);
+
+/* Store in *token the fencing token of the caller's current hold of m.
+ * Every acquisition by a new owner gets a token strictly greater than every
+ * earlier token of the same name (while Redis keeps its data); relocking a
+ * RECURSIVE mutex keeps it.  Returns 0; EPERM if the caller does not hold m
+ * or its lease was lost; EINVAL for NULL arguments. */
+RMUTEX_API int rmutex_fence(rmutex_t *m, uint64_t *token);
+
+/* Store in *count how many times the calling thread holds m (0 if it does
+ * not).  Returns 0, or EINVAL for NULL arguments or an uninitialized m. */
+RMUTEX_API int rmutex_holdcount(rmutex_t *m, unsigned *count);
+
+/* ------------------------------------------------------------------------
+ * Process-wide settings.  Thread-safe.  After fork(): the child keeps the
+ * parent's settings and opens its own connections.
+ * ---------------------------------------------------------------------- */
+
+/* Set the Redis server, before the first call that needs it:
+ *
+ *   redis://[[user]:password@]host[:port][/db][?option=value&...]
+ *   unix://[[user]:password@]/path/to/redis.sock[?db=N&option=value&...]
+ *
+ * host is a name, an IPv4 address or a bracketed IPv6 address; it is
+ * resolved here, once.  Options: pool=N (connections, default 8),
+ * lease=ms (default watchdog lease, 30000), connect_timeout=ms (1000),
+ * command_timeout=ms (2000), poll=ms (longest wait between two checks of a
+ * busy lock, 2000), idle=ms (how long an unused subscription is kept,
+ * 10000), replicas=N and wait_timeout=ms (see rmutex_set_wait_replicas).
+ * NULL means the environment variable RMUTEX_URL or, without it,
+ * redis://127.0.0.1:6379.
+ *
+ * Returns 0; EINVAL (malformed URL, unknown option, host that does not
+ * resolve); EAGAIN (the resolver failed temporarily); ENOTSUP (rediss://:
+ * this build has no TLS); EBUSY (the library is already in use: call
+ * rmutex_shutdown() first); ENOMEM. */
+RMUTEX_API int rmutex_configure(const char *url);
+
+/* Set the number of command connections kept per server (1..1024).
+ * Returns 0 or EINVAL. */
+RMUTEX_API int rmutex_set_pool_size(unsigned n);
+
+/* Set the lease of holds whose mutex has lease 0, in milliseconds
+ * (100..2^31 - 1).  The watchdog renews them every lease/3.  Applies to
+ * holds acquired afterwards.  Returns 0 or EINVAL. */
+RMUTEX_API int rmutex_set_default_lease(unsigned long lease_ms);
+
+/* After each acquisition and renewal, wait until n replicas acknowledged
+ * it, for at most timeout_ms (Redis WAIT).  An acquisition that is not
+ * acknowledged in time is given back and the call returns
+ * RMUTEX_ENOREPLICAS; a renewal that is not is counted in
+ * rmutex_stats_t.replica_shortfalls.  n = 0 (the default) turns it off.
+ * Returns 0 or EINVAL. */
+RMUTEX_API int rmutex_set_wait_replicas(unsigned n, unsigned long timeout_ms);
+
+/* Called by the watchdog thread when it finds that a hold it renews is gone
+ * (expired, deleted, server restarted or flushed), within lease/3 + 1 s of
+ * that happening.  m is the mutex, name its lock name; the holder's next
+ * rmutex_unlock(m) returns EPERM.  The callback must not block for long and
+ * must not call rmutex_unlock() on m itself. */
+typedef void (*rmutex_lost_fn)(rmutex_t *m, const char *name, void *arg);
+
+/* Install fn (NULL: none) as the lost-lock callback.  Returns 0. */
+RMUTEX_API int rmutex_set_lost_callback(rmutex_lost_fn fn, void *arg);
+
+/* Release the lock called name whoever holds it, and clear its robust state
+ * (the owner-died and not-recoverable marks).  The fencing counter is kept.
+ * Waiters are woken.  A holder in any process finds out at its next renewal
+ * (lost-lock callback) or unlock (EPERM).  For operators.
+ * Returns 0 (also when it was not held); EINVAL for a bad name; ETIMEDOUT
+ * (Redis not reached within the command timeout) or an acquire error code. */
+RMUTEX_API int rmutex_force_unlock(const char *name);
+
+/* Stop this process's rmutex threads and close its connections; the next
+ * call starts them again, and rmutex_configure() may be called again.
+ * Returns 0, or EBUSY if a thread holds or waits for a mutex (nothing is
+ * changed). */
+RMUTEX_API int rmutex_shutdown(void);
+
+/* Why the calling thread's last failing call failed, or "" (never NULL, never
+ * a password).  The string is thread-local and valid until the thread's next
+ * rmutex call. */
+RMUTEX_API const char *rmutex_detail(void);
+
+/* Counters of this process since it started (or since fork() in a child).
+ * The gauges at the end are current values. */
+typedef struct rmutex_stats {
+    uint64_t acquisitions;       /* holds granted by Redis (recursive relocks not counted) */
+    uint64_t contended;          /* acquisitions that had to wait */
+    uint64_t wakeups_pubsub;     /* waits ended by a release message */
+    uint64_t wakeups_subscribe;  /* waits ended by a (re)subscription */
+    uint64_t wakeups_poll;       /* waits ended by their time bound */
+    uint64_t renewals;           /* leases renewed by the watchdog */
+    uint64_t renewal_calls;      /* renewal script calls (many leases each) */
+    uint64_t renewal_failures;   /* renewal calls that failed and were retried */
+    uint64_t locks_lost;         /* holds found gone (lost-lock callbacks) */
+    uint64_t reconnects;         /* connections dialled again after a failure */
+    uint64_t subscribes;         /* channel subscriptions confirmed */
+    uint64_t unsubscribes;       /* channel subscriptions dropped */
+    uint64_t indeterminate;      /* requests whose reply was lost, then resolved */
+    uint64_t script_loads;       /* scripts loaded after NOSCRIPT */
+    uint64_t round_trips;        /* command round trips made by calling threads */
+    uint64_t replica_shortfalls; /* WAITs acknowledged by too few replicas */
+    uint64_t deferred_releases;  /* releases handed to the watchdog to retry */
+    uint64_t held;               /* gauge: holds this process has now */
+    uint64_t waiting;            /* gauge: threads waiting for a lock now */
+    uint64_t channels;           /* gauge: subscribed channels */
+    uint64_t connections;        /* gauge: open command connections */
+    uint64_t pubsub_connections; /* gauge: open pub/sub connections */
+} rmutex_stats_t;
+
+/* Copy the counters into *out.  size is sizeof(rmutex_stats_t) as the
+ * caller knows it; only that many bytes are written, so programs built
+ * against an older header keep working.  Returns 0, or EINVAL for NULL. */
+RMUTEX_API int rmutex_stats(rmutex_stats_t *out, size_t size);
+
+/* Debug log: setting the environment variable RMUTEX_DEBUG to 1 (stderr) or
+ * to a file path makes the library log its connections, subscriptions,
+ * renewals and failures there.  Nothing is printed otherwise. */
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* RMUTEX_H */
