@@ -1,0 +1,83 @@
+#!/usr/bin/env bash
+# scripts/deps.sh -- install the Debian packages rmutex needs to build, test
+# and run its demo, but only those that are missing.
+#
+#   scripts/deps.sh [EXTRA-PACKAGE...]      # run it
+#   . scripts/deps.sh; rmutex_install_deps   # or source it and call the function
+#
+# As root it runs apt-get directly; otherwise through sudo (non-interactively
+# when there is no terminal).  It runs `apt-get update` first, and nothing at
+# all when every package is already installed.
+
+RMUTEX_DEPS=(build-essential cmake pkg-config libhiredis-dev uuid-dev libgtest-dev
+             redis-server redis-tools)
+
+# Print the packages among "$@" that are not installed.
+rmutex_missing_packages() {
+    local p status
+    for p in "$@"; do
+        status=$(dpkg-query -W -f='${db:Status-Status}' "$p" 2>/dev/null || true)
+        [ "$status" = installed ] || printf '%s\n' "$p"
+    done
+}
+
+# Run "$@" as root: directly, or through sudo.  Returns 127 if neither is possible.
+rmutex_as_root() {
+    if [ "$(id -u)" -eq 0 ]; then
+        "$@"
+    elif command -v sudo >/dev/null 2>&1; then
+        if [ -t 0 ]; then
+            sudo "$@"          # may ask for a password
+        else
+            sudo -n "$@"       # no terminal: never hang on a prompt
+        fi
+    else
+        return 127
+    fi
+}
+
+# Install the missing ones of RMUTEX_DEPS and of the extra packages given.
+rmutex_install_deps() {
+    if ! command -v dpkg-query >/dev/null 2>&1 || ! command -v apt-get >/dev/null 2>&1; then
+        echo "deps: this is not a Debian-like system (no dpkg/apt-get); install by hand:" >&2
+        echo "deps:   ${RMUTEX_DEPS[*]} $*" >&2
+        return 1
+    fi
+    local missing
+    missing=$(rmutex_missing_packages "${RMUTEX_DEPS[@]}" "$@")
+    if [ -z "$missing" ]; then
+        echo "deps: all packages already installed"
+        return 0
+    fi
+    # shellcheck disable=SC2086
+    set -- $missing
+    echo "deps: installing: $*"
+    if [ "$(id -u)" -ne 0 ] && ! command -v sudo >/dev/null 2>&1; then
+        echo "deps: error: not root and sudo is not installed." >&2
+        echo "deps: run as root:  apt-get update && apt-get install -y $*" >&2
+        return 1
+    fi
+    local apt_opts=(-y -q -o DPkg::Lock::Timeout=300)
+    if ! rmutex_as_root env DEBIAN_FRONTEND=noninteractive apt-get -q -o DPkg::Lock::Timeout=300 update; then
+        echo "deps: error: 'apt-get update' failed (as root, or through sudo)." >&2
+        echo "deps: run as root:  apt-get update && apt-get install -y $*" >&2
+        return 1
+    fi
+    if ! rmutex_as_root env DEBIAN_FRONTEND=noninteractive apt-get install "${apt_opts[@]}" \
+            --no-install-recommends "$@"; then
+        echo "deps: error: 'apt-get install $*' failed." >&2
+        return 1
+    fi
+    missing=$(rmutex_missing_packages "$@")
+    if [ -n "$missing" ]; then
+        echo "deps: error: still missing after install: $missing" >&2
+        return 1
+    fi
+    echo "deps: done"
+}
+
+# Executed rather than sourced: do it now.
+if [ "${BASH_SOURCE[0]}" = "$0" ]; then
+    set -euo pipefail
+    rmutex_install_deps "$@"
+fi
