@@ -1,0 +1,227 @@
+#!/usr/bin/env bash
+# scripts/test.sh -- THE test command: installs what is missing, then builds
+# and runs the test suite in three stages, each in its own build dir:
+#
+#   normal  RelWithDebInfo build, every test              (build/normal)
+#   asan    AddressSanitizer + UBSan build, every test    (build/asan)
+#   tsan    ThreadSanitizer build, tests labelled threaded (build/tsan)
+#
+# usage: scripts/test.sh [--quick] [--stage NAME]... [--no-deps] [--werror]
+#                        [-j N] [-- CTEST-ARG...]
+#   --quick        the normal stage only
+#   --stage NAME   run this stage (repeatable; default: all three)
+#   --no-deps      do not check/install the Debian packages
+#   --werror       build with -DRMUTEX_WERROR=ON
+#   -j N           parallel build jobs (default: nproc); ctest always runs -j2
+#   -- ARGS        extra arguments for every ctest run (e.g. -R lock)
+#
+# Every stage runs even if an earlier one failed; the exit status is non-zero
+# if any failed.  The tests start their own redis-server unless
+# RMUTEX_TEST_URL is set (it is passed through to them).  Sanitizer stages
+# set RMUTEX_TEST_TIME_SCALE (asan 4, tsan 5) to stretch the tests' time
+# bounds.  CC/CXX are honoured for the normal and asan stages; the tsan
+# stage picks gcc or clang, whichever runs a TSan program on this machine
+# (with `setarch -R`, i.e. no ASLR, when the kernel's mmap randomization is
+# too high for the sanitizer runtime).
+set -uo pipefail
+
+ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+cd "$ROOT" || exit 2
+# shellcheck source=deps.sh
+. "$ROOT/scripts/deps.sh"
+
+stages=()
+deps=1
+werror=OFF
+jobs=$(nproc 2>/dev/null || echo 2)
+ctest_extra=()
+while [ $# -gt 0 ]; do
+    case $1 in
+        --quick) stages=(normal) ;;
+        --stage)
+            [ $# -ge 2 ] || { echo "test.sh: --stage needs a name" >&2; exit 2; }
+            case $2 in normal|asan|tsan) stages+=("$2") ;;
+                *) echo "test.sh: unknown stage '$2' (normal, asan, tsan)" >&2; exit 2 ;;
+            esac
+            shift ;;
+        --stage=*) set -- --stage "${1#--stage=}" "${@:2}"; continue ;;
+        --no-deps) deps=0 ;;
+        --werror) werror=ON ;;
+        -j) [ $# -ge 2 ] || { echo "test.sh: -j needs a number" >&2; exit 2; }
+            jobs=$2; shift ;;
+        -j*) jobs=${1#-j} ;;
+        --) shift; ctest_extra=("$@"); break ;;
+        -h|--help) sed -n '2,/^set -uo/p' "$0" | sed '$d; s/^# \{0,1\}//'; exit 0 ;;
+        *) echo "test.sh: unknown argument '$1' (see --help)" >&2; exit 2 ;;
+    esac
+    shift
+done
+[ ${#stages[@]} -gt 0 ] || stages=(normal asan tsan)
+
+banner() {
+    echo
+    echo "=============================================================================="
+    echo "== $*"
+    echo "=============================================================================="
+}
+
+if [ "$deps" = 1 ]; then
+    banner "dependencies"
+    rmutex_install_deps || exit 2
+fi
+
+# ---------------------------------------------------------------------------
+# Sanitizer probes: compile a tiny threaded program with CC and the flags and
+# run it, plainly and then with ASLR off.  Prints the prefix to run tests
+# with ("" or "setarch ARCH -R"); fails if neither works.
+PROBE_DIR=$(mktemp -d "${TMPDIR:-/tmp}/rmutex-probe.XXXXXX")
+trap 'rm -rf "$PROBE_DIR"' EXIT
+cat >"$PROBE_DIR/probe.c" <<'EOF'
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+static int n;
+static pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;
+static void *run(void *arg) {
+    for (int i = 0; i < 1000; i++) { pthread_mutex_lock(&mu); n++; pthread_mutex_unlock(&mu); }
+    return arg;
+}
+int main(void) {
+    pthread_t t[2];
+    char *p = malloc(16);
+    for (int i = 0; i < 2; i++) pthread_create(&t[i], 0, run, p);
+    for (int i = 0; i < 2; i++) pthread_join(t[i], 0);
+    free(p);
+    return n == 2000 ? 0 : 1;
+}
+EOF
+
+sanitizer_prefix() { # CC FLAGS -> prints prefix
+    local cc=$1 flags=$2 exe="$PROBE_DIR/probe-$1-${2//[^a-z]/_}"
+    command -v "$cc" >/dev/null 2>&1 || return 1
+    # shellcheck disable=SC2086
+    "$cc" -g $flags -pthread "$PROBE_DIR/probe.c" -o "$exe" >"$exe.log" 2>&1 || return 1
+    if "$exe" >>"$exe.log" 2>&1; then
+        echo ""
+        return 0
+    fi
+    if command -v setarch >/dev/null 2>&1 &&
+       setarch "$(uname -m)" -R "$exe" >>"$exe.log" 2>&1; then
+        echo "setarch $(uname -m) -R"
+        return 0
+    fi
+    return 1
+}
+
+# ---------------------------------------------------------------------------
+declare -A result seconds counts
+
+run_stage() { # NAME
+    local name=$1 dir="build/$1" sanitize="" cc="${CC:-cc}" cxx="${CXX:-c++}"
+    local prefix="" labels=() timeout=900
+    case $name in
+        normal)
+            banner "stage normal: RelWithDebInfo build, all tests" ;;
+        asan)
+            banner "stage asan: AddressSanitizer + UndefinedBehaviorSanitizer build, all tests"
+            sanitize="address,undefined"
+            if ! prefix=$(sanitizer_prefix "$cc" "-fsanitize=address,undefined"); then
+                echo "test.sh: $cc cannot build and run an ASan program here:" >&2
+                cat "$PROBE_DIR"/probe-*.log >&2 2>/dev/null
+                return 1
+            fi
+            export ASAN_OPTIONS="detect_leaks=1:halt_on_error=1${ASAN_OPTIONS:+:$ASAN_OPTIONS}"
+            export UBSAN_OPTIONS="halt_on_error=1:print_stacktrace=1${UBSAN_OPTIONS:+:$UBSAN_OPTIONS}"
+            export RMUTEX_TEST_TIME_SCALE=4
+            timeout=1500 ;;
+        tsan)
+            banner "stage tsan: ThreadSanitizer build, tests labelled 'threaded'"
+            sanitize="thread"
+            labels=(-L threaded)
+            local c found=""
+            for c in gcc clang; do
+                if prefix=$(sanitizer_prefix "$c" "-fsanitize=thread"); then
+                    found=$c
+                    break
+                fi
+            done
+            if [ -z "$found" ] && ! command -v clang >/dev/null 2>&1 && [ "$deps" = 1 ]; then
+                echo "test.sh: gcc's TSan does not run here; installing clang to try it"
+                rmutex_install_deps clang &&
+                    prefix=$(sanitizer_prefix clang "-fsanitize=thread") && found=clang
+            fi
+            if [ -z "$found" ]; then
+                echo "test.sh: neither gcc nor clang can run a TSan program here:" >&2
+                cat "$PROBE_DIR"/probe-*.log >&2 2>/dev/null
+                return 1
+            fi
+            if [ "$found" = clang ]; then cc=clang cxx=clang++ dir=build/tsan-clang
+            else cc=gcc cxx=g++; fi
+            export TSAN_OPTIONS="halt_on_error=1:second_deadlock_stack=1${TSAN_OPTIONS:+:$TSAN_OPTIONS}"
+            export RMUTEX_TEST_TIME_SCALE=5
+            timeout=1500 ;;
+    esac
+    echo "compiler: $cc / $cxx${prefix:+; tests run under '$prefix' (TSan/ASan need ASLR off on this kernel)}"
+    [ -n "${RMUTEX_TEST_TIME_SCALE:-}" ] && echo "RMUTEX_TEST_TIME_SCALE=$RMUTEX_TEST_TIME_SCALE"
+    [ -n "${RMUTEX_TEST_URL:-}" ] && echo "RMUTEX_TEST_URL is set: the tests use that server"
+
+    CC=$cc CXX=$cxx cmake -S . -B "$dir" \
+        -DCMAKE_BUILD_TYPE=RelWithDebInfo \
+        -DRMUTEX_BUILD_TESTS=ON -DRMUTEX_BUILD_EXAMPLES=ON \
+        -DRMUTEX_SANITIZE="$sanitize" -DRMUTEX_WERROR="$werror" || return 1
+    cmake --build "$dir" -j "$jobs" || return 1
+
+    # shellcheck disable=SC2086
+    $prefix ctest --test-dir "$dir" -j2 --output-on-failure --no-tests=error \
+        --timeout "$timeout" "${labels[@]}" "${ctest_extra[@]}" 2>&1 | tee "$dir/ctest.log"
+    return "${PIPESTATUS[0]}"
+}
+
+# Counts from a stage's ctest log: "passed failed skipped", or nothing.
+stage_counts() {
+    local log=$1 line total failed skipped
+    [ -f "$log" ] || return 0
+    line=$(grep -E '^[0-9]+% tests passed, [0-9]+ tests? failed out of [0-9]+' "$log" | tail -n 1)
+    [ -n "$line" ] || return 0
+    failed=$(sed -E 's/.* ([0-9]+) tests? failed out of.*/\1/' <<<"$line")
+    total=$(sed -E 's/.*out of ([0-9]+).*/\1/' <<<"$line")
+    skipped=$(grep -cE '\*\*\*(Skipped|Not Run)' "$log")
+    echo "$((total - failed - skipped)) $failed $skipped"
+}
+
+start_all=$SECONDS
+for s in "${stages[@]}"; do
+    t0=$SECONDS
+    rm -f build/"$s"/ctest.log build/"$s"-clang/ctest.log
+    ( run_stage "$s" )
+    rc=$?
+    seconds[$s]=$((SECONDS - t0))
+    result[$s]=$([ $rc -eq 0 ] && echo passed || echo "FAILED (exit $rc)")
+    counts[$s]=""
+    for d in build/"$s" build/"$s"-clang; do
+        [ -f "$d/ctest.log" ] && counts[$s]=$(stage_counts "$d/ctest.log")
+    done
+done
+
+banner "summary"
+all_ok=1 n_pass=0 n_fail=0 n_skip=0
+for s in "${stages[@]}"; do
+    c=${counts[$s]}
+    if [ -n "$c" ]; then
+        read -r p f k <<<"$c"
+        detail="$p passed, $f failed, $k skipped"
+    else
+        p=0 f=0 k=0
+        detail="no test results"
+    fi
+    case ${result[$s]} in
+        passed) ;;
+        *) all_ok=0; [ "$f" -eq 0 ] && f=1 ;; # a stage that failed outside ctest counts once
+    esac
+    n_pass=$((n_pass + p)) n_fail=$((n_fail + f)) n_skip=$((n_skip + k))
+    printf '  %-7s %-16s %5ds   %s\n' "$s" "${result[$s]}" "${seconds[$s]}" "$detail"
+done
+printf '  %-7s %-16s %5ds\n' total "" $((SECONDS - start_all))
+echo
+echo "tests: $n_pass passed, $n_fail failed, $n_skip skipped"
+[ $all_ok -eq 1 ]
