@@ -165,11 +165,13 @@ run_stage() { # NAME
     [ -n "${RMUTEX_TEST_TIME_SCALE:-}" ] && echo "RMUTEX_TEST_TIME_SCALE=$RMUTEX_TEST_TIME_SCALE"
     [ -n "${RMUTEX_TEST_URL:-}" ] && echo "RMUTEX_TEST_URL is set: the tests use that server"
 
-    CC=$cc CXX=$cxx cmake -S . -B "$dir" \
+    CC=$cc CXX=$cxx cmake --log-level=WARNING -S . -B "$dir" \
         -DCMAKE_BUILD_TYPE=RelWithDebInfo \
         -DRMUTEX_BUILD_TESTS=ON -DRMUTEX_BUILD_EXAMPLES=ON \
         -DRMUTEX_SANITIZE="$sanitize" -DRMUTEX_WERROR="$werror" || return 1
-    cmake --build "$dir" -j "$jobs" || return 1
+    # Under the prefix too: gtest_discover_tests runs the test programs.
+    # shellcheck disable=SC2086
+    $prefix cmake --build "$dir" -j "$jobs" || return 1
 
     # shellcheck disable=SC2086
     $prefix ctest --test-dir "$dir" -j2 --output-on-failure --no-tests=error \
