@@ -1,0 +1,224 @@
+/* child.cc -- rmutex_test_child, the other process of the cross-process tests.
+ *
+ * It never calls rmutex_configure(): the library finds the server through
+ * RMUTEX_URL in the environment, which is how the parent points it at the
+ * test's redis-server.  Results go to stdout, one line each, flushed at once;
+ * commands come from stdin, one line each.
+ *
+ *   hold NAME [--robust] [--type=N] [--lease=MS] [--hold-ms=MS]
+ *       Lock NAME and print "held rc=<rc> fence=<token>".  With --hold-ms,
+ *       unlock after that many ms; otherwise obey stdin:
+ *         "unlock" -> unlock, print "unlocked rc=<rc>"
+ *         "lock"   -> lock again, print "held rc=<rc> fence=<token>"
+ *         "exit"   -> exit(0) while still holding (a normal exit)
+ *       and at end of stdin (the parent died) exit(0).  Crash tests kill it
+ *       with SIGKILL while it waits.
+ *   trylock NAME [--robust]
+ *       Print "trylock rc=<rc>", unlock if it got it, exit.
+ *   counter NAME HOST PORT KEY THREADS ITERS [--nolock] [--password=PW]
+ *       THREADS threads each do ITERS times, under NAME (unless --nolock):
+ *       GET KEY -> sched_yield() -> SET KEY value+1, on their own hiredis
+ *       connection.  Then print "done errors=<n> contended=<n>
+ *       acquisitions=<n> wakeups_pubsub=<n> wakeups_poll=<n>".
+ */
+#include <hiredis/hiredis.h>
+#include <rmutex.h>
+#include <sched.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <cerrno>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <string>
+#include <thread>
+#include <vector>
+
+namespace {
+
+void say(const std::string &line)
+{
+    std::string s = line + "\n";
+    ssize_t n = write(1, s.data(), s.size());
+    (void)n;
+}
+
+std::string opt(int argc, char **argv, const char *key, const char *dflt)
+{
+    size_t k = strlen(key);
+    for (int i = 0; i < argc; i++)
+        if (strncmp(argv[i], key, k) == 0 && argv[i][k] == '=')
+            return argv[i] + k + 1;
+    return dflt;
+}
+
+bool flag(int argc, char **argv, const char *key)
+{
+    for (int i = 0; i < argc; i++)
+        if (strcmp(argv[i], key) == 0)
+            return true;
+    return false;
+}
+
+bool init_from_args(rmutex_t *m, const char *name, int argc, char **argv)
+{
+    rmutexattr_t a;
+    rmutexattr_init(&a);
+    rmutexattr_settype(&a, atoi(opt(argc, argv, "--type", "0").c_str()));
+    rmutexattr_setrobust(&a, flag(argc, argv, "--robust") ? RMUTEX_ROBUST : RMUTEX_STALLED);
+    rmutexattr_setlease(&a, strtoul(opt(argc, argv, "--lease", "0").c_str(), nullptr, 10));
+    int rc = rmutex_init(m, name, &a);
+    rmutexattr_destroy(&a);
+    if (rc != 0) {
+        say("error init rc=" + std::to_string(rc) + " detail=" + rmutex_detail());
+        return false;
+    }
+    return true;
+}
+
+std::string fence_of(rmutex_t *m)
+{
+    uint64_t t = 0;
+    if (rmutex_fence(m, &t) != 0)
+        return "none";
+    return std::to_string(t);
+}
+
+bool read_line(std::string *line)
+{
+    line->clear();
+    char c;
+    for (;;) {
+        ssize_t n = read(0, &c, 1);
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n <= 0)
+            return false;
+        if (c == '\n')
+            return true;
+        line->push_back(c);
+    }
+}
+
+int cmd_hold(const char *name, int argc, char **argv)
+{
+    static rmutex_t m;
+    if (!init_from_args(&m, name, argc, argv))
+        return 2;
+    int rc = rmutex_lock(&m);
+    if (rc == EOWNERDEAD && flag(argc, argv, "--consistent"))
+        rmutex_consistent(&m);
+    say("held rc=" + std::to_string(rc) + " fence=" + fence_of(&m) + " pid=" + std::to_string(getpid()));
+    std::string hold_ms = opt(argc, argv, "--hold-ms", "");
+    if (!hold_ms.empty()) {
+        std::this_thread::sleep_for(std::chrono::milliseconds(atoi(hold_ms.c_str())));
+        say("unlocked rc=" + std::to_string(rmutex_unlock(&m)));
+        return 0;
+    }
+    std::string line;
+    while (read_line(&line)) {
+        if (line == "unlock") {
+            say("unlocked rc=" + std::to_string(rmutex_unlock(&m)));
+        } else if (line == "lock") {
+            rc = rmutex_lock(&m);
+            say("held rc=" + std::to_string(rc) + " fence=" + fence_of(&m));
+        } else if (line == "exit") {
+            exit(0);
+        }
+    }
+    exit(0);
+}
+
+int cmd_trylock(const char *name, int argc, char **argv)
+{
+    rmutex_t m;
+    if (!init_from_args(&m, name, argc, argv))
+        return 2;
+    int rc = rmutex_trylock(&m);
+    say("trylock rc=" + std::to_string(rc));
+    if (rc == 0 || rc == EOWNERDEAD)
+        rmutex_unlock(&m);
+    return 0;
+}
+
+int cmd_counter(int argc, char **argv)
+{
+    if (argc < 8) {
+        say("error usage");
+        return 2;
+    }
+    const char *name = argv[2];
+    std::string host = argv[3];
+    int port = atoi(argv[4]);
+    std::string key = argv[5];
+    int threads = atoi(argv[6]);
+    int iters = atoi(argv[7]);
+    bool nolock = flag(argc, argv, "--nolock");
+    std::string password = opt(argc, argv, "--password", "");
+
+    static rmutex_t m;
+    if (!init_from_args(&m, name, argc, argv))
+        return 2;
+    std::atomic<long> errors{0};
+    std::vector<std::thread> ts;
+    for (int t = 0; t < threads; t++) {
+        ts.emplace_back([&] {
+            struct timeval tv = {10, 0};
+            redisContext *c = redisConnectWithTimeout(host.c_str(), port, tv);
+            if (!c || c->err) {
+                errors++;
+                return;
+            }
+            if (!password.empty())
+                freeReplyObject(redisCommand(c, "AUTH %s", password.c_str()));
+            for (int i = 0; i < iters; i++) {
+                if (!nolock) {
+                    int rc = rmutex_lock(&m);
+                    if (rc != 0) {
+                        errors++;
+                        continue;
+                    }
+                }
+                auto *r = static_cast<redisReply *>(redisCommand(c, "GET %s", key.c_str()));
+                long v = r && r->type == REDIS_REPLY_STRING ? atol(r->str) : 0;
+                if (!r || (r->type != REDIS_REPLY_STRING && r->type != REDIS_REPLY_NIL))
+                    errors++;
+                if (r)
+                    freeReplyObject(r);
+                sched_yield();
+                r = static_cast<redisReply *>(redisCommand(c, "SET %s %ld", key.c_str(), v + 1));
+                if (!r || r->type == REDIS_REPLY_ERROR)
+                    errors++;
+                if (r)
+                    freeReplyObject(r);
+                if (!nolock && rmutex_unlock(&m) != 0)
+                    errors++;
+            }
+            redisFree(c);
+        });
+    }
+    for (auto &t : ts)
+        t.join();
+    rmutex_stats_t s;
+    memset(&s, 0, sizeof s);
+    rmutex_stats(&s, sizeof s);
+    say("done errors=" + std::to_string(errors.load()) + " contended=" + std::to_string(s.contended) +
+        " acquisitions=" + std::to_string(s.acquisitions) + " wakeups_pubsub=" + std::to_string(s.wakeups_pubsub) +
+        " wakeups_poll=" + std::to_string(s.wakeups_poll));
+    return 0;
+}
+
+} // namespace
+
+int main(int argc, char **argv)
+{
+    if (argc >= 3 && strcmp(argv[1], "hold") == 0)
+        return cmd_hold(argv[2], argc, argv);
+    if (argc >= 3 && strcmp(argv[1], "trylock") == 0)
+        return cmd_trylock(argv[2], argc, argv);
+    if (argc >= 2 && strcmp(argv[1], "counter") == 0)
+        return cmd_counter(argc, argv);
+    say("error usage: hold|trylock|counter ...");
+    return 2;
+}
