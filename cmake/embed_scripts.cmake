@@ -1,6 +1,7 @@
 # Turns the Lua scripts into a C file: each script's exact bytes and the SHA1
 # Redis computes for them (EVALSHA).  Run as: cmake -DOUT=... -DSCRIPTS="a.lua;b.lua" -P
-set(_body "/* Generated from src/lua/*.lua by cmake/embed_scripts.cmake. Do not edit. */\n#include \"script.h\"\n\n")
+string(REPLACE "|" ";" SCRIPTS "${SCRIPTS}")
+set(_body "/* Generated from the .lua files in src/lua by cmake/embed_scripts.cmake. Do not edit. */\n#include \"script.h\"\n\n")
 set(_table "const struct rm_script rm_scripts[RM_SCRIPT_COUNT] = {\n")
 foreach(_f IN LISTS SCRIPTS)
   get_filename_component(_name ${_f} NAME_WE)

@@ -1,0 +1,304 @@
+/* api.c -- the public rmutex_* entry points.
+ *
+ * Each entry point saves errno and disables cancellation (the calls are
+ * not cancellation points, and a blocking network wait must not be
+ * cancelled half-way), checks its arguments, applies the type rules of
+ * glibc (ERRORCHECK, RECURSIVE, robust) with no round trip, and hands the
+ * rest to the mutex's lock algorithm.  A RECURSIVE relock, and the unlock
+ * of an inner level, never reach Redis. */
+#include "identity.h"
+#include "internal.h"
+#include "keys.h"
+#include "conn.h"
+#include "mutex.h"
+#include "pool.h"
+#include "runtime.h"
+#include "script.h"
+#include "watchdog.h"
+
+#include <errno.h>
+#include <hiredis/hiredis.h>
+#include <pthread.h>
+#include <string.h>
+
+struct entry {
+    int saved_errno;
+    int cancel_state;
+};
+
+static void enter(struct entry *e)
+{
+    e->saved_errno = errno;
+    pthread_setcancelstate(PTHREAD_CANCEL_DISABLE, &e->cancel_state);
+}
+
+static int leave(struct entry *e, int r)
+{
+    pthread_setcancelstate(e->cancel_state, NULL);
+    errno = e->saved_errno;
+    return r;
+}
+
+int rm_runtime_configure(const char *url);
+int rm_runtime_shutdown(void);
+int rm_attr_kind(const rmutexattr_t *attr, int *kind, unsigned long *lease);
+
+RMUTEX_API unsigned rmutex_version(void) { return RMUTEX_VERSION_NUM; }
+
+RMUTEX_API const char *rmutex_version_string(void)
+{
+#define STR2(x) #x
+#define STR(x) STR2(x)
+    return STR(RMUTEX_VERSION_MAJOR) "." STR(RMUTEX_VERSION_MINOR) "." STR(RMUTEX_VERSION_PATCH);
+}
+
+RMUTEX_API int rmutex_init(rmutex_t *m, const char *name, const rmutexattr_t *attr)
+{
+    struct entry e;
+    enter(&e);
+    int kind = 0, r;
+    unsigned long lease = 0;
+    if (!m) {
+        rm_detail("the mutex is NULL");
+        return leave(&e, EINVAL);
+    }
+    if (attr && (r = rm_attr_kind(attr, &kind, &lease))) {
+        rm_detail("the attributes were not initialized");
+        return leave(&e, r);
+    }
+    return leave(&e, rm_mutex_init(m, name, kind, lease));
+}
+
+RMUTEX_API int rmutex_destroy(rmutex_t *m)
+{
+    struct entry e;
+    enter(&e);
+    return leave(&e, rm_mutex_destroy(m));
+}
+
+static int lock_common(rmutex_t *m, struct rm_wait *w)
+{
+    int r;
+    struct rm_mutex *mx = rm_mutex_get(m, &r);
+    if (!mx) return r;
+    struct rm_thread *self = rm_thread_self();
+    pthread_mutex_lock(&mx->mu);
+    if (mx->owner == self->tid) {
+        if (mx->type == RMUTEX_ERRORCHECK) {
+            pthread_mutex_unlock(&mx->mu);
+            rm_detail("the calling thread already holds %s", mx->keys.lock);
+            return w->mode == RM_WAIT_TRY ? EBUSY : EDEADLK;
+        }
+        if (mx->type == RMUTEX_RECURSIVE) {
+            r = 0;
+            if (mx->depth >= RMUTEX_RECURSION_MAX) {
+                rm_detail("%s is already held %u times", mx->keys.lock, mx->depth);
+                r = EAGAIN;
+            } else {
+                mx->depth++;
+            }
+            pthread_mutex_unlock(&mx->mu);
+            return r;
+        }
+        /* NORMAL: relocking deadlocks (or times out), as in glibc. */
+    }
+    mx->users++;
+    pthread_mutex_unlock(&mx->mu);
+
+    struct rm_endpoint *ep;
+    if (!(r = rm_runtime_enter(&ep))) {
+        r = mx->ops->lock(mx, self, ep, w);
+        rm_runtime_leave();
+    }
+    pthread_mutex_lock(&mx->mu);
+    mx->users--;
+    pthread_mutex_unlock(&mx->mu);
+    return r;
+}
+
+RMUTEX_API int rmutex_lock(rmutex_t *m)
+{
+    struct entry e;
+    enter(&e);
+    struct rm_wait w = { RM_WAIT_FOREVER, 0, RM_FOREVER };
+    return leave(&e, lock_common(m, &w));
+}
+
+RMUTEX_API int rmutex_trylock(rmutex_t *m)
+{
+    struct entry e;
+    enter(&e);
+    struct rm_wait w = { RM_WAIT_TRY, 0, 0 };
+    return leave(&e, lock_common(m, &w));
+}
+
+RMUTEX_API int rmutex_timedlock(rmutex_t *m, const struct timespec *abstime)
+{
+    struct entry e;
+    enter(&e);
+    struct rm_wait w;
+    rm_wait_timed(&w, CLOCK_REALTIME, abstime);
+    return leave(&e, lock_common(m, &w));
+}
+
+RMUTEX_API int rmutex_clocklock(rmutex_t *m, clockid_t clock, const struct timespec *abstime)
+{
+    struct entry e;
+    enter(&e);
+    if (clock != CLOCK_REALTIME && clock != CLOCK_MONOTONIC) {
+        rm_detail("clocklock accepts CLOCK_REALTIME and CLOCK_MONOTONIC only");
+        return leave(&e, EINVAL);
+    }
+    struct rm_wait w;
+    rm_wait_timed(&w, clock, abstime);
+    return leave(&e, lock_common(m, &w));
+}
+
+RMUTEX_API int rmutex_unlock(rmutex_t *m)
+{
+    struct entry e;
+    enter(&e);
+    int r;
+    struct rm_mutex *mx = rm_mutex_get(m, &r);
+    if (!mx) return leave(&e, r);
+    struct rm_thread *self = rm_thread_self();
+    pthread_mutex_lock(&mx->mu);
+    if (mx->owner != self->tid) {
+        pthread_mutex_unlock(&mx->mu);
+        rm_detail("the calling thread does not hold %s", mx->keys.lock);
+        return leave(&e, EPERM);
+    }
+    int dropped = 0;
+    if (mx->depth > 1) {
+        if (mx->robust && mx->inconsistent) {
+            dropped = 1; /* glibc: all levels go, ENOTRECOVERABLE */
+        } else {
+            mx->depth--;
+            r = mx->wd && rm_wd_lost(mx->wd) ? EPERM : 0;
+            pthread_mutex_unlock(&mx->mu);
+            if (r) rm_detail("the lease of %s was lost", mx->keys.lock);
+            return leave(&e, r);
+        }
+    }
+    int notrec = mx->robust && mx->inconsistent;
+    pthread_mutex_unlock(&mx->mu);
+
+    struct rm_endpoint *ep;
+    if (!(r = rm_runtime_enter(&ep))) {
+        r = mx->ops->unlock(mx, self, ep, notrec);
+        rm_runtime_leave();
+    }
+    if (!r && dropped) {
+        rm_detail("%s was released at all levels and is now not recoverable", mx->keys.lock);
+        r = ENOTRECOVERABLE;
+    }
+    return leave(&e, r);
+}
+
+RMUTEX_API int rmutex_consistent(rmutex_t *m)
+{
+    struct entry e;
+    enter(&e);
+    int r;
+    struct rm_mutex *mx = rm_mutex_get(m, &r);
+    if (!mx) return leave(&e, r);
+    struct rm_thread *self = rm_thread_self();
+    pthread_mutex_lock(&mx->mu);
+    if (!mx->robust) {
+        r = EINVAL;
+        rm_detail("%s is not robust", mx->keys.lock);
+    } else if (mx->owner != self->tid) {
+        r = EPERM;
+        rm_detail("the calling thread does not hold %s", mx->keys.lock);
+    } else if (!mx->inconsistent) {
+        r = EINVAL;
+        rm_detail("%s is not in the inconsistent state", mx->keys.lock);
+    } else {
+        mx->inconsistent = 0;
+    }
+    pthread_mutex_unlock(&mx->mu);
+    return leave(&e, r);
+}
+
+RMUTEX_API int rmutex_fence(rmutex_t *m, uint64_t *token)
+{
+    struct entry e;
+    enter(&e);
+    int r;
+    struct rm_mutex *mx = rm_mutex_get(m, &r);
+    if (!mx) return leave(&e, r);
+    if (!token) return leave(&e, EINVAL);
+    struct rm_thread *self = rm_thread_self();
+    pthread_mutex_lock(&mx->mu);
+    if (mx->owner != self->tid || (mx->wd && rm_wd_lost(mx->wd))) {
+        r = EPERM;
+        rm_detail("the calling thread does not hold %s%s", mx->keys.lock,
+                  mx->owner == self->tid ? " any more (its lease was lost)" : "");
+    } else {
+        *token = mx->token;
+    }
+    pthread_mutex_unlock(&mx->mu);
+    return leave(&e, r);
+}
+
+RMUTEX_API int rmutex_holdcount(rmutex_t *m, unsigned *count)
+{
+    struct entry e;
+    enter(&e);
+    int r;
+    struct rm_mutex *mx = rm_mutex_get(m, &r);
+    if (!mx) return leave(&e, r);
+    if (!count) return leave(&e, EINVAL);
+    struct rm_thread *self = rm_thread_self();
+    pthread_mutex_lock(&mx->mu);
+    *count = mx->owner == self->tid ? mx->depth : 0;
+    pthread_mutex_unlock(&mx->mu);
+    return leave(&e, 0);
+}
+
+RMUTEX_API int rmutex_force_unlock(const char *name)
+{
+    struct entry e;
+    enter(&e);
+    struct rm_keys k;
+    struct rm_endpoint *ep;
+    int r = rm_keys_make(name, &k);
+    if (r) return leave(&e, r);
+    if ((r = rm_runtime_enter(&ep))) {
+        rm_keys_free(&k);
+        return leave(&e, r);
+    }
+    const char *argv[] = { k.lock, k.channel, k.owner, k.notrec };
+    size_t lens[] = { strlen(k.lock), strlen(k.channel), strlen(k.owner), strlen(k.notrec) };
+    rm_nsec deadline = rm_after(RM_MSEC(RM_SETTING(command_timeout_ms)));
+    for (int tries = 0; tries < 3; tries++) {
+        struct rm_conn *c;
+        redisReply *reply;
+        if ((r = rm_pool_get(ep, deadline, 0, &c))) break;
+        r = rm_script_call(c, RM_SCRIPT_FORCE_UNLOCK, 4, 4, argv, lens, deadline, &reply);
+        rm_pool_put(ep, c, r >= 0 || r == RM_E_TRANSIENT);
+        if (!r) {
+            rm_log("force-unlocked %s (%s)", k.lock, reply->integer ? "it was held" : "it was free");
+            freeReplyObject(reply);
+            break;
+        }
+        if (r > 0) break;
+    }
+    rm_runtime_leave();
+    rm_keys_free(&k);
+    return leave(&e, r < 0 ? ETIMEDOUT : r);
+}
+
+RMUTEX_API int rmutex_configure(const char *url)
+{
+    struct entry e;
+    enter(&e);
+    return leave(&e, rm_runtime_configure(url));
+}
+
+RMUTEX_API int rmutex_shutdown(void)
+{
+    struct entry e;
+    enter(&e);
+    return leave(&e, rm_runtime_shutdown());
+}

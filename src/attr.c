@@ -1,0 +1,100 @@
+/* attr.c -- rmutexattr_*: type, robustness, fairness and lease, checked
+ * on the first line of each setter (musl style).  No Redis here. */
+#include "internal.h"
+
+#include <errno.h>
+#include <string.h>
+
+#define MAGIC 0x524d5458u /* "RMTX" */
+#define TYPE_MASK 0xff
+#define LEASE_MAX 2147483647UL
+
+static int valid(const rmutexattr_t *a) { return a && a->__magic == MAGIC; }
+
+RMUTEX_API int rmutexattr_init(rmutexattr_t *a)
+{
+    if (!a) return EINVAL;
+    memset(a, 0, sizeof *a);
+    a->__magic = MAGIC;
+    return 0;
+}
+
+RMUTEX_API int rmutexattr_destroy(rmutexattr_t *a)
+{
+    if (!valid(a)) return EINVAL;
+    a->__magic = 0;
+    return 0;
+}
+
+RMUTEX_API int rmutexattr_settype(rmutexattr_t *a, int type)
+{
+    if (!valid(a) || (type != RMUTEX_NORMAL && type != RMUTEX_RECURSIVE && type != RMUTEX_ERRORCHECK))
+        return EINVAL;
+    a->__kind = (a->__kind & ~TYPE_MASK) | type;
+    return 0;
+}
+
+RMUTEX_API int rmutexattr_gettype(const rmutexattr_t *a, int *type)
+{
+    if (!valid(a) || !type) return EINVAL;
+    *type = a->__kind & TYPE_MASK;
+    return 0;
+}
+
+static int set_flag(rmutexattr_t *a, int flag, int on)
+{
+    if (!valid(a) || (on != 0 && on != 1)) return EINVAL;
+    a->__kind = on ? (a->__kind | flag) : (a->__kind & ~flag);
+    return 0;
+}
+
+static int get_flag(const rmutexattr_t *a, int flag, int *out)
+{
+    if (!valid(a) || !out) return EINVAL;
+    *out = !!(a->__kind & flag);
+    return 0;
+}
+
+RMUTEX_API int rmutexattr_setrobust(rmutexattr_t *a, int robust)
+{
+    return set_flag(a, RMUTEX_FLAG_ROBUST, robust);
+}
+
+RMUTEX_API int rmutexattr_getrobust(const rmutexattr_t *a, int *robust)
+{
+    return get_flag(a, RMUTEX_FLAG_ROBUST, robust);
+}
+
+RMUTEX_API int rmutexattr_setfair(rmutexattr_t *a, int fair)
+{
+    return set_flag(a, RMUTEX_FLAG_FAIR, fair);
+}
+
+RMUTEX_API int rmutexattr_getfair(const rmutexattr_t *a, int *fair)
+{
+    return get_flag(a, RMUTEX_FLAG_FAIR, fair);
+}
+
+RMUTEX_API int rmutexattr_setlease(rmutexattr_t *a, unsigned long lease_ms)
+{
+    if (!valid(a) || lease_ms > LEASE_MAX) return EINVAL;
+    a->__lease_ms = lease_ms;
+    return 0;
+}
+
+RMUTEX_API int rmutexattr_getlease(const rmutexattr_t *a, unsigned long *lease_ms)
+{
+    if (!valid(a) || !lease_ms) return EINVAL;
+    *lease_ms = a->__lease_ms;
+    return 0;
+}
+
+/* For rmutex_init: the kind (type | flags) and lease of a. */
+int rm_attr_kind(const rmutexattr_t *a, int *kind, unsigned long *lease);
+int rm_attr_kind(const rmutexattr_t *a, int *kind, unsigned long *lease)
+{
+    if (!valid(a)) return EINVAL;
+    *kind = a->__kind;
+    *lease = a->__lease_ms;
+    return 0;
+}

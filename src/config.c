@@ -1,0 +1,321 @@
+/* config.c -- URL parsing and the process-wide settings.
+ *
+ *   redis://[[user]:password@]host[:port][/db][?opt=value&...]
+ *   unix://[[user]:password@]/path/to/socket[?db=N&opt=value&...]
+ *
+ * User and password may be percent-encoded.  The host is resolved here, by
+ * rmutex_configure() or the first call, and never again: a timed call never
+ * waits on a resolver.  Options set only what they name, so settings made
+ * with rmutex_set_*() before the first call survive the lazy parse of
+ * RMUTEX_URL.  A URL is applied only when all of it is good. */
+#include "config.h"
+#include "internal.h"
+
+#include <arpa/inet.h>
+#include <errno.h>
+#include <limits.h>
+#include <netdb.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/un.h>
+
+struct rm_settings rm_settings = {
+    .pool_size = 8,
+    .lease_ms = 30000,
+    .connect_timeout_ms = 1000,
+    .command_timeout_ms = 2000,
+    .poll_ms = 2000,
+    .idle_ms = 10000,
+    .replicas = 0,
+    .wait_timeout_ms = 1000,
+};
+
+#define LEASE_MIN 100UL
+#define LEASE_MAX 2147483647UL
+
+struct option {
+    const char *name;
+    unsigned long min, max;
+    int set;
+    unsigned long value;
+};
+
+enum { OPT_POOL, OPT_LEASE, OPT_CONNECT, OPT_COMMAND, OPT_POLL, OPT_IDLE,
+       OPT_REPLICAS, OPT_WAIT, OPT_DB, OPT_COUNT };
+
+static void options_init(struct option *o)
+{
+    static const struct option defs[OPT_COUNT] = {
+        [OPT_POOL] = { "pool", 1, 1024, 0, 0 },
+        [OPT_LEASE] = { "lease", LEASE_MIN, LEASE_MAX, 0, 0 },
+        [OPT_CONNECT] = { "connect_timeout", 1, 3600000, 0, 0 },
+        [OPT_COMMAND] = { "command_timeout", 1, 3600000, 0, 0 },
+        [OPT_POLL] = { "poll", 1, 3600000, 0, 0 },
+        [OPT_IDLE] = { "idle", 0, 86400000, 0, 0 },
+        [OPT_REPLICAS] = { "replicas", 0, 1000, 0, 0 },
+        [OPT_WAIT] = { "wait_timeout", 1, 3600000, 0, 0 },
+        [OPT_DB] = { "db", 0, 1000000, 0, 0 },
+    };
+    memcpy(o, defs, sizeof defs);
+}
+
+static void options_apply(const struct option *o)
+{
+#define APPLY(idx, field) \
+    if (o[idx].set) atomic_store(&rm_settings.field, o[idx].value)
+    APPLY(OPT_POOL, pool_size);
+    APPLY(OPT_LEASE, lease_ms);
+    APPLY(OPT_CONNECT, connect_timeout_ms);
+    APPLY(OPT_COMMAND, command_timeout_ms);
+    APPLY(OPT_POLL, poll_ms);
+    APPLY(OPT_IDLE, idle_ms);
+    APPLY(OPT_REPLICAS, replicas);
+    APPLY(OPT_WAIT, wait_timeout_ms);
+#undef APPLY
+}
+
+/* Parse a decimal in [min, max] from s[0..n). */
+static int parse_ulong(const char *s, size_t n, unsigned long min, unsigned long max,
+                       unsigned long *out)
+{
+    if (n == 0 || n > 19) return -1;
+    unsigned long v = 0;
+    for (size_t i = 0; i < n; i++) {
+        if (s[i] < '0' || s[i] > '9') return -1;
+        v = v * 10 + (unsigned long)(s[i] - '0');
+    }
+    if (v < min || v > max) return -1;
+    *out = v;
+    return 0;
+}
+
+static int hexval(char c)
+{
+    if (c >= '0' && c <= '9') return c - '0';
+    if (c >= 'a' && c <= 'f') return c - 'a' + 10;
+    if (c >= 'A' && c <= 'F') return c - 'A' + 10;
+    return -1;
+}
+
+/* Percent-decode s[0..n) into a new string; NULL on a bad escape or ENOMEM
+ * (*bad tells which). */
+static char *decode(const char *s, size_t n, int *bad)
+{
+    char *out = malloc(n + 1), *p = out;
+    *bad = 0;
+    if (!out) return NULL;
+    for (size_t i = 0; i < n; i++) {
+        if (s[i] == '%') {
+            int hi = i + 1 < n ? hexval(s[i + 1]) : -1;
+            int lo = i + 2 < n ? hexval(s[i + 2]) : -1;
+            if (hi < 0 || lo < 0) {
+                *bad = 1;
+                free(out);
+                return NULL;
+            }
+            *p++ = (char)(hi * 16 + lo);
+            i += 2;
+        } else {
+            *p++ = s[i];
+        }
+    }
+    *p = 0;
+    return out;
+}
+
+static int parse_query(const char *q, struct option *o)
+{
+    while (*q) {
+        const char *amp = strchr(q, '&');
+        size_t len = amp ? (size_t)(amp - q) : strlen(q);
+        const char *eq = memchr(q, '=', len);
+        if (!eq) { rm_detail("URL option without a value"); return EINVAL; }
+        size_t klen = (size_t)(eq - q);
+        int i;
+        for (i = 0; i < OPT_COUNT; i++)
+            if (strlen(o[i].name) == klen && !memcmp(o[i].name, q, klen)) break;
+        if (i == OPT_COUNT) {
+            rm_detail("unknown URL option '%.*s'", (int)(klen > 40 ? 40 : klen), q);
+            return EINVAL;
+        }
+        if (parse_ulong(eq + 1, len - klen - 1, o[i].min, o[i].max, &o[i].value)) {
+            rm_detail("URL option %s must be a number in [%lu, %lu]", o[i].name, o[i].min, o[i].max);
+            return EINVAL;
+        }
+        o[i].set = 1;
+        q += len + (amp ? 1 : 0);
+    }
+    return 0;
+}
+
+/* Split "user:password@" off the front of s (ending before end).  Returns
+ * the position after it. */
+static int parse_userinfo(const char *s, const char *end, char **user, char **password,
+                          const char **rest)
+{
+    const char *at = NULL;
+    for (const char *p = s; p < end; p++)
+        if (*p == '@') at = p;
+    *rest = s;
+    if (!at) return 0;
+    const char *colon = memchr(s, ':', (size_t)(at - s));
+    int bad = 0;
+    if (colon) {
+        if (colon > s && !(*user = decode(s, (size_t)(colon - s), &bad))) goto fail;
+        if (!(*password = decode(colon + 1, (size_t)(at - colon - 1), &bad))) goto fail;
+    } else if (at > s) {
+        /* redis://secret@host: a lone word is a password, as redis-cli takes it. */
+        if (!(*password = decode(s, (size_t)(at - s), &bad))) goto fail;
+    }
+    *rest = at + 1;
+    return 0;
+fail:
+    free(*user);
+    *user = NULL;
+    rm_detail(bad ? "bad percent-escape in the URL's user or password" : "out of memory");
+    return bad ? EINVAL : ENOMEM;
+}
+
+static int resolve(const char *host, unsigned long port, struct rm_server_addr *a)
+{
+    struct addrinfo hints, *res = NULL;
+    memset(&hints, 0, sizeof hints);
+    hints.ai_family = AF_UNSPEC;
+    hints.ai_socktype = SOCK_STREAM;
+    char portstr[8];
+    snprintf(portstr, sizeof portstr, "%lu", port);
+    int r = getaddrinfo(host, portstr, &hints, &res);
+    if (r) {
+        rm_detail("cannot resolve host '%.64s': %s", host, gai_strerror(r));
+        return r == EAI_AGAIN ? EAGAIN : r == EAI_MEMORY ? ENOMEM : EINVAL;
+    }
+    memcpy(&a->sa, res->ai_addr, res->ai_addrlen);
+    a->salen = res->ai_addrlen;
+    freeaddrinfo(res);
+    return 0;
+}
+
+int rm_config_parse(const char *url, struct rm_server_addr *out, int apply)
+{
+    struct rm_server_addr a;
+    struct option o[OPT_COUNT];
+    char *host = NULL;
+    int r = EINVAL;
+
+    memset(&a, 0, sizeof a);
+    options_init(o);
+    if (!url) { rm_detail("no URL"); return EINVAL; }
+    if (strlen(url) > 4096) { rm_detail("URL too long"); return EINVAL; }
+
+    const char *q = strchr(url, '?');
+    const char *end = q ? q : url + strlen(url);
+    if (q && (r = parse_query(q + 1, o))) goto out;
+    r = EINVAL;
+
+    if (!strncmp(url, "rediss://", 9)) {
+        rm_detail("rediss:// needs TLS, which hiredis 0.14 does not have");
+        r = ENOTSUP;
+        goto out;
+    }
+    if (!strncmp(url, "unix://", 7)) {
+        const char *rest;
+        if ((r = parse_userinfo(url + 7, end, &a.user, &a.password, &rest))) goto out;
+        r = EINVAL;
+        size_t plen = (size_t)(end - rest);
+        struct sockaddr_un *un = (struct sockaddr_un *)&a.sa;
+        if (plen == 0 || rest[0] != '/') { rm_detail("unix:// URL needs an absolute socket path"); goto out; }
+        if (plen >= sizeof un->sun_path) { rm_detail("unix socket path too long"); goto out; }
+        un->sun_family = AF_UNIX;
+        memcpy(un->sun_path, rest, plen);
+        a.salen = (socklen_t)(offsetof(struct sockaddr_un, sun_path) + plen + 1);
+        a.db = o[OPT_DB].set ? (int)o[OPT_DB].value : 0;
+        snprintf(a.display, sizeof a.display, "unix://%s%.*s", a.password ? "***@" : "",
+                 (int)(plen > 120 ? 120 : plen), rest);
+    } else if (!strncmp(url, "redis://", 8)) {
+        const char *rest;
+        if ((r = parse_userinfo(url + 8, end, &a.user, &a.password, &rest))) goto out;
+        r = EINVAL;
+        const char *slash = memchr(rest, '/', (size_t)(end - rest));
+        const char *hostend = slash ? slash : end;
+        const char *hp = rest, *portp = NULL, *he;
+        if (*hp == '[') {
+            const char *rb = memchr(hp, ']', (size_t)(hostend - hp));
+            if (!rb) { rm_detail("unterminated [IPv6] host in URL"); goto out; }
+            he = rb;
+            hp++;
+            if (rb + 1 < hostend) {
+                if (rb[1] != ':') { rm_detail("garbage after ] in URL host"); goto out; }
+                portp = rb + 2;
+            }
+        } else {
+            const char *colon = memchr(hp, ':', (size_t)(hostend - hp));
+            he = colon ? colon : hostend;
+            if (colon) portp = colon + 1;
+        }
+        if (he == hp) { rm_detail("URL has no host"); goto out; }
+        unsigned long port = 6379;
+        if (portp && parse_ulong(portp, (size_t)(hostend - portp), 1, 65535, &port)) {
+            rm_detail("URL port must be a number in [1, 65535]");
+            goto out;
+        }
+        unsigned long db = 0;
+        if (slash && slash + 1 < end && parse_ulong(slash + 1, (size_t)(end - slash - 1), 0, 1000000, &db)) {
+            rm_detail("URL path must be a database number");
+            goto out;
+        }
+        a.db = o[OPT_DB].set ? (int)o[OPT_DB].value : (int)db;
+        if (!(host = strndup(hp, (size_t)(he - hp)))) { r = ENOMEM; goto out; }
+        if ((r = resolve(host, port, &a))) goto out;
+        int v6 = a.sa.ss_family == AF_INET6;
+        snprintf(a.display, sizeof a.display, "redis://%s%s%s%s%.64s%s:%lu/%d",
+                 a.user ? a.user : "", a.password ? ":***" : "", (a.user || a.password) ? "@" : "",
+                 v6 ? "[" : "", host, v6 ? "]" : "", port, a.db);
+    } else {
+        rm_detail("URL must start with redis:// or unix://");
+        goto out;
+    }
+    if (a.user && !a.password) { rm_detail("URL has a user but no password"); r = EINVAL; goto out; }
+    r = 0;
+    if (apply) options_apply(o);
+    *out = a;
+    memset(&a, 0, sizeof a);
+out:
+    free(host);
+    rm_server_addr_free(&a);
+    return r;
+}
+
+void rm_server_addr_free(struct rm_server_addr *a)
+{
+    free(a->user);
+    if (a->password) {
+        explicit_bzero(a->password, strlen(a->password));
+        free(a->password);
+    }
+    a->user = a->password = NULL;
+}
+
+/* ---- public setters ---- */
+
+RMUTEX_API int rmutex_set_pool_size(unsigned n)
+{
+    if (n < 1 || n > 1024) return EINVAL;
+    atomic_store(&rm_settings.pool_size, n);
+    return 0;
+}
+
+RMUTEX_API int rmutex_set_default_lease(unsigned long lease_ms)
+{
+    if (lease_ms < LEASE_MIN || lease_ms > LEASE_MAX) return EINVAL;
+    atomic_store(&rm_settings.lease_ms, lease_ms);
+    return 0;
+}
+
+RMUTEX_API int rmutex_set_wait_replicas(unsigned n, unsigned long timeout_ms)
+{
+    if (n > 1000 || (n && (timeout_ms < 1 || timeout_ms > 3600000))) return EINVAL;
+    atomic_store(&rm_settings.replicas, n);
+    if (n) atomic_store(&rm_settings.wait_timeout_ms, timeout_ms);
+    return 0;
+}

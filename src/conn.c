@@ -1,0 +1,302 @@
+/* conn.c -- one connection to Redis.
+ *
+ * hiredis is used for what it is good at, parsing replies (redisReader);
+ * the socket, the encoding of commands and every wait are ours, because
+ * the library needs things hiredis 0.14's blocking context does not give:
+ * a deadline per call (not a socket timeout set once), restarts after
+ * EINTR, a non-blocking connect bounded by the caller's deadline, and
+ * knowing whether a failed request was sent at all (an unsent request may
+ * be retried freely; a sent one whose reply was lost is "indeterminate").
+ *
+ * A connection is used by one thread at a time and is thrown away after
+ * any I/O error: a stream whose state is unknown is never reused. */
+#include "conn.h"
+#include "internal.h"
+
+#include <errno.h>
+#include <hiredis/hiredis.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <poll.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+static rm_nsec io_deadline(rm_nsec deadline)
+{
+    return rm_min(deadline, rm_after(RM_MSEC(RM_SETTING(command_timeout_ms))));
+}
+
+/* Wait for ev on fd until deadline.  0 when ready, ETIMEDOUT, or errno. */
+static int wait_fd(int fd, short ev, rm_nsec deadline)
+{
+    for (;;) {
+        int ms = -1;
+        if (deadline != RM_FOREVER) {
+            rm_nsec left = deadline - rm_now();
+            if (left <= 0) return ETIMEDOUT;
+            ms = (int)((left + 999999) / 1000000);
+        }
+        struct pollfd p = { fd, ev, 0 };
+        int r = poll(&p, 1, ms);
+        if (r > 0) return 0;
+        if (r < 0 && errno != EINTR) return errno;
+    }
+}
+
+int rm_conn_wait_readable(struct rm_conn *c, rm_nsec deadline)
+{
+    return wait_fd(c->fd, POLLIN, deadline);
+}
+
+static int reserve(struct rm_conn *c, size_t more)
+{
+    if (c->wlen + more <= c->wcap) return 0;
+    size_t cap = c->wcap ? c->wcap : 256;
+    while (cap < c->wlen + more) cap *= 2;
+    char *b = realloc(c->wbuf, cap);
+    if (!b) return -1;
+    c->wbuf = b;
+    c->wcap = cap;
+    return 0;
+}
+
+static void put_header(struct rm_conn *c, char kind, size_t n)
+{
+    c->wlen += (size_t)sprintf(c->wbuf + c->wlen, "%c%zu\r\n", kind, n);
+}
+
+void rm_conn_append(struct rm_conn *c, int argc, const char *const *argv, const size_t *lens)
+{
+    size_t need = 24;
+    for (int i = 0; i < argc; i++) need += lens[i] + 26;
+    if (c->broken || reserve(c, need)) {
+        c->broken = 1;
+        return;
+    }
+    put_header(c, '*', (size_t)argc);
+    for (int i = 0; i < argc; i++) {
+        put_header(c, '$', lens[i]);
+        memcpy(c->wbuf + c->wlen, argv[i], lens[i]);
+        c->wlen += lens[i];
+        c->wbuf[c->wlen++] = '\r';
+        c->wbuf[c->wlen++] = '\n';
+    }
+}
+
+int rm_conn_flush(struct rm_conn *c, rm_nsec deadline)
+{
+    size_t off = 0;
+    if (c->broken) {
+        rm_detail("out of memory building a command");
+        return RM_E_UNSENT;
+    }
+    deadline = io_deadline(deadline);
+    if (c->count_round_trips) RM_COUNT(round_trips);
+    while (off < c->wlen) {
+        ssize_t n = send(c->fd, c->wbuf + off, c->wlen - off, MSG_NOSIGNAL);
+        if (n > 0) {
+            off += (size_t)n;
+            continue;
+        }
+        if (n < 0 && errno == EINTR) continue;
+        if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
+            int r = wait_fd(c->fd, POLLOUT, deadline);
+            if (!r) continue;
+            rm_detail("sending to Redis: %s", r == ETIMEDOUT ? "timed out" : strerror(r));
+        } else {
+            rm_detail("sending to Redis: %s", n < 0 ? strerror(errno) : "connection closed");
+        }
+        c->wlen = 0;
+        return off ? RM_E_LOST : RM_E_UNSENT;
+    }
+    c->wlen = 0;
+    return 0;
+}
+
+int rm_conn_next_reply(struct rm_conn *c, redisReply **out)
+{
+    void *reply = NULL;
+    if (redisReaderGetReply(c->reader, &reply) != REDIS_OK) {
+        rm_detail("protocol error from Redis: %s", c->reader->errstr);
+        return RM_E_LOST;
+    }
+    if (!reply) return 0;
+    *out = reply;
+    return 1;
+}
+
+int rm_conn_read_available(struct rm_conn *c)
+{
+    char buf[16384];
+    for (;;) {
+        ssize_t n = recv(c->fd, buf, sizeof buf, MSG_DONTWAIT);
+        if (n > 0) {
+            if (redisReaderFeed(c->reader, buf, (size_t)n) != REDIS_OK) return RM_E_LOST;
+            if ((size_t)n < sizeof buf) return 0;
+            continue;
+        }
+        if (n < 0 && errno == EINTR) continue;
+        if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) return 0;
+        rm_detail("reading from Redis: %s", n < 0 ? strerror(errno) : "connection closed");
+        return RM_E_LOST;
+    }
+}
+
+int rm_conn_read(struct rm_conn *c, rm_nsec deadline, redisReply **out)
+{
+    deadline = io_deadline(deadline);
+    for (;;) {
+        int r = rm_conn_next_reply(c, out);
+        if (r) return r > 0 ? 0 : r;
+        r = wait_fd(c->fd, POLLIN, deadline);
+        if (r) {
+            rm_detail("waiting for Redis's reply: %s", r == ETIMEDOUT ? "timed out" : strerror(r));
+            return RM_E_LOST;
+        }
+        if ((r = rm_conn_read_available(c))) return r;
+    }
+}
+
+int rm_conn_call(struct rm_conn *c, int argc, const char *const *argv, const size_t *lens,
+                 rm_nsec deadline, redisReply **out)
+{
+    rm_conn_append(c, argc, argv, lens);
+    int r = rm_conn_flush(c, deadline);
+    return r ? r : rm_conn_read(c, deadline, out);
+}
+
+static int starts_with(const redisReply *r, const char *word)
+{
+    size_t n = strlen(word);
+    return r->len >= n && !memcmp(r->str, word, n) && (r->len == n || r->str[n] == ' ');
+}
+
+int rm_reply_is_noscript(const redisReply *r)
+{
+    return r->type == REDIS_REPLY_ERROR && starts_with(r, "NOSCRIPT");
+}
+
+int rm_reply_status(const redisReply *r)
+{
+    static const char *const transient[] = {
+        "LOADING", "BUSY", "MASTERDOWN", "TRYAGAIN", "CLUSTERDOWN", "MOVED", "ASK", NULL,
+    };
+    if (r->type != REDIS_REPLY_ERROR) return 0;
+    rm_detail("Redis answered: %.*s", (int)(r->len > 200 ? 200 : r->len), r->str);
+    for (int i = 0; transient[i]; i++)
+        if (starts_with(r, transient[i])) return RM_E_TRANSIENT;
+    if (starts_with(r, "OOM")) return ENOMEM;
+    if (starts_with(r, "READONLY")) return EROFS;
+    if (starts_with(r, "NOPERM") || starts_with(r, "NOAUTH") || starts_with(r, "WRONGPASS"))
+        return EACCES;
+    /* A script's redis.call() failing on a key of ours that holds something
+     * else: the name collides with data that is not a lock. */
+    if (memmem(r->str, r->len, "WRONGTYPE", 9) || memmem(r->str, r->len, "not an integer", 14))
+        return EINVAL;
+    return EIO;
+}
+
+static int handshake(struct rm_conn *c, const struct rm_server_addr *a, const char *role,
+                     rm_nsec deadline)
+{
+    const char *argv[4];
+    size_t lens[4];
+    int cmds = 0;
+    char dbs[16], name[64];
+
+    if (a->password) {
+        int n = 0;
+        argv[n++] = "AUTH";
+        if (a->user) argv[n++] = a->user;
+        argv[n++] = a->password;
+        for (int i = 0; i < n; i++) lens[i] = strlen(argv[i]);
+        rm_conn_append(c, n, argv, lens);
+        cmds++;
+    }
+    if (a->db) {
+        snprintf(dbs, sizeof dbs, "%d", a->db);
+        argv[0] = "SELECT"; argv[1] = dbs;
+        lens[0] = 6; lens[1] = strlen(dbs);
+        rm_conn_append(c, 2, argv, lens);
+        cmds++;
+    }
+    snprintf(name, sizeof name, "rmutex:%s:%d", role, (int)c->pid);
+    argv[0] = "CLIENT"; argv[1] = "SETNAME"; argv[2] = name;
+    lens[0] = 6; lens[1] = 7; lens[2] = strlen(name);
+    rm_conn_append(c, 3, argv, lens);
+    cmds++;
+
+    int r = rm_conn_flush(c, deadline), status = 0;
+    if (r) return RM_E_UNSENT;
+    for (int i = 0; i < cmds; i++) {
+        redisReply *reply;
+        if (rm_conn_read(c, deadline, &reply)) return RM_E_UNSENT;
+        int last = i == cmds - 1;
+        if (reply->type == REDIS_REPLY_ERROR && !last && !status) {
+            /* AUTH or SELECT refused: a configuration error, never retried away. */
+            rm_detail("Redis at %s refused the login: %.*s", a->display,
+                      (int)(reply->len > 120 ? 120 : reply->len), reply->str);
+            status = starts_with(reply, "LOADING") ? RM_E_UNSENT
+                   : (a->password && i == 0) ? EACCES : EINVAL;
+        }
+        freeReplyObject(reply);
+    }
+    return status;
+}
+
+int rm_conn_dial(const struct rm_server_addr *a, const char *role, rm_nsec deadline,
+                 struct rm_conn **out)
+{
+    struct rm_conn *c = calloc(1, sizeof *c);
+    if (!c) { rm_detail("out of memory"); return ENOMEM; }
+    c->pid = getpid();
+    c->reader = redisReaderCreate();
+    c->fd = socket(a->sa.ss_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+    if (!c->reader || c->fd < 0) {
+        int e = c->reader ? errno : ENOMEM;
+        rm_conn_close(c);
+        rm_detail("cannot create a socket: %s", strerror(e));
+        return e == ENOMEM ? ENOMEM : RM_E_UNSENT;
+    }
+    deadline = rm_min(deadline, rm_after(RM_MSEC(RM_SETTING(connect_timeout_ms))));
+    int r = connect(c->fd, (const struct sockaddr *)&a->sa, a->salen);
+    if (r < 0 && (errno == EINPROGRESS || errno == EINTR)) {
+        /* Non-blocking: the connect goes on; wait for it to finish. */
+        int e = wait_fd(c->fd, POLLOUT, deadline);
+        socklen_t len = sizeof r;
+        if (!e && getsockopt(c->fd, SOL_SOCKET, SO_ERROR, &r, &len) < 0) e = errno;
+        if (!e && r) e = r;
+        r = e ? -1 : 0;
+        errno = e;
+    }
+    if (r < 0) {
+        rm_detail("cannot connect to Redis at %s: %s", a->display,
+                  errno == ETIMEDOUT ? "timed out" : strerror(errno));
+        rm_conn_close(c);
+        return RM_E_UNSENT;
+    }
+    if (a->sa.ss_family != AF_UNIX) {
+        int one = 1;
+        setsockopt(c->fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+        setsockopt(c->fd, SOL_SOCKET, SO_KEEPALIVE, &one, sizeof one);
+    }
+    if ((r = handshake(c, a, role, deadline))) {
+        rm_conn_close(c);
+        return r;
+    }
+    rm_log("connected %s to %s (fd %d)", role, a->display, c->fd);
+    *out = c;
+    return 0;
+}
+
+void rm_conn_close(struct rm_conn *c)
+{
+    if (!c) return;
+    if (c->fd >= 0) close(c->fd);
+    if (c->reader) redisReaderFree(c->reader);
+    free(c->wbuf);
+    free(c);
+}

@@ -1,0 +1,72 @@
+/* conn.h -- one connection to Redis: a socket, a RESP encoder and hiredis's
+ * reply parser, with every wait bounded by a deadline. */
+#ifndef RM_CONN_H
+#define RM_CONN_H
+
+#include <stddef.h>
+#include <sys/types.h>
+
+#include "clock.h"
+#include "config.h"
+
+struct redisReply;
+struct redisReader;
+
+struct rm_conn {
+    int fd;
+    struct redisReader *reader;
+    char *wbuf;
+    size_t wlen, wcap;
+    int broken;            /* an append ran out of memory */
+    int count_round_trips; /* a calling thread's connection: count in stats */
+    pid_t pid;             /* the process that dialled it */
+    struct rm_conn *next, *prev; /* the owner's list of every connection */
+    struct rm_conn *idle_next;   /* the pool's idle stack */
+};
+
+/* Connect to a, log in (AUTH, SELECT) and name the connection
+ * "rmutex:<role>:<pid>", all before deadline (and within the connect
+ * timeout).  Returns 0 and *out; RM_E_UNSENT when the server cannot be
+ * reached in time; EACCES when it refuses the credentials; ENOMEM. */
+int rm_conn_dial(const struct rm_server_addr *a, const char *role, rm_nsec deadline,
+                 struct rm_conn **out);
+
+/* Close the socket and free c.  Sends nothing, so it is what a forked child
+ * does with its parent's connections. */
+void rm_conn_close(struct rm_conn *c);
+
+/* Queue one command.  Nothing is sent until rm_conn_flush(). */
+void rm_conn_append(struct rm_conn *c, int argc, const char *const *argv, const size_t *lens);
+
+/* Send everything queued.  Returns 0; RM_E_UNSENT if nothing was written;
+ * RM_E_LOST if part was.  The I/O deadline is the earlier of deadline and
+ * the command timeout. */
+int rm_conn_flush(struct rm_conn *c, rm_nsec deadline);
+
+/* Read the next reply into *out (freed with freeReplyObject).  Error
+ * replies are replies.  Returns 0 or RM_E_LOST (timeout, EOF, protocol). */
+int rm_conn_read(struct rm_conn *c, rm_nsec deadline, struct redisReply **out);
+
+/* rm_conn_append + rm_conn_flush + rm_conn_read. */
+int rm_conn_call(struct rm_conn *c, int argc, const char *const *argv, const size_t *lens,
+                 rm_nsec deadline, struct redisReply **out);
+
+/* Wait until c's socket is readable or deadline; 0 or ETIMEDOUT. */
+int rm_conn_wait_readable(struct rm_conn *c, rm_nsec deadline);
+
+/* Read what the socket has without blocking and feed it to the parser.
+ * Returns 0, or RM_E_LOST on EOF or error. */
+int rm_conn_read_available(struct rm_conn *c);
+
+/* Take the next complete reply already parsed, if any: 1 and *out, 0 if
+ * none, RM_E_LOST on a protocol error. */
+int rm_conn_next_reply(struct rm_conn *c, struct redisReply **out);
+
+/* Classify a reply: 0 unless it is an error; then the internal status
+ * (RM_E_TRANSIENT, or a public errno) with the detail set to its text. */
+int rm_reply_status(const struct redisReply *r);
+
+/* 1 if r is the error reply "NOSCRIPT ...". */
+int rm_reply_is_noscript(const struct redisReply *r);
+
+#endif

@@ -1,0 +1,35 @@
+/* identity.h -- who is asking: the process's UUID and the thread's number. */
+#ifndef RM_IDENTITY_H
+#define RM_IDENTITY_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+struct rm_mutex;
+
+/* The calling thread as the library sees it.  Thread-local. */
+struct rm_thread {
+    uint64_t tid;          /* never reused in the process, never 0 */
+    unsigned gen;          /* fork generation the fields below belong to */
+    char owner[64];        /* "<process-uuid>:<tid>", the Redis hash field */
+    size_t owner_len;
+    uint64_t seq;          /* numbers this thread's requests */
+    uint32_t rng;          /* backoff jitter */
+    struct rm_mutex *held; /* the mutexes this thread holds (mutex.c) */
+    int exit_hook;         /* the thread-exit destructor is armed */
+};
+
+/* The calling thread's identity, made on first use and again in a forked
+ * child (new process UUID, nothing held). */
+struct rm_thread *rm_thread_self(void);
+
+/* The owner field of thread number tid of this process, into buf. */
+size_t rm_owner_of(uint64_t tid, char *buf, size_t size);
+
+/* Make sure this thread's holds are looked after when it exits. */
+void rm_thread_arm_exit(struct rm_thread *t);
+
+/* fork(): the child gets a new process UUID and a new generation. */
+void rm_identity_atfork_child(void);
+
+#endif

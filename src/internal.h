@@ -1,0 +1,75 @@
+/* internal.h -- what every module of librmutex shares: the thread-local
+ * failure detail, the debug log, the process-wide counters and settings,
+ * and the internal status codes.
+ *
+ * Naming: rmutex_* and RMUTEX_* are public; rm_<module>_* are internal
+ * functions shared between files (all hidden by the visibility preset);
+ * everything file-local is static. */
+#ifndef RM_INTERNAL_H
+#define RM_INTERNAL_H
+
+#include <stdatomic.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "../include/rmutex.h"
+
+#define RM_UNUSED(x) ((void)(x))
+
+/* Internal status of a request to Redis.  0 is success; a positive value is
+ * the public errno to return (Redis answered an error that will not go away
+ * by retrying: EINVAL for WRONGTYPE, ENOMEM for OOM, EROFS for READONLY,
+ * EACCES for NOPERM/NOAUTH, EIO for anything else); the negative values
+ * below say what the caller may do next. */
+enum {
+    RM_E_UNSENT = -1,    /* nothing reached Redis: retrying is safe */
+    RM_E_LOST = -2,      /* sent, but the reply was lost: outcome unknown */
+    RM_E_TRANSIENT = -3, /* Redis answered LOADING, BUSY, TRYAGAIN...: retry later */
+};
+
+/* A broken internal invariant: the only abort() in the library. */
+#define RM_ASSERT(cond) \
+    do { if (!(cond)) rm_panic(__FILE__, __LINE__, #cond); } while (0)
+_Noreturn void rm_panic(const char *file, int line, const char *what);
+
+/* ---- detail.c: per-thread failure detail and the debug log ---- */
+
+/* Set the calling thread's detail string (printf format).  Returns nothing;
+ * a string that does not fit is cut. */
+void rm_detail(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+
+/* 1 when RMUTEX_DEBUG is set.  rm_log() writes one line to the debug log. */
+extern int rm_log_enabled;
+void rm_log_init(void);
+void rm_log_(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+#define rm_log(...) do { if (rm_log_enabled) rm_log_(__VA_ARGS__); } while (0)
+
+/* ---- stats.c: counters (relaxed atomics; they order nothing) ---- */
+
+struct rm_counters {
+#define RM_COUNTER(name) _Atomic uint64_t name;
+#include "counters.def"
+#undef RM_COUNTER
+};
+extern struct rm_counters rm_counters;
+#define RM_COUNT(field) atomic_fetch_add_explicit(&rm_counters.field, 1, memory_order_relaxed)
+#define RM_COUNT_ADD(field, n) atomic_fetch_add_explicit(&rm_counters.field, (n), memory_order_relaxed)
+#define RM_COUNT_SUB(field, n) atomic_fetch_sub_explicit(&rm_counters.field, (n), memory_order_relaxed)
+void rm_stats_reset(void);
+
+/* ---- settings (config.c): tunables readable at any time ---- */
+
+struct rm_settings {
+    _Atomic unsigned pool_size;
+    _Atomic unsigned long lease_ms;
+    _Atomic unsigned long connect_timeout_ms;
+    _Atomic unsigned long command_timeout_ms;
+    _Atomic unsigned long poll_ms;
+    _Atomic unsigned long idle_ms;
+    _Atomic unsigned replicas;
+    _Atomic unsigned long wait_timeout_ms;
+};
+extern struct rm_settings rm_settings;
+#define RM_SETTING(field) atomic_load_explicit(&rm_settings.field, memory_order_relaxed)
+
+#endif

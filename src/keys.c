@@ -1,0 +1,109 @@
+/* keys.c -- lock names, the keys derived from them, and hash slots.
+ *
+ * Redisson derives a lock's other keys with prefixName(prefix, name):
+ * "prefix:{name}" when the name has no '{', else "prefix:name", trusting the
+ * user's own hash tag.  The lock key is the bare name.  In Redis Cluster all
+ * of them must hash to one slot, because every script touches several; a
+ * name whose braces break that ("a{b", "{}x", "a}b") is refused, since
+ * Redisson would hit CROSSSLOT on it.  We compare the hashed part (the tag,
+ * or the whole key) of the lock key and of a derived key. */
+#include "keys.h"
+#include "internal.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* The part of key that Redis Cluster hashes: the first {tag} if it is not
+ * empty, else the whole key. */
+static void hashed_part(const char *key, size_t len, const char **p, size_t *n)
+{
+    const char *open = memchr(key, '{', len);
+    if (open) {
+        const char *close = memchr(open + 1, '}', len - (size_t)(open + 1 - key));
+        if (close && close > open + 1) {
+            *p = open + 1;
+            *n = (size_t)(close - open - 1);
+            return;
+        }
+    }
+    *p = key;
+    *n = len;
+}
+
+static unsigned crc16(const char *buf, size_t len)
+{
+    unsigned crc = 0;
+    for (size_t i = 0; i < len; i++) {
+        crc ^= (unsigned)(unsigned char)buf[i] << 8;
+        for (int b = 0; b < 8; b++)
+            crc = (crc & 0x8000) ? ((crc << 1) ^ 0x1021) & 0xffff : (crc << 1) & 0xffff;
+    }
+    return crc;
+}
+
+unsigned rm_key_slot(const char *key, size_t len)
+{
+    const char *p;
+    size_t n;
+    hashed_part(key, len, &p, &n);
+    return crc16(p, n) & 16383;
+}
+
+static const char *const prefixes[] = {
+    "redisson_lock__channel", "redisson_lock_token", "rmutex_owner",
+    "rmutex_notrecoverable", "redisson_unlock_latch",
+};
+#define NPREFIX (sizeof prefixes / sizeof prefixes[0])
+
+int rm_keys_make(const char *name, struct rm_keys *k)
+{
+    if (!name) { rm_detail("the lock name is NULL"); return EINVAL; }
+    size_t len = strlen(name);
+    if (len == 0) { rm_detail("the lock name is empty"); return EINVAL; }
+    if (len > RMUTEX_NAME_MAX) {
+        rm_detail("the lock name is %zu bytes; at most %d are allowed", len, RMUTEX_NAME_MAX);
+        return EINVAL;
+    }
+    int tagged = memchr(name, '{', len) != NULL;
+    size_t total = len + 1;
+    for (size_t i = 0; i < NPREFIX; i++) total += strlen(prefixes[i]) + len + 4;
+    char *buf = malloc(total), *p = buf;
+    if (!buf) { rm_detail("out of memory"); return ENOMEM; }
+
+    const char *out[NPREFIX + 1];
+    memcpy(p, name, len + 1);
+    out[0] = p;
+    p += len + 1;
+    for (size_t i = 0; i < NPREFIX; i++) {
+        out[i + 1] = p;
+        p += sprintf(p, tagged ? "%s:%s" : "%s:{%s}", prefixes[i], name) + 1;
+    }
+
+    const char *a, *b;
+    size_t an, bn;
+    hashed_part(name, len, &a, &an);
+    hashed_part(out[1], strlen(out[1]), &b, &bn);
+    if (an != bn || memcmp(a, b, an)) {
+        free(buf);
+        rm_detail("the braces in the lock name would put its keys in different cluster slots; "
+                  "use one non-empty {tag}");
+        return EINVAL;
+    }
+    k->buf = buf;
+    k->lock = out[0];
+    k->channel = out[1];
+    k->token = out[2];
+    k->owner = out[3];
+    k->notrec = out[4];
+    k->latch = out[5];
+    k->slot = rm_key_slot(name, len);
+    return 0;
+}
+
+void rm_keys_free(struct rm_keys *k)
+{
+    free(k->buf);
+    k->buf = NULL;
+}

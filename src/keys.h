@@ -1,0 +1,29 @@
+/* keys.h -- a lock name's Redis keys and channel. */
+#ifndef RM_KEYS_H
+#define RM_KEYS_H
+
+#include <stddef.h>
+
+/* Every key and channel of one lock, derived from its name as Redisson's
+ * prefixName derives them, so that all share one cluster slot. */
+struct rm_keys {
+    const char *lock;    /* NAME: the hash, field <owner> = 1 */
+    const char *channel; /* redisson_lock__channel:{NAME}: "0" on release */
+    const char *token;   /* redisson_lock_token:{NAME}: fencing counter, no TTL */
+    const char *owner;   /* rmutex_owner:{NAME}: who holds it, outlives it by a lease */
+    const char *notrec;  /* rmutex_notrecoverable:{NAME}: robust state is lost */
+    const char *latch;   /* redisson_unlock_latch:{NAME}: prefix of unlock latches */
+    unsigned slot;       /* cluster hash slot of all of them */
+    char *buf;           /* one allocation holding the strings */
+};
+
+/* Check name and derive its keys into *k.  Returns 0, or EINVAL (NULL,
+ * empty, longer than RMUTEX_NAME_MAX, or braces that would split the keys
+ * over two slots) or ENOMEM, with the detail set. */
+int rm_keys_make(const char *name, struct rm_keys *k);
+void rm_keys_free(struct rm_keys *k);
+
+/* The Redis Cluster hash slot of key[0..len). */
+unsigned rm_key_slot(const char *key, size_t len);
+
+#endif

@@ -1,0 +1,47 @@
+-- acquire.lua: take a lock for one owner, wire-compatible with Redisson's RLock.
+--
+-- KEYS[1] lock hash NAME             field <owner> = 1, PEXPIRE lease
+-- KEYS[2] redisson_lock_token:{NAME}  fencing counter (INCR, no TTL)
+-- KEYS[3] rmutex_owner:{NAME}         who holds it; PX 2*lease, so it outlives
+--                                     a hold that lapses, and the next taker
+--                                     learns its owner died (EOWNERDEAD)
+-- KEYS[4] rmutex_notrecoverable:{NAME} set when robust state was abandoned
+-- ARGV[1] lease in ms, ARGV[2] owner "<uuid>:<thread>", ARGV[3] "1" if robust,
+-- ARGV[4] request id of this acquisition (the owner mark is "<owner>|<id>",
+-- plus "!" when the previous holder died, so that a clean-up of an
+-- acquisition whose outcome was unknown touches that acquisition only)
+--
+-- Returns {0, token, dead} acquired (dead = 1: the previous holder's lease
+-- ran out without an unlock), {1, pttl} held by somebody else, {2} not
+-- recoverable (robust callers only).
+--
+-- The count in the hash is always 1: recursion is counted by the client.
+-- That makes the script idempotent per owner: when a reply is lost and the
+-- client asks again, finding its own field means the first call worked, and
+-- it is answered with the same token instead of a second count.
+local lock, token, owner, notrec = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
+local lease, me = tonumber(ARGV[1]), ARGV[2]
+local mine = me .. '|' .. ARGV[4]
+
+if ARGV[3] == '1' and redis.call('exists', notrec) == 1 then
+  return {2}
+end
+
+if redis.call('hexists', lock, me) == 1 then
+  local mark = redis.call('get', owner)
+  local dead = (mark and string.sub(mark, -1) == '!') and 1 or 0
+  redis.call('pexpire', lock, lease)
+  redis.call('set', owner, dead == 1 and (mine .. '!') or mine, 'px', 2 * lease)
+  return {0, tonumber(redis.call('get', token)) or 0, dead}
+end
+
+if redis.call('exists', lock) == 1 then
+  return {1, redis.call('pttl', lock)}
+end
+
+-- Free.  A surviving owner mark means the last holder never unlocked.
+local dead = redis.call('exists', owner)
+redis.call('hset', lock, me, 1)
+redis.call('pexpire', lock, lease)
+redis.call('set', owner, dead == 1 and (mine .. '!') or mine, 'px', 2 * lease)
+return {0, redis.call('incr', token), dead}

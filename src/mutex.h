@@ -1,0 +1,113 @@
+/* mutex.h -- the state behind an rmutex_t, shared by the lock algorithms. */
+#ifndef RM_MUTEX_H
+#define RM_MUTEX_H
+
+#include <pthread.h>
+#include <stdint.h>
+#include <time.h>
+
+#include "clock.h"
+#include "internal.h"
+#include "keys.h"
+
+struct rm_thread;
+struct rm_wd_entry;
+struct rm_mutex;
+
+/* How long an acquiring call may wait.  The deadline is computed once, at
+ * entry; abstime is only judged when the call would block (glibc order). */
+enum { RM_WAIT_TRY, RM_WAIT_FOREVER, RM_WAIT_TIMED };
+struct rm_wait {
+    int mode;
+    int bad_abstime; /* EINVAL if we would block */
+    rm_nsec deadline;
+};
+
+/* Prepare w for a timed wait on clock until abstime. */
+void rm_wait_timed(struct rm_wait *w, clockid_t clock, const struct timespec *abstime);
+
+/* Called when the caller is about to block (and again after each wait):
+ * 0 to go on, EBUSY for trylock, EINVAL for a bad abstime, ETIMEDOUT once
+ * the deadline has passed. */
+int rm_wait_check(const struct rm_wait *w);
+
+/* A lock algorithm.  lock() is called by the thread that does not own the
+ * mutex, after the type checks; it returns 0 or EOWNERDEAD with the hold
+ * recorded (owner, depth 1, token), or an error with nothing held.
+ * unlock() is called by the owner for its last level; notrecoverable asks
+ * it to mark the name not recoverable (robust, EOWNERDEAD, no consistent). */
+struct rm_endpoint;
+struct rm_lock_ops {
+    int (*lock)(struct rm_mutex *mx, struct rm_thread *self, struct rm_endpoint *ep,
+                struct rm_wait *w);
+    int (*unlock)(struct rm_mutex *mx, struct rm_thread *self, struct rm_endpoint *ep,
+                  int notrecoverable);
+};
+
+/* A thread waiting for the local gate; on its own stack. */
+struct rm_gate_waiter {
+    struct rm_gate_waiter *next;
+    pthread_cond_t cv;
+    uint64_t tid;
+    int granted;
+};
+
+struct rm_mutex {
+    rmutex_t *user;          /* for the lost-lock callback */
+    struct rm_keys keys;
+    int type;                /* RMUTEX_NORMAL / RECURSIVE / ERRORCHECK */
+    int robust, fair;
+    unsigned long lease_ms;  /* 0: default lease, renewed by the watchdog */
+    const struct rm_lock_ops *ops;
+    struct rm_mutex *reg_next, *reg_prev; /* the registry (mutex.c) */
+
+    pthread_mutex_t mu;      /* protects what follows; never held across I/O */
+    unsigned users;          /* threads inside a call that can wait */
+    /* The local gate: one thread of this process at a time talks to Redis
+     * for this lock (acquiring, holding, releasing); the others queue FIFO. */
+    uint64_t gate;           /* tid that has the gate, 0: free */
+    struct rm_gate_waiter *gq_head, *gq_tail;
+    /* The hold. */
+    uint64_t owner;          /* tid of the holder, 0: none */
+    unsigned depth;          /* RECURSIVE levels */
+    uint64_t token;          /* fencing token */
+    int inconsistent;        /* acquired with EOWNERDEAD, not yet consistent */
+    struct rm_wd_entry *wd;  /* the watchdog's entry; NULL for a fixed lease */
+    rm_nsec lease_end;       /* fixed lease: when it runs out at the latest */
+    struct rm_mutex *held_next, *held_prev; /* the owner thread's holds */
+};
+
+/* The state of m, created on first use for a static initializer.  NULL
+ * with EINVAL in *err for a NULL, zeroed or destroyed m. */
+struct rm_mutex *rm_mutex_get(rmutex_t *m, int *err);
+
+/* Create m's state from a name and attributes; destroy it. */
+int rm_mutex_init(rmutex_t *m, const char *name, int kind, unsigned long lease_ms);
+int rm_mutex_destroy(rmutex_t *m);
+
+/* Gate: enter (waiting as w allows, FIFO), and pass it on. mu held by neither. */
+int rm_gate_enter(struct rm_mutex *mx, struct rm_thread *self, const struct rm_wait *w);
+void rm_gate_leave(struct rm_mutex *mx);
+
+/* Record / drop the calling thread's hold (mu held). */
+void rm_hold_begin(struct rm_mutex *mx, struct rm_thread *self, uint64_t token, int dead);
+void rm_hold_end(struct rm_mutex *mx, struct rm_thread *self);
+
+/* The lease of a hold of mx, in ms. */
+unsigned long rm_mutex_lease(const struct rm_mutex *mx);
+
+/* A thread exits holding mx: stop renewing it and let the lease run out
+ * (the next robust locker gets EOWNERDEAD); the gate goes to the next local
+ * waiter.  Unlinks mx from t's holds. */
+void rm_mutex_abandon(struct rm_mutex *mx, struct rm_thread *t);
+
+/* At exit: release in Redis every hold of this process, within ~1 s. */
+void rm_mutex_release_all_at_exit(void);
+
+/* fork(): -1 lock the registry, 0 unlock, 1 child: every mutex forgets its
+ * holds, gate and waiters. */
+void rm_mutex_atfork(int who);
+
+extern const struct rm_lock_ops rm_nonfair_ops;
+
+#endif

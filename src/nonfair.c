@@ -1,0 +1,367 @@
+/* nonfair.c -- the non-fair lock: Redisson's RLock protocol.
+ *
+ * DESIGN
+ * ------
+ * Keys (keys.c): the lock is a hash named after the lock with one field,
+ * "<process-uuid>:<thread>" = 1, and a PEXPIRE lease; a release deletes it
+ * and PUBLISHes "0" on redisson_lock__channel:{NAME}.  That is exactly what
+ * a Redisson RLock reads and writes, so Java services using RLock and C
+ * programs using rmutex exclude each other on the same name.  Beside it
+ * live the fencing counter (INCR on every new owner; never expires), the
+ * owner mark (robustness: a hold that lapses leaves it behind for a
+ * lease, and the next taker learns its owner died) and the not-recoverable
+ * mark.  The scripts (src/lua) state their own contracts.
+ *
+ * Acquire: one thread per process goes to Redis for a given lock at a time
+ * (the local gate, mutex.c).  It calls acquire.lua; if the lock is busy it
+ * joins the lock's channel in the multiplexer, tries once more (a release
+ * between the first try and the join would otherwise be missed), then
+ * sleeps until a release message, a (re)subscription, or the poll bound:
+ * the lock's remaining lease (PTTL) and the poll cap (2 s), whichever is
+ * shorter -- pub/sub loses messages, so no wait is longer than that.
+ *
+ * Lost replies: a script call whose reply is lost may have run.  The
+ * acquire is idempotent per owner (acquire.lua answers "yours" to a thread
+ * that already holds it), so it is simply asked again, with the same
+ * request id, until Redis answers -- "held by me" is success, "busy" is
+ * failure, never a second count.  When the caller must give up first
+ * (trylock, a deadline), a clean-up release naming that request id is left
+ * to the watchdog; it frees the lock only if the hold is that very
+ * acquisition.  The release carries a request id too, and its first answer
+ * is latched in Redis so a retry gets the same answer.
+ *
+ * Release: the hold is taken out of the watchdog before release.lua is
+ * sent, so no renewal follows an unlock.  If the watchdog had already found
+ * the hold lost, nothing is sent and the unlock returns EPERM.  When Redis
+ * cannot be reached in the command timeout the release is handed to the
+ * watchdog to retry until the lease would have run out anyway. */
+#include "conn.h"
+#include "identity.h"
+#include "internal.h"
+#include "mutex.h"
+#include "pool.h"
+#include "runtime.h"
+#include "script.h"
+#include "sub.h"
+#include "watchdog.h"
+
+#include <errno.h>
+#include <hiredis/hiredis.h>
+#include <stdio.h>
+#include <string.h>
+
+#define LATCH_MS_STR "60000"      /* a release's answer is kept this long */
+#define NOTREC_MS_STR "86400000"  /* the not-recoverable mark lives a day */
+
+enum { ACQUIRED, BUSY, NOTRECOVERABLE, SHORTFALL };
+
+struct grant {
+    int state;
+    uint64_t token;
+    int dead;
+    long long pttl;
+    rm_nsec sent;
+};
+
+/* ---- release.lua ---- */
+
+struct release_req {
+    const char *argv[10];
+    size_t lens[10];
+    char latch[RMUTEX_NAME_MAX + 160];
+    char acq[24];
+};
+
+static void release_req_make(struct release_req *q, const struct rm_mutex *mx,
+                             const char *owner, size_t owner_len, uint64_t seq,
+                             int notrec, uint64_t acquisition)
+{
+    int n = snprintf(q->latch, sizeof q->latch, "%s:%.*s:%llu", mx->keys.latch, (int)owner_len,
+                     owner, (unsigned long long)seq);
+    const char *v[] = { mx->keys.lock, mx->keys.channel, q->latch, mx->keys.owner,
+                        mx->keys.notrec, owner, LATCH_MS_STR, notrec ? "1" : "0", NOTREC_MS_STR,
+                        q->acq };
+    q->acq[0] = 0;
+    if (acquisition) snprintf(q->acq, sizeof q->acq, "%llu", (unsigned long long)acquisition);
+    memcpy(q->argv, v, sizeof v);
+    for (int i = 0; i < 10; i++) q->lens[i] = strlen(v[i]);
+    q->lens[2] = (size_t)n;
+    q->lens[5] = owner_len;
+}
+
+/* Release in Redis before deadline; afterwards hand it to the watchdog to
+ * retry until give_up_at.  Returns 0 released (or handed over), EPERM not
+ * held by owner, or the errno of an error reply. */
+static int release(struct rm_endpoint *ep, const struct release_req *q, rm_nsec deadline,
+                   rm_nsec give_up_at)
+{
+    int unknown = 0;
+    for (int tries = 0;; tries++) {
+        struct rm_conn *c;
+        redisReply *reply;
+        int r = rm_pool_get(ep, deadline, 0, &c);
+        if (!r) {
+            r = rm_script_call(c, RM_SCRIPT_RELEASE, 5, 10, q->argv, q->lens, deadline, &reply);
+            rm_pool_put(ep, c, r >= 0 || r == RM_E_TRANSIENT);
+        }
+        if (!r) {
+            int released = reply->type == REDIS_REPLY_INTEGER && reply->integer == 1;
+            freeReplyObject(reply);
+            if (unknown) RM_COUNT(indeterminate);
+            if (!released) rm_detail("%s is not held by this thread in Redis (its lease ran out, "
+                                     "or it was force-unlocked)", q->argv[0]);
+            return released ? 0 : EPERM;
+        }
+        if (r > 0) return r;
+        if (r == RM_E_LOST) unknown = 1;
+        if (tries >= 3 || rm_now() >= deadline) break;
+    }
+    rm_wd_defer(ep, RM_SCRIPT_RELEASE, 5, 10, q->argv, q->lens, give_up_at);
+    rm_log("release of %s deferred to the watchdog: %s", q->argv[0], rmutex_detail());
+    return 0;
+}
+
+/* ---- acquire.lua ---- */
+
+/* One attempt.  Returns 0 with g filled when Redis answered, else the
+ * status (RM_E_*, or an errno from an error reply). */
+static int attempt(struct rm_mutex *mx, struct rm_thread *self, struct rm_endpoint *ep,
+                   uint64_t acquisition, rm_nsec deadline, int flags, struct grant *g)
+{
+    struct rm_conn *c;
+    redisReply *reply;
+    int r = rm_pool_get(ep, deadline, flags, &c);
+    if (r) return r;
+
+    char lease[24], acq[24];
+    const char *argv[] = { mx->keys.lock, mx->keys.token, mx->keys.owner, mx->keys.notrec,
+                           lease, self->owner, mx->robust ? "1" : "0", acq };
+    size_t lens[] = { strlen(argv[0]), strlen(argv[1]), strlen(argv[2]), strlen(argv[3]),
+                      (size_t)snprintf(lease, sizeof lease, "%lu", rm_mutex_lease(mx)),
+                      self->owner_len, 1,
+                      (size_t)snprintf(acq, sizeof acq, "%llu", (unsigned long long)acquisition) };
+    g->sent = rm_now();
+    r = rm_script_call(c, RM_SCRIPT_ACQUIRE, 4, 8, argv, lens, deadline, &reply);
+    if (r) {
+        rm_pool_put(ep, c, r > 0 || r == RM_E_TRANSIENT);
+        return r;
+    }
+    redisReply **e = reply->element;
+    if (reply->type != REDIS_REPLY_ARRAY || reply->elements < 1 || e[0]->type != REDIS_REPLY_INTEGER ||
+        (e[0]->integer == ACQUIRED && (reply->elements != 3 || e[1]->type != REDIS_REPLY_INTEGER)) ||
+        (e[0]->integer == BUSY && (reply->elements != 2 || e[1]->type != REDIS_REPLY_INTEGER))) {
+        freeReplyObject(reply);
+        rm_pool_put(ep, c, 0);
+        rm_detail("unexpected reply from acquire.lua");
+        return EIO;
+    }
+    g->state = (int)e[0]->integer;
+    if (g->state == ACQUIRED) {
+        g->token = (uint64_t)e[1]->integer;
+        g->dead = e[2]->integer == 1;
+    } else if (g->state == BUSY) {
+        g->pttl = e[1]->integer;
+    }
+    freeReplyObject(reply);
+
+    unsigned replicas = RM_SETTING(replicas);
+    if (g->state == ACQUIRED && replicas) {
+        char n[16], t[24];
+        const char *wv[] = { "WAIT", n, t };
+        size_t wl[] = { 4, (size_t)snprintf(n, sizeof n, "%u", replicas),
+                        (size_t)snprintf(t, sizeof t, "%lu", RM_SETTING(wait_timeout_ms)) };
+        rm_nsec wdl = rm_after(RM_MSEC(RM_SETTING(wait_timeout_ms)) + RM_MSEC(RM_SETTING(command_timeout_ms)));
+        r = rm_conn_call(c, 3, wv, wl, wdl, &reply);
+        long long acked = !r && reply->type == REDIS_REPLY_INTEGER ? reply->integer : -1;
+        if (!r) freeReplyObject(reply);
+        if (acked < (long long)replicas) {
+            RM_COUNT(replica_shortfalls);
+            rm_pool_put(ep, c, !r);
+            struct release_req q;
+            release_req_make(&q, mx, self->owner, self->owner_len, ++self->seq, 0, acquisition);
+            release(ep, &q, rm_after(RM_MSEC(RM_SETTING(command_timeout_ms))),
+                    rm_after(RM_MSEC(rm_mutex_lease(mx))));
+            rm_detail("only %lld of %u replicas acknowledged the acquisition of %s in %lu ms; "
+                      "it was given back", acked < 0 ? 0 : acked, replicas, mx->keys.lock,
+                      RM_SETTING(wait_timeout_ms));
+            g->state = SHORTFALL;
+            return 0;
+        }
+    }
+    rm_pool_put(ep, c, 1);
+    return 0;
+}
+
+/* Leave the clean-up of an acquisition whose outcome is unknown to the
+ * watchdog: release it if, and only if, it happened. */
+static void abandon_acquisition(struct rm_mutex *mx, struct rm_thread *self,
+                                struct rm_endpoint *ep, uint64_t acquisition)
+{
+    struct release_req q;
+    release_req_make(&q, mx, self->owner, self->owner_len, ++self->seq, 0, acquisition);
+    rm_wd_defer(ep, RM_SCRIPT_RELEASE, 5, 10, q.argv, q.lens, rm_after(RM_MSEC(rm_mutex_lease(mx))));
+}
+
+static int acquire(struct rm_mutex *mx, struct rm_thread *self, struct rm_endpoint *ep,
+                   struct rm_wait *w, struct grant *g)
+{
+    struct rm_waiter waiter;
+    int joined = 0, waited = 0, unknown = 0, lost = 0, r;
+    unsigned failures = 0;
+    uint64_t acquisition = ++self->seq;
+    rm_nsec cmd = RM_MSEC(RM_SETTING(command_timeout_ms));
+
+    for (;;) {
+        rm_nsec io = w->mode == RM_WAIT_TRY ? rm_after(cmd) : w->deadline;
+        r = attempt(mx, self, ep, acquisition, io, w->mode == RM_WAIT_TRY ? RM_POOL_FAILFAST : 0, g);
+        if (r == 0) {
+            if (unknown) RM_COUNT(indeterminate);
+            unknown = 0;
+            if (g->state == ACQUIRED) break;
+            if (g->state == NOTRECOVERABLE) {
+                rm_detail("%s is not recoverable: an EOWNERDEAD holder unlocked it without "
+                          "rmutex_consistent (rmutex_force_unlock clears it)", mx->keys.lock);
+                r = ENOTRECOVERABLE;
+                break;
+            }
+            if (g->state == SHORTFALL) {
+                r = RMUTEX_ENOREPLICAS;
+                break;
+            }
+            if ((r = rm_wait_check(w))) {
+                if (r == EBUSY) rm_detail("%s is held by another thread or process", mx->keys.lock);
+                break;
+            }
+            if (!waited) {
+                waited = 1;
+                RM_COUNT(waiting);
+            }
+            if (!joined) {
+                joined = rm_sub_join(ep->sub, mx->keys.channel, &waiter, NULL, 0) ? -1 : 1;
+                if (joined > 0) continue; /* check again now that no release can be missed */
+            }
+            rm_nsec bound = RM_MSEC(RM_SETTING(poll_ms));
+            if (g->pttl > 0 && RM_MSEC(g->pttl) < bound) bound = RM_MSEC(g->pttl);
+            rm_nsec until = rm_min(w->deadline, rm_after(bound));
+            if (joined > 0) rm_sub_wait(&waiter, until);
+            else rm_sleep_until(until);
+            continue;
+        }
+        if (r == RM_E_LOST) {
+            unknown = 1;
+            lost++;
+            rm_log("reply to acquire of %s lost; asking again", mx->keys.lock);
+            if (w->mode == RM_WAIT_TRY && lost > 1) {
+                r = EAGAIN;
+                break;
+            }
+            if (w->mode != RM_WAIT_TIMED || rm_now() < w->deadline) continue;
+            r = ETIMEDOUT;
+            break;
+        }
+        if (r == RM_E_UNSENT || r == RM_E_TRANSIENT) {
+            if (w->mode == RM_WAIT_TRY) {
+                r = EAGAIN;
+                break;
+            }
+            int e = rm_wait_check(w);
+            if (e) {
+                r = e;
+                break;
+            }
+            if (!waited) {
+                waited = 1;
+                RM_COUNT(waiting);
+            }
+            rm_sleep_until(rm_min(w->deadline,
+                                  rm_after(rm_backoff(failures++, RM_MSEC(10), RM_MSEC(1000), &self->rng))));
+            continue;
+        }
+        break; /* Redis refused for good: a positive errno */
+    }
+    if (r && unknown) abandon_acquisition(mx, self, ep, acquisition);
+    if (joined > 0) rm_sub_leave(&waiter);
+    if (waited) RM_COUNT_SUB(waiting, 1);
+    if (!r && waited) RM_COUNT(contended);
+    return r;
+}
+
+/* ---- the ops ---- */
+
+static int nf_lock(struct rm_mutex *mx, struct rm_thread *self, struct rm_endpoint *ep,
+                   struct rm_wait *w)
+{
+    int r = rm_gate_enter(mx, self, w);
+    if (r) {
+        if (r == EBUSY) rm_detail("%s is held or being acquired by another thread of this process",
+                                  mx->keys.lock);
+        return r;
+    }
+    struct grant g = { 0 };
+    r = acquire(mx, self, ep, w, &g);
+    struct rm_wd_entry *wd = NULL;
+    if (!r && !mx->lease_ms) {
+        wd = rm_wd_hold(ep, &mx->keys, self->owner, self->owner_len, rm_mutex_lease(mx), g.sent,
+                        mx->user);
+        if (!wd) {
+            struct release_req q;
+            release_req_make(&q, mx, self->owner, self->owner_len, ++self->seq, 0, 0);
+            release(ep, &q, rm_after(RM_MSEC(RM_SETTING(command_timeout_ms))),
+                    rm_after(RM_MSEC(rm_mutex_lease(mx))));
+            rm_detail("out of memory");
+            r = ENOMEM;
+        }
+    }
+    if (r) {
+        rm_gate_leave(mx);
+        return r;
+    }
+    RM_COUNT(acquisitions);
+    pthread_mutex_lock(&mx->mu);
+    int dead = g.dead && mx->robust;
+    rm_hold_begin(mx, self, g.token, dead);
+    mx->wd = wd;
+    mx->lease_end = g.sent + RM_MSEC(rm_mutex_lease(mx));
+    pthread_mutex_unlock(&mx->mu);
+    if (dead) rm_detail("the previous holder of %s died holding it (its lease ran out)", mx->keys.lock);
+    return dead ? EOWNERDEAD : 0;
+}
+
+static int nf_unlock(struct rm_mutex *mx, struct rm_thread *self, struct rm_endpoint *ep,
+                     int notrec)
+{
+    pthread_mutex_lock(&mx->mu);
+    struct rm_wd_entry *wd = mx->wd;
+    rm_nsec lease_end = mx->lease_end;
+    rm_hold_end(mx, self);
+    pthread_mutex_unlock(&mx->mu);
+
+    int r;
+    if (wd && rm_wd_cancel(wd)) {
+        rm_detail("the lease of %s was lost before this unlock", mx->keys.lock);
+        r = EPERM;
+    } else {
+        struct release_req q;
+        release_req_make(&q, mx, self->owner, self->owner_len, ++self->seq, notrec, 0);
+        rm_nsec give_up = wd ? rm_after(RM_MSEC(rm_mutex_lease(mx))) : lease_end;
+        r = release(ep, &q, rm_after(RM_MSEC(RM_SETTING(command_timeout_ms))), give_up);
+        if (r == EINVAL) r = EPERM; /* the lock key was replaced: not ours any more */
+    }
+    rm_gate_leave(mx);
+    return r;
+}
+
+const struct rm_lock_ops rm_nonfair_ops = { nf_lock, nf_unlock };
+
+int rm_nonfair_release_at_exit(struct rm_mutex *mx, uint64_t owner_tid, rm_nsec deadline)
+{
+    struct rm_endpoint *ep;
+    if (rm_runtime_enter(&ep)) return EAGAIN;
+    char owner[64];
+    size_t n = rm_owner_of(owner_tid, owner, sizeof owner);
+    struct release_req q;
+    release_req_make(&q, mx, owner, n, ++rm_thread_self()->seq, 0, 0);
+    int r = release(ep, &q, deadline, deadline);
+    rm_runtime_leave();
+    return r;
+}

@@ -1,0 +1,183 @@
+/* runtime.c -- start, stop, fork and exit of the library as a whole.
+ *
+ * The library starts itself on the first call that needs Redis: it parses
+ * the URL (rmutex_configure's, else RMUTEX_URL, else redis://127.0.0.1:6379)
+ * and creates the endpoint; the threads (multiplexer, watchdog) start later
+ * still, when first needed.  Calls in progress are counted without a lock
+ * (an atomic counter and state, Dekker-style with sequentially consistent
+ * operations): rmutex_shutdown() sets the state first and then looks at the
+ * count, a call bumps the count first and then looks at the state, so one
+ * of the two always sees the other.
+ *
+ * fork(): this file registers the pthread_atfork handlers, in a
+ * constructor, so they exist before any state does.  prepare takes every
+ * internal lock in the library's lock order (runtime, mutex registry,
+ * watchdog, multiplexer, pool) so the child gets consistent structures;
+ * the parent releases them; the child re-initializes them and resets each
+ * module: new process UUID, no holds, no threads, no inherited sockets
+ * (closed without a byte sent), counters at zero.  Modules restart lazily,
+ * so the child needs no re-initialization.
+ *
+ * exit(): an atexit handler releases the holds the process still has, so
+ * other processes need not wait for their leases to run out. */
+#include "runtime.h"
+#include "identity.h"
+#include "internal.h"
+#include "mutex.h"
+#include "pool.h"
+#include "sub.h"
+#include "watchdog.h"
+
+#include <errno.h>
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define DEFAULT_URL "redis://127.0.0.1:6379"
+
+enum { STOPPED, RUNNING, STOPPING };
+
+static struct {
+    pthread_mutex_t mu;
+    _Atomic int state;
+    _Atomic int active;
+    int configured;
+    int atexit_done;
+    struct rm_server_addr addr;
+    struct rm_endpoint *ep;
+} rt = { .mu = PTHREAD_MUTEX_INITIALIZER };
+
+static void at_exit(void)
+{
+    if (atomic_load(&rt.state) == RUNNING) rm_mutex_release_all_at_exit();
+}
+
+static int start_locked(void)
+{
+    static int log_ready;
+    if (!log_ready) {
+        rm_log_init();
+        log_ready = 1;
+    }
+    if (!rt.configured) {
+        const char *url = getenv("RMUTEX_URL");
+        int r = rm_config_parse(url && *url ? url : DEFAULT_URL, &rt.addr, 1);
+        if (r) return r;
+        rt.configured = 1;
+    }
+    int r = rm_endpoint_create(&rt.addr, &rt.ep);
+    if (r) {
+        rm_detail("out of memory");
+        return r;
+    }
+    if (!rt.atexit_done && !atexit(at_exit)) rt.atexit_done = 1;
+    rm_log("started for %s", rt.addr.display);
+    atomic_store(&rt.state, RUNNING);
+    return 0;
+}
+
+int rm_runtime_enter(struct rm_endpoint **ep)
+{
+    for (;;) {
+        atomic_fetch_add(&rt.active, 1);
+        if (atomic_load(&rt.state) == RUNNING) {
+            *ep = rt.ep;
+            return 0;
+        }
+        atomic_fetch_sub(&rt.active, 1);
+        pthread_mutex_lock(&rt.mu);
+        int r = atomic_load(&rt.state) == RUNNING ? 0 : start_locked();
+        pthread_mutex_unlock(&rt.mu);
+        if (r) return r;
+    }
+}
+
+void rm_runtime_leave(void) { atomic_fetch_sub(&rt.active, 1); }
+
+/* Called by the public wrapper with errno saved. */
+int rm_runtime_configure(const char *url)
+{
+    pthread_mutex_lock(&rt.mu);
+    if (atomic_load(&rt.state) != STOPPED) {
+        pthread_mutex_unlock(&rt.mu);
+        rm_detail("rmutex_configure must come before the first use (or after rmutex_shutdown)");
+        return EBUSY;
+    }
+    if (!url) url = getenv("RMUTEX_URL");
+    if (!url || !*url) url = DEFAULT_URL;
+    struct rm_server_addr a;
+    int r = rm_config_parse(url, &a, 1);
+    if (!r) {
+        if (rt.configured) rm_server_addr_free(&rt.addr);
+        rt.addr = a;
+        rt.configured = 1;
+    }
+    pthread_mutex_unlock(&rt.mu);
+    return r;
+}
+
+int rm_runtime_shutdown(void)
+{
+    pthread_mutex_lock(&rt.mu);
+    if (atomic_load(&rt.state) != RUNNING) {
+        pthread_mutex_unlock(&rt.mu);
+        return 0;
+    }
+    atomic_store(&rt.state, STOPPING);
+    if (atomic_load(&rt.active) || atomic_load(&rm_counters.held)) {
+        atomic_store(&rt.state, RUNNING);
+        pthread_mutex_unlock(&rt.mu);
+        rm_detail("a thread still holds or waits for a mutex");
+        return EBUSY;
+    }
+    rm_wd_stop();
+    rm_endpoint_destroy(rt.ep);
+    rt.ep = NULL;
+    atomic_store(&rt.state, STOPPED);
+    pthread_mutex_unlock(&rt.mu);
+    rm_log("shut down");
+    return 0;
+}
+
+/* ---- fork ---- */
+
+static void fork_prepare(void)
+{
+    pthread_mutex_lock(&rt.mu);
+    rm_mutex_atfork(-1);
+    rm_wd_atfork(-1);
+    if (rt.ep) {
+        rm_sub_atfork(rt.ep->sub, -1);
+        rm_pool_atfork(rt.ep, -1);
+    }
+}
+
+static void fork_parent(void)
+{
+    if (rt.ep) {
+        rm_pool_atfork(rt.ep, 0);
+        rm_sub_atfork(rt.ep->sub, 0);
+    }
+    rm_wd_atfork(0);
+    rm_mutex_atfork(0);
+    pthread_mutex_unlock(&rt.mu);
+}
+
+static void fork_child(void)
+{
+    rm_identity_atfork_child();
+    if (rt.ep) {
+        rm_pool_atfork(rt.ep, 1);
+        rm_sub_atfork(rt.ep->sub, 1);
+    }
+    rm_wd_atfork(1);
+    rm_mutex_atfork(1);
+    rm_stats_reset();
+    atomic_store(&rt.active, 0);
+    pthread_mutex_init(&rt.mu, NULL);
+}
+
+__attribute__((constructor)) static void register_fork_handlers(void)
+{
+    pthread_atfork(fork_prepare, fork_parent, fork_child);
+}

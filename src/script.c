@@ -1,0 +1,75 @@
+/* script.c -- calling the embedded Lua scripts.
+ *
+ * Every script is called by EVALSHA with the SHA1 computed at build time,
+ * so the common case sends a 40-byte digest, never the body.  When Redis
+ * answers NOSCRIPT nothing ran, so the same call is repeated once as EVAL
+ * with the body, which also puts the script back in the server's cache. */
+#include "script.h"
+#include "conn.h"
+#include "internal.h"
+
+#include <errno.h>
+#include <hiredis/hiredis.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define STACK_ARGS 24
+
+void rm_script_append(struct rm_conn *c, int id, int nkeys, int argc, const char *const *argv,
+                      const size_t *lens, int eval)
+{
+    const struct rm_script *s = &rm_scripts[id];
+    const char *sv[STACK_ARGS], **v = sv;
+    size_t sl[STACK_ARGS], *l = sl;
+    char nk[16];
+
+    if (argc + 3 > STACK_ARGS) {
+        v = malloc(sizeof *v * (size_t)(argc + 3));
+        l = malloc(sizeof *l * (size_t)(argc + 3));
+        if (!v || !l) {
+            free(v == sv ? NULL : v);
+            free(l == sl ? NULL : l);
+            c->broken = 1;
+            return;
+        }
+    }
+    v[0] = eval ? "EVAL" : "EVALSHA";
+    l[0] = strlen(v[0]);
+    v[1] = eval ? s->body : s->sha;
+    l[1] = eval ? s->len : 40;
+    l[2] = (size_t)snprintf(nk, sizeof nk, "%d", nkeys);
+    v[2] = nk;
+    memcpy(v + 3, argv, sizeof *v * (size_t)argc);
+    memcpy(l + 3, lens, sizeof *l * (size_t)argc);
+    rm_conn_append(c, argc + 3, v, l);
+    if (v != sv) {
+        free(v);
+        free(l);
+    }
+}
+
+int rm_script_call(struct rm_conn *c, int id, int nkeys, int argc, const char *const *argv,
+                   const size_t *lens, rm_nsec deadline, redisReply **out)
+{
+    for (int eval = 0; eval < 2; eval++) {
+        redisReply *reply;
+        rm_script_append(c, id, nkeys, argc, argv, lens, eval);
+        int r = rm_conn_flush(c, deadline);
+        if (!r) r = rm_conn_read(c, deadline, &reply);
+        if (r) return r;
+        if (!eval && rm_reply_is_noscript(reply)) {
+            freeReplyObject(reply);
+            RM_COUNT(script_loads);
+            rm_log("script %s not cached by the server; sending its body", rm_scripts[id].name);
+            continue;
+        }
+        if ((r = rm_reply_status(reply))) {
+            freeReplyObject(reply);
+            return r;
+        }
+        *out = reply;
+        return 0;
+    }
+    return EIO; /* NOSCRIPT after EVAL: cannot happen */
+}

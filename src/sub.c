@@ -1,0 +1,509 @@
+/* sub.c -- the subscription multiplexer.
+ *
+ * DESIGN
+ * ------
+ * Each endpoint has one pub/sub connection and one thread that owns it.
+ * Threads waiting for a lock never touch it: they register a waiter (a
+ * struct on their own stack) on the lock's channel and sleep on the
+ * waiter's condition variable; the thread reads messages and wakes them.
+ * So one connection carries every channel of the process, and the number of
+ * subscriptions grows with the number of contended locks, not of waiting
+ * threads.
+ *
+ * Channels are reference counted by their waiters.  A channel nobody waits
+ * on stays subscribed for the idle time (URL option idle, 10 s), so steady
+ * contention does not churn SUBSCRIBE/UNSUBSCRIBE.  Joins and leaves only
+ * change the table and poke the thread through an eventfd; the thread
+ * sends SUBSCRIBE / UNSUBSCRIBE for the differences, many channels per
+ * command.
+ *
+ * Pub/sub is at-most-once: messages published while the connection is
+ * down, or before a subscription is confirmed, are lost.  Two rules make
+ * that harmless.  (1) Every wait is bounded by its caller (the lock's
+ * remaining lease and the poll cap), so a lost message costs time, never
+ * liveness.  (2) Whenever a channel's subscription is confirmed, first time
+ * or after a reconnect, every waiter of that channel is woken to re-check
+ * the lock at once: a release it missed is found by that check.  A waiter
+ * joins before the attempt that finds the lock busy, and a wake-up that
+ * arrives before it sleeps is kept in the waiter, so nothing is lost
+ * between the check and the sleep.
+ *
+ * A release message ("0", Redisson's) wakes one waiter of that channel in
+ * this process; a waiter registered with a match is woken only by exactly
+ * that message (the fair lock names the thread it hands the lock to).
+ *
+ * The connection is kept alive with PING (every 5 s, dropped if no answer
+ * within 5 s) and re-dialled with jittered backoff (20 ms doubling to 1 s)
+ * when it breaks.  The thread blocks every signal. */
+#include "sub.h"
+#include "conn.h"
+#include "internal.h"
+#include "pool.h"
+
+#include <errno.h>
+#include <hiredis/hiredis.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/eventfd.h>
+#include <unistd.h>
+
+#define NBUCKETS 1024
+#define PING_EVERY RM_MSEC(5000)
+#define PING_TIMEOUT RM_MSEC(5000)
+
+enum { CH_NEW, CH_SENT, CH_SUBSCRIBED };
+
+struct rm_channel {
+    struct rm_channel *hnext;
+    struct rm_waiter *head, *tail;
+    unsigned refs;
+    int state;
+    rm_nsec idle_since;
+    size_t len;
+    char name[];
+};
+
+struct rm_sub {
+    struct rm_endpoint *ep;
+    pthread_mutex_t mu;
+    int efd;
+    pthread_t thread;
+    int started, stop;
+    struct rm_conn *conn;    /* the thread's; NULL while disconnected */
+    int ever_connected;
+    unsigned failures;
+    uint32_t rng;
+    rm_nsec reconnect_at, ping_at, ping_sent;
+    int ping_out;
+    int dirty;               /* a channel needs (un)subscribing */
+    rm_nsec next_idle;       /* earliest idle channel expiry */
+    unsigned nchannels;
+    struct rm_channel *bucket[NBUCKETS];
+};
+
+static size_t hash(const char *s, size_t n)
+{
+    size_t h = 2166136261u;
+    for (size_t i = 0; i < n; i++) h = (h ^ (unsigned char)s[i]) * 16777619u;
+    return h & (NBUCKETS - 1);
+}
+
+static struct rm_channel **find(struct rm_sub *s, const char *name, size_t len)
+{
+    struct rm_channel **p = &s->bucket[hash(name, len)];
+    while (*p && ((*p)->len != len || memcmp((*p)->name, name, len))) p = &(*p)->hnext;
+    return p;
+}
+
+static void poke(struct rm_sub *s)
+{
+    uint64_t one = 1;
+    ssize_t w = write(s->efd, &one, sizeof one);
+    (void)w;
+}
+
+int rm_sub_create(struct rm_endpoint *ep, struct rm_sub **out)
+{
+    struct rm_sub *s = calloc(1, sizeof *s);
+    if (!s) return ENOMEM;
+    s->efd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+    if (s->efd < 0) {
+        free(s);
+        return ENOMEM;
+    }
+    s->ep = ep;
+    s->rng = (uint32_t)(uintptr_t)s ^ (uint32_t)getpid();
+    s->next_idle = RM_FOREVER;
+    pthread_mutex_init(&s->mu, NULL);
+    *out = s;
+    return 0;
+}
+
+static void free_channels(struct rm_sub *s)
+{
+    for (size_t i = 0; i < NBUCKETS; i++) {
+        while (s->bucket[i]) {
+            struct rm_channel *ch = s->bucket[i];
+            s->bucket[i] = ch->hnext;
+            free(ch);
+        }
+    }
+    s->nchannels = 0;
+    atomic_store(&rm_counters.channels, 0);
+}
+
+static void drop_conn(struct rm_sub *s, const char *why)
+{
+    rm_log("pub/sub connection dropped: %s", why);
+    rm_conn_close(s->conn);
+    s->conn = NULL;
+    RM_COUNT_SUB(pubsub_connections, 1);
+    s->reconnect_at = rm_now() + rm_backoff(s->failures, RM_MSEC(20), RM_MSEC(1000), &s->rng);
+    for (size_t i = 0; i < NBUCKETS; i++)
+        for (struct rm_channel *ch = s->bucket[i]; ch; ch = ch->hnext) ch->state = CH_NEW;
+    s->dirty = 1;
+}
+
+void rm_sub_destroy(struct rm_sub *s)
+{
+    if (!s) return;
+    pthread_mutex_lock(&s->mu);
+    int started = s->started;
+    s->stop = 1;
+    pthread_mutex_unlock(&s->mu);
+    if (started) {
+        poke(s);
+        pthread_join(s->thread, NULL);
+    }
+    if (s->conn) drop_conn(s, "shutdown");
+    free_channels(s);
+    close(s->efd);
+    pthread_mutex_destroy(&s->mu);
+    free(s);
+}
+
+static void wake(struct rm_waiter *w, int why)
+{
+    if (w->woken == RM_WAKE_MESSAGE) return;
+    w->woken = why;
+    pthread_cond_signal(&w->cv);
+}
+
+static void deliver(struct rm_channel *ch, const char *msg, size_t len)
+{
+    int zero = len == 1 && msg[0] == '0';
+    for (struct rm_waiter *w = ch->head; w; w = w->next) {
+        if (w->match) {
+            if (w->match_len == len && !memcmp(w->match, msg, len)) {
+                wake(w, RM_WAKE_MESSAGE);
+                return;
+            }
+        } else if (zero && w->woken != RM_WAKE_MESSAGE) {
+            wake(w, RM_WAKE_MESSAGE);
+            return;
+        }
+    }
+}
+
+static int is_str(const redisReply *r, const char *s)
+{
+    return (r->type == REDIS_REPLY_STRING || r->type == REDIS_REPLY_STATUS) &&
+           r->len == strlen(s) && !strcasecmp(r->str, s);
+}
+
+static void dispatch(struct rm_sub *s, redisReply *r)
+{
+    if (r->type == REDIS_REPLY_STATUS && is_str(r, "PONG")) {
+        s->ping_out = 0;
+        return;
+    }
+    if (r->type != REDIS_REPLY_ARRAY || r->elements < 2) {
+        if (r->type == REDIS_REPLY_ERROR) rm_log("pub/sub error: %s", r->str);
+        return;
+    }
+    redisReply *kind = r->element[0], *name = r->element[1];
+    if (is_str(kind, "pong")) {
+        s->ping_out = 0;
+        return;
+    }
+    if (name->type != REDIS_REPLY_STRING) return;
+    struct rm_channel *ch = *find(s, name->str, name->len);
+    if (!ch) return;
+    if (is_str(kind, "message") && r->elements == 3 && r->element[2]->type == REDIS_REPLY_STRING) {
+        deliver(ch, r->element[2]->str, r->element[2]->len);
+    } else if (is_str(kind, "subscribe") && ch->state == CH_SENT) {
+        ch->state = CH_SUBSCRIBED;
+        RM_COUNT(subscribes);
+        for (struct rm_waiter *w = ch->head; w; w = w->next) wake(w, RM_WAKE_SUBSCRIBED);
+    }
+}
+
+/* Queue SUBSCRIBE for new channels and UNSUBSCRIBE for expired idle ones. */
+static void sync_channels(struct rm_sub *s, rm_nsec now)
+{
+    const char **sub = NULL, **unsub = NULL;
+    size_t *sublen = NULL, *unsublen = NULL;
+    int nsub = 1, nunsub = 1;
+    struct rm_channel *dead = NULL;
+    rm_nsec idle = RM_MSEC(RM_SETTING(idle_ms));
+
+    size_t cap = s->nchannels + 1;
+    sub = malloc(cap * sizeof *sub);
+    unsub = malloc(cap * sizeof *unsub);
+    sublen = malloc(cap * sizeof *sublen);
+    unsublen = malloc(cap * sizeof *unsublen);
+    if (!sub || !unsub || !sublen || !unsublen) goto out; /* try again on the next turn */
+
+    s->dirty = 0;
+    s->next_idle = RM_FOREVER;
+    for (size_t i = 0; i < NBUCKETS; i++) {
+        struct rm_channel **p = &s->bucket[i];
+        while (*p) {
+            struct rm_channel *ch = *p;
+            if (ch->refs == 0 && now - ch->idle_since >= idle) {
+                *p = ch->hnext;
+                s->nchannels--;
+                if (ch->state != CH_NEW) {
+                    unsub[nunsub] = ch->name;
+                    unsublen[nunsub++] = ch->len;
+                }
+                ch->hnext = dead;
+                dead = ch;
+                continue;
+            }
+            if (ch->refs == 0 && ch->idle_since + idle < s->next_idle)
+                s->next_idle = ch->idle_since + idle;
+            if (ch->state == CH_NEW) {
+                ch->state = CH_SENT;
+                sub[nsub] = ch->name;
+                sublen[nsub++] = ch->len;
+            }
+            p = &ch->hnext;
+        }
+    }
+    if (nsub > 1) {
+        sub[0] = "SUBSCRIBE";
+        sublen[0] = 9;
+        rm_conn_append(s->conn, nsub, sub, sublen);
+        rm_log("subscribing %d channel(s)", nsub - 1);
+    }
+    if (nunsub > 1) {
+        unsub[0] = "UNSUBSCRIBE";
+        unsublen[0] = 11;
+        rm_conn_append(s->conn, nunsub, unsub, unsublen);
+        RM_COUNT_ADD(unsubscribes, (uint64_t)(nunsub - 1));
+        rm_log("unsubscribing %d idle channel(s)", nunsub - 1);
+    }
+    atomic_store(&rm_counters.channels, s->nchannels);
+out:
+    while (dead) {
+        struct rm_channel *ch = dead;
+        dead = ch->hnext;
+        free(ch);
+    }
+    free(sub);
+    free(unsub);
+    free(sublen);
+    free(unsublen);
+}
+
+static void connect_locked(struct rm_sub *s)
+{
+    pthread_mutex_unlock(&s->mu);
+    struct rm_conn *c = NULL;
+    int r = rm_conn_dial(&s->ep->addr, "sub", RM_FOREVER, &c);
+    pthread_mutex_lock(&s->mu);
+    rm_nsec now = rm_now();
+    if (r) {
+        s->reconnect_at = now + rm_backoff(s->failures++, RM_MSEC(20), RM_MSEC(1000), &s->rng);
+        rm_log("pub/sub connect failed: %s", rmutex_detail());
+        return;
+    }
+    if (s->stop) {
+        rm_conn_close(c);
+        return;
+    }
+    if (s->ever_connected) RM_COUNT(reconnects);
+    s->ever_connected = 1;
+    s->failures = 0;
+    s->conn = c;
+    s->ping_at = now + PING_EVERY;
+    s->ping_out = 0;
+    s->dirty = 1;
+    RM_COUNT(pubsub_connections);
+}
+
+static void *sub_main(void *arg)
+{
+    struct rm_sub *s = arg;
+    pthread_mutex_lock(&s->mu);
+    while (!s->stop) {
+        rm_nsec now = rm_now(), wake_at;
+        if (!s->conn && now >= s->reconnect_at) {
+            connect_locked(s);
+            continue;
+        }
+        if (s->conn) {
+            if (s->dirty || now >= s->next_idle) sync_channels(s, now);
+            if (s->ping_out && now - s->ping_sent > PING_TIMEOUT) {
+                drop_conn(s, "no answer to PING");
+                continue;
+            }
+            if (!s->ping_out && now >= s->ping_at) {
+                static const char *ping[] = { "PING" };
+                static const size_t pinglen[] = { 4 };
+                rm_conn_append(s->conn, 1, ping, pinglen);
+                s->ping_out = 1;
+                s->ping_sent = now;
+                s->ping_at = now + PING_EVERY;
+            }
+            if (s->conn->wlen) {
+                struct rm_conn *c = s->conn;
+                pthread_mutex_unlock(&s->mu);
+                int r = rm_conn_flush(c, RM_FOREVER);
+                pthread_mutex_lock(&s->mu);
+                if (r) {
+                    s->failures++;
+                    drop_conn(s, "write failed");
+                    continue;
+                }
+            }
+            wake_at = rm_min(s->next_idle, s->ping_out ? s->ping_sent + PING_TIMEOUT : s->ping_at);
+        } else {
+            wake_at = s->reconnect_at;
+        }
+
+        struct pollfd p[2] = { { s->efd, POLLIN, 0 }, { s->conn ? s->conn->fd : -1, POLLIN, 0 } };
+        struct rm_conn *c = s->conn;
+        pthread_mutex_unlock(&s->mu);
+        rm_nsec left = wake_at == RM_FOREVER ? -1 : wake_at - rm_now();
+        int ms = left < 0 ? (wake_at == RM_FOREVER ? -1 : 0) : (int)((left + 999999) / 1000000);
+        int n = poll(p, c ? 2 : 1, ms);
+        if (n > 0 && (p[0].revents & POLLIN)) {
+            uint64_t v;
+            ssize_t rd = read(s->efd, &v, sizeof v);
+            (void)rd;
+        }
+        int r = 0;
+        if (n > 0 && c && p[1].revents) r = rm_conn_read_available(c);
+        pthread_mutex_lock(&s->mu);
+        if (!c) continue;
+        redisReply *reply;
+        int got;
+        while ((got = rm_conn_next_reply(c, &reply)) > 0) {
+            dispatch(s, reply);
+            freeReplyObject(reply);
+        }
+        if (r || got < 0) {
+            s->failures++;
+            drop_conn(s, "read failed");
+        }
+    }
+    pthread_mutex_unlock(&s->mu);
+    return NULL;
+}
+
+static int start_locked(struct rm_sub *s)
+{
+    sigset_t all, old;
+    sigfillset(&all);
+    pthread_sigmask(SIG_SETMASK, &all, &old);
+    int r = pthread_create(&s->thread, NULL, sub_main, s);
+    pthread_sigmask(SIG_SETMASK, &old, NULL);
+    if (r) return r;
+    s->started = 1;
+    return 0;
+}
+
+int rm_sub_join(struct rm_sub *s, const char *channel, struct rm_waiter *w, const char *match,
+                size_t match_len)
+{
+    size_t len = strlen(channel);
+    memset(w, 0, sizeof *w);
+    w->sub = s;
+    w->match = match;
+    w->match_len = match_len;
+    if (rm_cond_init(&w->cv)) return ENOMEM;
+
+    pthread_mutex_lock(&s->mu);
+    if (!s->started && start_locked(s)) {
+        pthread_mutex_unlock(&s->mu);
+        pthread_cond_destroy(&w->cv);
+        rm_detail("cannot start the pub/sub thread");
+        return EAGAIN;
+    }
+    struct rm_channel **p = find(s, channel, len), *ch = *p;
+    if (!ch) {
+        ch = calloc(1, sizeof *ch + len + 1);
+        if (!ch) {
+            pthread_mutex_unlock(&s->mu);
+            pthread_cond_destroy(&w->cv);
+            return ENOMEM;
+        }
+        memcpy(ch->name, channel, len);
+        ch->len = len;
+        ch->state = CH_NEW;
+        *p = ch;
+        s->nchannels++;
+        s->dirty = 1;
+        poke(s);
+    }
+    ch->refs++;
+    w->ch = ch;
+    w->prev = ch->tail;
+    if (ch->tail) ch->tail->next = w;
+    else ch->head = w;
+    ch->tail = w;
+    pthread_mutex_unlock(&s->mu);
+    return 0;
+}
+
+int rm_sub_wait(struct rm_waiter *w, rm_nsec deadline)
+{
+    struct rm_sub *s = w->sub;
+    pthread_mutex_lock(&s->mu);
+    while (!w->woken)
+        if (rm_cond_wait_until(&w->cv, &s->mu, deadline) == ETIMEDOUT) break;
+    int why = w->woken;
+    w->woken = 0;
+    pthread_mutex_unlock(&s->mu);
+    if (why == RM_WAKE_MESSAGE) RM_COUNT(wakeups_pubsub);
+    else if (why == RM_WAKE_SUBSCRIBED) RM_COUNT(wakeups_subscribe);
+    else RM_COUNT(wakeups_poll);
+    return why;
+}
+
+void rm_sub_leave(struct rm_waiter *w)
+{
+    struct rm_sub *s = w->sub;
+    pthread_mutex_lock(&s->mu);
+    struct rm_channel *ch = w->ch;
+    if (w->prev) w->prev->next = w->next;
+    else ch->head = w->next;
+    if (w->next) w->next->prev = w->prev;
+    else ch->tail = w->prev;
+    /* A release message this waiter did not use goes to the next one. */
+    if (w->woken == RM_WAKE_MESSAGE && !w->match)
+        for (struct rm_waiter *o = ch->head; o; o = o->next)
+            if (!o->match && o->woken != RM_WAKE_MESSAGE) {
+                wake(o, RM_WAKE_MESSAGE);
+                break;
+            }
+    if (--ch->refs == 0) {
+        ch->idle_since = rm_now();
+        if (ch->idle_since + RM_MSEC(RM_SETTING(idle_ms)) < s->next_idle) {
+            s->next_idle = ch->idle_since + RM_MSEC(RM_SETTING(idle_ms));
+            poke(s);
+        }
+    }
+    pthread_mutex_unlock(&s->mu);
+    pthread_cond_destroy(&w->cv);
+}
+
+void rm_sub_atfork(struct rm_sub *s, int who)
+{
+    if (who < 0) {
+        pthread_mutex_lock(&s->mu);
+        return;
+    }
+    if (who == 0) {
+        pthread_mutex_unlock(&s->mu);
+        return;
+    }
+    /* Child: no thread, the parent's socket and eventfd are not ours. */
+    if (s->conn) rm_conn_close(s->conn);
+    s->conn = NULL;
+    free_channels(s);
+    close(s->efd);
+    s->efd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+    s->started = s->stop = 0;
+    s->ever_connected = 0;
+    s->failures = 0;
+    s->reconnect_at = 0;
+    s->dirty = 0;
+    s->next_idle = RM_FOREVER;
+    s->rng ^= (uint32_t)getpid();
+    pthread_mutex_init(&s->mu, NULL);
+}

@@ -1,0 +1,56 @@
+/* sub.h -- the subscription multiplexer: one pub/sub connection and one
+ * thread per endpoint, waking the threads that wait for locks. */
+#ifndef RM_SUB_H
+#define RM_SUB_H
+
+#include <pthread.h>
+#include <stddef.h>
+
+#include "clock.h"
+
+struct rm_endpoint;
+struct rm_sub;
+struct rm_channel;
+
+/* Why a wait ended. */
+enum {
+    RM_WAKE_TIMEOUT = 0,    /* its time bound passed: poll */
+    RM_WAKE_MESSAGE = 1,    /* a release message for this waiter */
+    RM_WAKE_SUBSCRIBED = 2, /* the channel was (re)subscribed: re-check */
+};
+
+/* A thread waiting on a channel.  It lives on the waiter's stack; the
+ * fields are the multiplexer's, under its lock. */
+struct rm_waiter {
+    struct rm_waiter *next, *prev;
+    struct rm_channel *ch;
+    struct rm_sub *sub;
+    pthread_cond_t cv;
+    int woken;         /* RM_WAKE_* not yet consumed, or 0 */
+    const char *match; /* wake only for this message; NULL: for "0" */
+    size_t match_len;
+};
+
+int rm_sub_create(struct rm_endpoint *ep, struct rm_sub **out);
+/* Stop the thread and free everything.  No waiter may be joined. */
+void rm_sub_destroy(struct rm_sub *sub);
+
+/* Register w on channel (subscribing it, and starting the multiplexer
+ * thread, if needed).  From now on no message for w is lost while the
+ * subscription stands: it is kept in w->woken until rm_sub_wait.
+ * match: NULL to be woken by "0" (one waiter per message), or a message
+ * that wakes this waiter only.  Returns 0 or ENOMEM. */
+int rm_sub_join(struct rm_sub *sub, const char *channel, struct rm_waiter *w, const char *match,
+                size_t match_len);
+
+/* Wait until w is woken or deadline.  Returns RM_WAKE_*, counting it in the
+ * stats, and consumes the wake-up. */
+int rm_sub_wait(struct rm_waiter *w, rm_nsec deadline);
+
+/* Unregister w.  The channel stays subscribed for the idle time. */
+void rm_sub_leave(struct rm_waiter *w);
+
+/* fork(): -1 prepare (lock), 0 parent (unlock), 1 child (start empty). */
+void rm_sub_atfork(struct rm_sub *sub, int who);
+
+#endif

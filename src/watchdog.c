@@ -1,0 +1,522 @@
+/* watchdog.c -- renews the leases of every hold of the process.
+ *
+ * DESIGN
+ * ------
+ * One thread per process.  Holds taken with lease 0 register an entry:
+ * lock key, owner-mark key, owner field, lease.  Each entry is due for
+ * renewal lease/3 after the send time of its last successful acquire or
+ * renewal.  When the thread wakes it takes every entry due within a small
+ * window (lease/12) -- so entries acquired close together are renewed
+ * together -- and renews them with renew.lua, up to BATCH entries per
+ * script call, every call for one endpoint pipelined on the watchdog's own
+ * connection.  The watchdog never borrows from the command pool: a pool
+ * drained by callers cannot delay a renewal.  (A cluster will add one
+ * connection per node and batch per slot; entries already carry their
+ * endpoint.)
+ *
+ * The answer for each entry is 1 (renewed: the lease now runs from the
+ * send time of that call) or 0 (the owner's field is gone: expired,
+ * deleted, force-unlocked, flushed, server restarted).  A 0 marks the hold
+ * lost at once.  A failed call (connection error, timeout, error reply) is
+ * retried soon (lease/10, at most 250 ms) until the lease would have run
+ * out -- last successful send + lease -- and then the hold is marked lost
+ * too.  Lost holds get the lost-lock callback, on this thread, with no lock
+ * held; their owner's unlock returns EPERM.
+ *
+ * Ordering with unlock: rm_wd_cancel() takes an entry out before the
+ * release is sent.  A renewal already on the wire can still reach Redis
+ * after the release; it finds no owner field and does nothing (renew.lua
+ * renews only a hold that still has the owner's field), and its answer is
+ * dropped because the entry is cancelled.  So no renewal outlives an unlock.
+ *
+ * The same thread also runs deferred calls: releases that a caller could
+ * not complete in its own time (Redis unreachable at unlock, or an acquire
+ * whose reply was lost when its caller had to give up).  They are retried
+ * until they answer or until the hold's lease would have run out anyway.
+ *
+ * The thread blocks every signal and is started on first use. */
+#include "watchdog.h"
+#include "conn.h"
+#include "keys.h"
+#include "pool.h"
+#include "script.h"
+
+#include <errno.h>
+#include <hiredis/hiredis.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#define BATCH 400
+#define MAXARGS 12
+
+enum { KIND_HOLD = 'h', KIND_DEFERRED = 'd' };
+
+struct rm_wd_entry {
+    struct rm_wd_entry *next, *prev;
+    struct rm_endpoint *ep;
+    char kind;
+    int script;               /* KIND_DEFERRED */
+    int nkeys, argc;
+    const char *argv[MAXARGS];
+    size_t lens[MAXARGS];
+    unsigned long lease_ms;   /* KIND_HOLD */
+    rm_nsec next_due;
+    rm_nsec valid_until;      /* KIND_HOLD: last good send + lease */
+    rm_nsec give_up_at;       /* KIND_DEFERRED */
+    rm_nsec sent_at;
+    int inflight, cancelled, cb_running, use_eval;
+    _Atomic int lost;
+    rmutex_t *m;
+    char buf[];
+};
+
+/* The watchdog's connection to one endpoint. */
+struct link {
+    struct link *next;
+    struct rm_endpoint *ep;
+    struct rm_conn *conn;
+    unsigned failures;
+};
+
+static struct {
+    pthread_mutex_t mu;
+    pthread_cond_t cv;        /* new entries, cancels, stop */
+    pthread_cond_t cb_done;   /* a callback finished */
+    int started, stop;
+    pthread_t thread;
+    struct rm_wd_entry *head; /* every live entry */
+    struct link *links;
+    rmutex_lost_fn cb;
+    void *cb_arg;
+    rm_nsec planned;          /* when the thread means to wake */
+    uint32_t rng;
+} wd = { .mu = PTHREAD_MUTEX_INITIALIZER, .planned = RM_FOREVER };
+
+static pthread_once_t cv_once = PTHREAD_ONCE_INIT;
+static void init_cvs(void)
+{
+    rm_cond_init(&wd.cv);
+    rm_cond_init(&wd.cb_done);
+}
+
+RMUTEX_API int rmutex_set_lost_callback(rmutex_lost_fn fn, void *arg)
+{
+    pthread_mutex_lock(&wd.mu);
+    wd.cb = fn;
+    wd.cb_arg = arg;
+    pthread_mutex_unlock(&wd.mu);
+    return 0;
+}
+
+static rm_nsec window(const struct rm_wd_entry *e)
+{
+    return e->kind == KIND_HOLD ? RM_MSEC(e->lease_ms) / 12 : 0;
+}
+
+static rm_nsec retry_delay(const struct rm_wd_entry *e)
+{
+    rm_nsec d = e->kind == KIND_HOLD ? RM_MSEC(e->lease_ms) / 10 : RM_MSEC(250);
+    return d > RM_MSEC(250) ? RM_MSEC(250) : d;
+}
+
+static void *wd_main(void *arg);
+
+/* Link e in and make sure the thread will look at it in time. */
+static void add_locked(struct rm_wd_entry *e)
+{
+    e->prev = NULL;
+    e->next = wd.head;
+    if (wd.head) wd.head->prev = e;
+    wd.head = e;
+    if (!wd.started) {
+        sigset_t all, old;
+        sigfillset(&all);
+        pthread_sigmask(SIG_SETMASK, &all, &old);
+        if (!pthread_create(&wd.thread, NULL, wd_main, NULL)) wd.started = 1;
+        pthread_sigmask(SIG_SETMASK, &old, NULL);
+        /* No thread (out of resources): the hold is still correct, only not
+         * renewed; the next add tries again. */
+    }
+    if (e->next_due - window(e) < wd.planned) pthread_cond_signal(&wd.cv);
+}
+
+static void unlink_locked(struct rm_wd_entry *e)
+{
+    if (e->prev) e->prev->next = e->next;
+    else wd.head = e->next;
+    if (e->next) e->next->prev = e->prev;
+    e->next = e->prev = NULL;
+}
+
+/* Allocate an entry holding copies of argv. */
+static struct rm_wd_entry *entry_new(int argc, const char *const *argv, const size_t *lens)
+{
+    size_t total = 0;
+    for (int i = 0; i < argc; i++) total += lens[i] + 1;
+    struct rm_wd_entry *e = calloc(1, sizeof *e + total);
+    if (!e) return NULL;
+    char *p = e->buf;
+    for (int i = 0; i < argc; i++) {
+        memcpy(p, argv[i], lens[i]);
+        p[lens[i]] = 0;
+        e->argv[i] = p;
+        e->lens[i] = lens[i];
+        p += lens[i] + 1;
+    }
+    e->argc = argc;
+    return e;
+}
+
+struct rm_wd_entry *rm_wd_hold(struct rm_endpoint *ep, const struct rm_keys *k,
+                               const char *owner, size_t owner_len, unsigned long lease_ms,
+                               rm_nsec sent_at, rmutex_t *m)
+{
+    char lease[24];
+    const char *argv[] = { k->lock, k->owner, owner, lease };
+    size_t lens[] = { strlen(k->lock), strlen(k->owner), owner_len,
+                      (size_t)snprintf(lease, sizeof lease, "%lu", lease_ms) };
+    struct rm_wd_entry *e = entry_new(4, argv, lens);
+    if (!e) return NULL;
+    e->ep = ep;
+    e->kind = KIND_HOLD;
+    e->nkeys = 2;
+    e->lease_ms = lease_ms;
+    e->m = m;
+    e->valid_until = sent_at + RM_MSEC(lease_ms);
+    e->next_due = sent_at + RM_MSEC(lease_ms) / 3;
+    pthread_once(&cv_once, init_cvs);
+    pthread_mutex_lock(&wd.mu);
+    add_locked(e);
+    pthread_mutex_unlock(&wd.mu);
+    return e;
+}
+
+int rm_wd_cancel(struct rm_wd_entry *e)
+{
+    pthread_mutex_lock(&wd.mu);
+    while (e->cb_running) pthread_cond_wait(&wd.cb_done, &wd.mu);
+    int lost = e->lost;
+    if (e->inflight) {
+        e->cancelled = 1; /* the thread frees it when the answer is in */
+    } else {
+        unlink_locked(e);
+        free(e);
+    }
+    pthread_mutex_unlock(&wd.mu);
+    return lost;
+}
+
+int rm_wd_lost(const struct rm_wd_entry *e) { return atomic_load(&e->lost); }
+
+void rm_wd_defer(struct rm_endpoint *ep, int script, int nkeys, int argc,
+                 const char *const *argv, const size_t *lens, rm_nsec give_up_at)
+{
+    RM_ASSERT(argc <= MAXARGS);
+    struct rm_wd_entry *e = entry_new(argc, argv, lens);
+    if (!e) return; /* the lease will run out by itself */
+    e->ep = ep;
+    e->kind = KIND_DEFERRED;
+    e->script = script;
+    e->nkeys = nkeys;
+    e->give_up_at = give_up_at;
+    e->next_due = rm_now();
+    RM_COUNT(deferred_releases);
+    pthread_once(&cv_once, init_cvs);
+    pthread_mutex_lock(&wd.mu);
+    add_locked(e);
+    pthread_mutex_unlock(&wd.mu);
+}
+
+/* ---- the thread ---- */
+
+static struct link *link_for(struct rm_endpoint *ep)
+{
+    struct link *l;
+    for (l = wd.links; l; l = l->next)
+        if (l->ep == ep) return l;
+    if (!(l = calloc(1, sizeof *l))) return NULL;
+    l->ep = ep;
+    l->next = wd.links;
+    wd.links = l;
+    return l;
+}
+
+/* One renewal round trip for one endpoint: the due entries in e[0..n)
+ * (all KIND_HOLD are renewed in batches, each KIND_DEFERRED is its own
+ * call).  Fills res[i]: 1/0 from Redis, -1 failed, -2 NOSCRIPT. */
+static void exchange(struct link *l, struct rm_wd_entry **e, int n, int *res, rm_nsec deadline)
+{
+    for (int i = 0; i < n; i++) res[i] = -1;
+    if (!l->conn) {
+        if (rm_conn_dial(&l->ep->addr, "wd", deadline, &l->conn)) {
+            l->conn = NULL;
+            l->failures++;
+            rm_log("watchdog cannot connect: %s", rmutex_detail());
+            return;
+        }
+        if (l->failures) RM_COUNT(reconnects);
+        l->failures = 0;
+    }
+    struct rm_conn *c = l->conn;
+    int calls = 0;
+    /* KIND_HOLD entries first, BATCH per call; they sit at the front. */
+    int nholds = 0;
+    while (nholds < n && e[nholds]->kind == KIND_HOLD) nholds++;
+    for (int b = 0; b < nholds; b += BATCH) {
+        int cnt = nholds - b < BATCH ? nholds - b : BATCH;
+        int argc = 3 * cnt + 1 + 2 * cnt;
+        const char **argv = malloc(sizeof *argv * (size_t)argc);
+        size_t *lens = malloc(sizeof *lens * (size_t)argc);
+        char count[16];
+        if (!argv || !lens) {
+            free(argv);
+            free(lens);
+            goto drop;
+        }
+        int k = 0;
+        for (int i = 0; i < cnt; i++) {
+            struct rm_wd_entry *x = e[b + i];
+            argv[k] = x->argv[0], lens[k++] = x->lens[0];
+            argv[k] = x->argv[1], lens[k++] = x->lens[1];
+        }
+        argv[k] = count, lens[k++] = (size_t)snprintf(count, sizeof count, "%d", cnt);
+        for (int i = 0; i < cnt; i++) {
+            struct rm_wd_entry *x = e[b + i];
+            argv[k] = "h", lens[k++] = 1;
+            argv[k] = x->argv[2], lens[k++] = x->lens[2];
+            argv[k] = x->argv[3], lens[k++] = x->lens[3];
+        }
+        rm_script_append(c, RM_SCRIPT_RENEW, 2 * cnt, k, argv, lens, e[b]->use_eval);
+        free(argv);
+        free(lens);
+        calls++;
+    }
+    for (int i = nholds; i < n; i++)
+        rm_script_append(c, e[i]->script, e[i]->nkeys, e[i]->argc, e[i]->argv, e[i]->lens,
+                         e[i]->use_eval);
+    unsigned replicas = RM_SETTING(replicas);
+    char nrep[16], wto[24];
+    if (replicas && nholds) {
+        const char *argv[] = { "WAIT", nrep, wto };
+        size_t lens[] = { 4, (size_t)snprintf(nrep, sizeof nrep, "%u", replicas),
+                          (size_t)snprintf(wto, sizeof wto, "%lu", RM_SETTING(wait_timeout_ms)) };
+        rm_conn_append(c, 3, argv, lens);
+    }
+    if (rm_conn_flush(c, deadline)) goto drop;
+    RM_COUNT_ADD(renewal_calls, (uint64_t)calls);
+
+    for (int b = 0; b < nholds; b += BATCH) {
+        int cnt = nholds - b < BATCH ? nholds - b : BATCH;
+        redisReply *r;
+        if (rm_conn_read(c, deadline, &r)) goto drop;
+        if (r->type == REDIS_REPLY_ARRAY && (int)r->elements == cnt) {
+            for (int i = 0; i < cnt; i++)
+                res[b + i] = r->element[i]->type == REDIS_REPLY_INTEGER ? (int)r->element[i]->integer : -1;
+        } else if (rm_reply_is_noscript(r)) {
+            for (int i = 0; i < cnt; i++) res[b + i] = -2;
+        } else {
+            rm_reply_status(r);
+            rm_log("renewal failed: %s", rmutex_detail());
+        }
+        freeReplyObject(r);
+    }
+    for (int i = nholds; i < n; i++) {
+        redisReply *r;
+        if (rm_conn_read(c, deadline, &r)) goto drop;
+        if (r->type == REDIS_REPLY_INTEGER) res[i] = (int)r->integer;
+        else if (rm_reply_is_noscript(r)) res[i] = -2;
+        freeReplyObject(r);
+    }
+    if (replicas && nholds) {
+        redisReply *r;
+        if (rm_conn_read(c, deadline, &r)) goto drop;
+        if (r->type != REDIS_REPLY_INTEGER || r->integer < (long long)replicas)
+            RM_COUNT(replica_shortfalls);
+        freeReplyObject(r);
+    }
+    return;
+drop:
+    rm_log("watchdog connection dropped: %s", rmutex_detail());
+    rm_conn_close(l->conn);
+    l->conn = NULL;
+    l->failures++;
+}
+
+/* Apply the answer res for e, sent at sent.  Returns 1 if e is newly lost. */
+static int apply(struct rm_wd_entry *e, int res, rm_nsec sent, rm_nsec now)
+{
+    e->inflight = 0;
+    if (res == -2) {
+        e->use_eval = 1;
+        e->next_due = now;
+        RM_COUNT(script_loads);
+        return 0;
+    }
+    if (e->kind == KIND_DEFERRED) {
+        if (res >= 0 || now >= e->give_up_at) {
+            rm_log("deferred release %s: %s", e->argv[0], res >= 0 ? "done" : "given up");
+            e->cancelled = 1;
+        } else {
+            e->next_due = now + retry_delay(e);
+        }
+        return 0;
+    }
+    if (res == 1) {
+        RM_COUNT(renewals);
+        e->valid_until = sent + RM_MSEC(e->lease_ms);
+        e->next_due = sent + RM_MSEC(e->lease_ms) / 3;
+        return 0;
+    }
+    if (res == -1 && now < e->valid_until) {
+        e->next_due = rm_min(now + retry_delay(e), e->valid_until);
+        return 0;
+    }
+    e->lost = 1;
+    RM_COUNT(locks_lost);
+    rm_log("hold of %s lost (%s)", e->argv[0], res == 0 ? "gone from Redis" : "lease ran out");
+    return 1;
+}
+
+static void *wd_main(void *arg)
+{
+    RM_UNUSED(arg);
+    struct rm_wd_entry **due = NULL;
+    int *res = NULL;
+    size_t cap = 0;
+
+    pthread_mutex_lock(&wd.mu);
+    while (!wd.stop) {
+        rm_nsec now = rm_now(), next = RM_FOREVER;
+        struct rm_endpoint *ep = NULL;
+        size_t n = 0, holds = 0;
+        /* Collect what is due on one endpoint: holds first, then deferred. */
+        for (int pass = 0; pass < 2; pass++) {
+            for (struct rm_wd_entry *e = wd.head; e; e = e->next) {
+                if (e->inflight || e->lost || e->cancelled) continue;
+                if ((pass == 0) != (e->kind == KIND_HOLD)) continue;
+                if (e->next_due - window(e) > now || (ep && e->ep != ep)) {
+                    if (e->next_due - window(e) < next) next = e->next_due - window(e);
+                    continue;
+                }
+                if (n == cap) {
+                    size_t nc = cap ? cap * 2 : 64;
+                    void *a = realloc(due, nc * sizeof *due), *b = realloc(res, nc * sizeof *res);
+                    if (a) due = a;
+                    if (b) res = b;
+                    if (!a || !b) break;
+                    cap = nc;
+                }
+                ep = e->ep;
+                e->inflight = 1;
+                due[n++] = e;
+                if (pass == 0) holds++;
+            }
+        }
+        if (!n) {
+            wd.planned = next;
+            rm_cond_wait_until(&wd.cv, &wd.mu, next);
+            wd.planned = RM_FOREVER;
+            continue;
+        }
+        /* The answer must come back while the leases can still be saved. */
+        rm_nsec budget = RM_MSEC(RM_SETTING(command_timeout_ms));
+        for (size_t i = 0; i < holds; i++)
+            if (RM_MSEC(due[i]->lease_ms) / 3 < budget) budget = RM_MSEC(due[i]->lease_ms) / 3;
+        struct link *l = link_for(ep);
+        pthread_mutex_unlock(&wd.mu);
+
+        rm_nsec sent = rm_now();
+        if (l) exchange(l, due, (int)n, res, sent + budget);
+        else for (size_t i = 0; i < n; i++) res[i] = -1;
+        if (n && res[0] == -1 && holds) RM_COUNT(renewal_failures);
+
+        pthread_mutex_lock(&wd.mu);
+        now = rm_now();
+        for (size_t i = 0; i < n; i++) {
+            struct rm_wd_entry *e = due[i];
+            int newly_lost = e->cancelled ? 0 : apply(e, res[i], sent, now);
+            e->inflight = 0;
+            if (e->cancelled) {
+                unlink_locked(e);
+                free(e);
+                due[i] = NULL;
+            } else if (!newly_lost) {
+                due[i] = NULL;
+            }
+        }
+        /* Lost-lock callbacks, with no lock held; cancel waits for them. */
+        for (size_t i = 0; i < n; i++) {
+            struct rm_wd_entry *e = due[i];
+            if (!e || !wd.cb) continue;
+            rmutex_lost_fn cb = wd.cb;
+            void *cb_arg = wd.cb_arg;
+            e->cb_running = 1;
+            pthread_mutex_unlock(&wd.mu);
+            cb(e->m, e->argv[0], cb_arg);
+            pthread_mutex_lock(&wd.mu);
+            e->cb_running = 0;
+            pthread_cond_broadcast(&wd.cb_done);
+        }
+    }
+    pthread_mutex_unlock(&wd.mu);
+    free(due);
+    free(res);
+    return NULL;
+}
+
+void rm_wd_stop(void)
+{
+    pthread_once(&cv_once, init_cvs);
+    pthread_mutex_lock(&wd.mu);
+    int started = wd.started;
+    wd.stop = 1;
+    pthread_cond_signal(&wd.cv);
+    pthread_mutex_unlock(&wd.mu);
+    if (started) pthread_join(wd.thread, NULL);
+    pthread_mutex_lock(&wd.mu);
+    while (wd.head) {
+        struct rm_wd_entry *e = wd.head;
+        unlink_locked(e);
+        free(e);
+    }
+    while (wd.links) {
+        struct link *l = wd.links;
+        wd.links = l->next;
+        rm_conn_close(l->conn);
+        free(l);
+    }
+    wd.started = wd.stop = 0;
+    pthread_mutex_unlock(&wd.mu);
+}
+
+void rm_wd_atfork(int who)
+{
+    if (who < 0) {
+        pthread_mutex_lock(&wd.mu);
+        return;
+    }
+    if (who == 0) {
+        pthread_mutex_unlock(&wd.mu);
+        return;
+    }
+    /* Child: the parent's holds are not ours; no thread, no socket. */
+    while (wd.head) {
+        struct rm_wd_entry *e = wd.head;
+        wd.head = e->next;
+        free(e);
+    }
+    while (wd.links) {
+        struct link *l = wd.links;
+        wd.links = l->next;
+        rm_conn_close(l->conn);
+        free(l);
+    }
+    wd.started = wd.stop = 0;
+    wd.planned = RM_FOREVER;
+    pthread_mutex_init(&wd.mu, NULL);
+    rm_cond_init(&wd.cv);
+    rm_cond_init(&wd.cb_done);
+}

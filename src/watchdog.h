@@ -1,0 +1,42 @@
+/* watchdog.h -- the process's lease-renewal thread. */
+#ifndef RM_WATCHDOG_H
+#define RM_WATCHDOG_H
+
+#include <stddef.h>
+
+#include "clock.h"
+#include "internal.h"
+
+struct rm_endpoint;
+struct rm_keys;
+struct rm_wd_entry;
+
+/* Start renewing a hold of k by owner with a lease of lease_ms, taken by a
+ * request sent at sent_at (the lease counts from then).  m is passed to the
+ * lost-lock callback.  Returns the entry, or NULL when out of memory. */
+struct rm_wd_entry *rm_wd_hold(struct rm_endpoint *ep, const struct rm_keys *k,
+                               const char *owner, size_t owner_len, unsigned long lease_ms,
+                               rm_nsec sent_at, rmutex_t *m);
+
+/* Stop renewing e and free it; after this no renewal of it is sent.
+ * (One already on the wire finds the hold gone, or renews the same owner's
+ * hold, and its answer is ignored.)  Waits for a lost-lock callback of e
+ * that is running.  Returns 1 if the watchdog had found the hold lost. */
+int rm_wd_cancel(struct rm_wd_entry *e);
+
+/* 1 if the watchdog has found e's hold lost.  Lock-free. */
+int rm_wd_lost(const struct rm_wd_entry *e);
+
+/* Call a script in the background until it answers or give_up_at: the
+ * release of a hold that could not be released in the caller's time.
+ * argv[0..nkeys) are KEYS, the rest ARGV; all are copied. */
+void rm_wd_defer(struct rm_endpoint *ep, int script, int nkeys, int argc,
+                 const char *const *argv, const size_t *lens, rm_nsec give_up_at);
+
+/* Stop the thread (rmutex_shutdown); entries must be gone. */
+void rm_wd_stop(void);
+
+/* fork(): -1 lock, 0 unlock, 1 child: no thread, no entries, no socket. */
+void rm_wd_atfork(int who);
+
+#endif
