@@ -80,6 +80,7 @@ static void child(int id, rmutex_t *lock, const char *path, int iters, long slee
 
         if (use_lock && (rc = rmutex_unlock(lock)) != 0)
             die("rmutex_unlock", rc);
+        sleep_us(sleep_us_); /* other work, outside the lock */
     }
     close(fd);
 
