@@ -16,7 +16,7 @@
 #include <unistd.h>
 
 static __thread char detail_buf[256];
-int rm_log_enabled;
+_Atomic int rm_log_enabled;
 static int log_fd = -1;
 
 void rm_detail(const char *fmt, ...)
@@ -40,7 +40,7 @@ void rm_log_init(void)
         log_fd = open(v, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
         if (log_fd < 0) return;
     }
-    rm_log_enabled = 1;
+    atomic_store_explicit(&rm_log_enabled, 1, memory_order_release);
 }
 
 void rm_log_(const char *fmt, ...)

@@ -39,10 +39,13 @@ _Noreturn void rm_panic(const char *file, int line, const char *what);
 void rm_detail(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 
 /* 1 when RMUTEX_DEBUG is set.  rm_log() writes one line to the debug log. */
-extern int rm_log_enabled;
+extern _Atomic int rm_log_enabled;
 void rm_log_init(void);
 void rm_log_(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
-#define rm_log(...) do { if (rm_log_enabled) rm_log_(__VA_ARGS__); } while (0)
+#define rm_log(...) \
+    do { \
+        if (atomic_load_explicit(&rm_log_enabled, memory_order_acquire)) rm_log_(__VA_ARGS__); \
+    } while (0)
 
 /* ---- stats.c: counters (relaxed atomics; they order nothing) ---- */
 
