@@ -1,0 +1,291 @@
+/* indeterminate_test.cc -- requests whose reply is lost, against real Redis.
+ *
+ * rmutex talks to redis-server through rmt::Proxy, which can let Redis
+ * execute a request and then close the connection instead of forwarding the
+ * reply, or close it before the request reaches Redis.  The library must
+ * find out what happened: an acquire that took effect is a success with
+ * exactly one hold, an unlock that took effect is a success, and no retry
+ * may ever release somebody else's later hold.
+ *
+ * The acquire is recognised as the EVAL/EVALSHA that names the lock and not
+ * the unlock latch; the unlock as the EVAL/EVALSHA that names
+ * "redisson_unlock_latch:".  A warm-up lock/unlock on another name runs
+ * first, so that scripts are loaded and the dropped reply is a real result
+ * (not NOSCRIPT). */
+#include <unistd.h>
+
+#include <atomic>
+
+#include "harness.h"
+#include "proxy.h"
+
+namespace {
+
+using namespace rmt;
+
+const char *kLatch = "redisson_unlock_latch:";
+
+class Indeterminate : public RedisTest {
+  protected:
+    Indeterminate() : RedisTest(false, "", /*configure=*/false) {}
+
+    void SetUp() override
+    {
+        RedisTest::SetUp();
+        if (HasFatalFailure())
+            return;
+        proxy_ = std::make_unique<Proxy>(host(), port());
+        std::string purl = proxy_->url();
+        if (!password_.empty())
+            purl = "redis://:" + password_ + "@127.0.0.1:" + std::to_string(proxy_->port());
+        ASSERT_RC(0, rmutex_configure((purl + (options_.empty() ? "" : "?" + options_)).c_str()));
+        rmutex_t warm;
+        init_mutex(&warm, lock_name("warmup"));
+        ASSERT_RC(0, rmutex_lock(&warm));
+        ASSERT_RC(0, rmutex_unlock(&warm));
+        ASSERT_RC(0, rmutex_destroy(&warm));
+    }
+
+    void TearDown() override
+    {
+        RedisTest::TearDown();
+        proxy_.reset();
+    }
+
+    Proxy::Pred acquire_of(const std::string &name)
+    {
+        return [name](const Proxy::Args &a) {
+            return Proxy::is_eval(a) && Proxy::mentions(a, name) && !Proxy::mentions(a, kLatch);
+        };
+    }
+    Proxy::Pred unlock_of(const std::string &name)
+    {
+        return [name](const Proxy::Args &a) {
+            return Proxy::is_eval(a) && Proxy::mentions(a, name) && Proxy::mentions(a, kLatch);
+        };
+    }
+
+    void expect_one_hold_of_one(const std::string &name)
+    {
+        auto h = redis().hgetall(name);
+        ASSERT_EQ(1u, h.size()) << "fields in the lock hash";
+        EXPECT_EQ("1", h.begin()->second) << "the hold was counted twice";
+    }
+
+    std::unique_ptr<Proxy> proxy_;
+};
+
+TEST_F(Indeterminate, LockWhoseReplyIsLostStillSucceedsWithOneHold)
+{
+    std::string name = lock_name();
+    rmutex_t m;
+    init_mutex(&m, name);
+    proxy_->drop_reply_of_next(acquire_of(name));
+    rmutex_stats_t s0 = stats();
+    ASSERT_RC(0, rmutex_lock(&m));
+    ASSERT_EQ(1, proxy_->dropped_replies()) << "the fault was not injected";
+    EXPECT_NE('-', proxy_->last_dropped_reply()[0]) << "the dropped reply was an error: " << proxy_->last_dropped_reply();
+    expect_one_hold_of_one(name);
+    EXPECT_GE(stats().indeterminate, s0.indeterminate + 1);
+    unsigned count = 0;
+    EXPECT_RC(0, rmutex_holdcount(&m, &count));
+    EXPECT_EQ(1u, count);
+    EXPECT_RC(0, rmutex_unlock(&m));
+    EXPECT_FALSE(redis().exists(name)) << "one unlock must free it";
+}
+
+TEST_F(Indeterminate, TrylockWhoseReplyIsLostStillSucceedsWithOneHold)
+{
+    std::string name = lock_name();
+    rmutex_t m;
+    init_mutex(&m, name);
+    proxy_->drop_reply_of_next(acquire_of(name));
+    ASSERT_RC(0, rmutex_trylock(&m));
+    ASSERT_EQ(1, proxy_->dropped_replies());
+    expect_one_hold_of_one(name);
+    EXPECT_RC(0, rmutex_unlock(&m));
+    EXPECT_FALSE(redis().exists(name));
+}
+
+TEST_F(Indeterminate, RecursiveLockWhoseReplyIsLostCountsOnce)
+{
+    std::string name = lock_name();
+    rmutex_t m;
+    init_mutex(&m, name, RMUTEX_RECURSIVE);
+    proxy_->drop_reply_of_next(acquire_of(name));
+    ASSERT_RC(0, rmutex_lock(&m));
+    ASSERT_EQ(1, proxy_->dropped_replies());
+    ASSERT_RC(0, rmutex_lock(&m));
+    expect_one_hold_of_one(name);
+    unsigned count = 0;
+    EXPECT_RC(0, rmutex_holdcount(&m, &count));
+    EXPECT_EQ(2u, count);
+    EXPECT_RC(0, rmutex_unlock(&m));
+    EXPECT_TRUE(redis().exists(name));
+    EXPECT_RC(0, rmutex_unlock(&m));
+    EXPECT_FALSE(redis().exists(name));
+}
+
+TEST_F(Indeterminate, LostAcquireReplyWhileAnotherProcessGotInIsNotAHold)
+{
+    /* The acquire reached Redis but failed (held elsewhere); its reply is
+     * lost.  The resolution must say "not ours": trylock is EBUSY, never 0. */
+    std::string name = lock_name();
+    auto child = child_holding(name, base_url());
+    ASSERT_TRUE(child);
+    auto theirs = redis().hgetall(name);
+    rmutex_t m;
+    init_mutex(&m, name);
+    proxy_->drop_reply_of_next(acquire_of(name));
+    int rc = rmutex_trylock(&m);
+    ASSERT_EQ(1, proxy_->dropped_replies());
+    /* EAGAIN would also be honest ("could not find out"); 0 would be a lie. */
+    EXPECT_TRUE(rc == EBUSY || rc == EAGAIN) << err_name(rc);
+    EXPECT_EQ(theirs, redis().hgetall(name));
+    unsigned count = 9;
+    EXPECT_RC(0, rmutex_holdcount(&m, &count));
+    EXPECT_EQ(0u, count);
+}
+
+TEST_F(Indeterminate, UnlockWhoseReplyIsLostSucceedsAndNoRetryReleasesALaterHold)
+{
+    std::string name = lock_name();
+    rmutex_t m;
+    init_mutex(&m, name);
+    ASSERT_RC(0, rmutex_lock(&m));
+    /* Between Redis executing the unlock and the library learning about it,
+     * another owner takes the lock (straight to Redis, not through the
+     * proxy).  Any retry of the unlock must leave that hold alone. */
+    const std::string other = "99999999-8888-7777-6666-555555555555:42";
+    Redis direct(host(), port(), password_);
+    bool taken = false;
+    proxy_->drop_reply_of_next(unlock_of(name), [&] {
+        if (!direct.exists(name)) {
+            direct.cmd({"HSET", name, other, "1"});
+            direct.cmd({"PEXPIRE", name, "30000"});
+            taken = true;
+        }
+    });
+    ASSERT_RC(0, rmutex_unlock(&m));
+    ASSERT_EQ(1, proxy_->dropped_replies()) << "the fault was not injected";
+    ASSERT_TRUE(taken) << "the unlock had not released the lock when its reply was dropped";
+    auto theirs = redis().hgetall(name);
+    ASSERT_EQ(1u, theirs.size());
+    EXPECT_EQ(1u, theirs.count(other)) << "a retried unlock released the later hold";
+    /* Background retries, if any, run until the lease would have run out at
+     * the latest; watch for a second. */
+    EXPECT_FALSE(wait_until_unscaled([&] { return !redis().hgetall(name).count(other); }, ms(1000)))
+        << "the later hold was released after the unlock returned";
+    EXPECT_GT(redis().pttl(name), 25000) << "the later hold's lease was changed";
+    EXPECT_RC(EPERM, rmutex_unlock(&m)) << "nothing of ours is left to unlock";
+}
+
+TEST_F(Indeterminate, UnlockWhoseReplyIsLostLeavesTheLockFree)
+{
+    std::string name = lock_name();
+    rmutex_t m;
+    init_mutex(&m, name);
+    ASSERT_RC(0, rmutex_lock(&m));
+    proxy_->drop_reply_of_next(unlock_of(name));
+    ASSERT_RC(0, rmutex_unlock(&m));
+    ASSERT_EQ(1, proxy_->dropped_replies());
+    EXPECT_FALSE(redis().exists(name));
+    EXPECT_RC(0, rmutex_trylock(&m));
+    expect_one_hold_of_one(name);
+    EXPECT_RC(0, rmutex_unlock(&m));
+}
+
+TEST_F(Indeterminate, LockRequestDroppedBeforeRedisIsRetried)
+{
+    std::string name = lock_name();
+    rmutex_t m;
+    init_mutex(&m, name);
+    proxy_->drop_next_request(acquire_of(name));
+    ASSERT_RC(0, rmutex_lock(&m));
+    ASSERT_EQ(1, proxy_->dropped_requests()) << "the fault was not injected";
+    expect_one_hold_of_one(name);
+    EXPECT_RC(0, rmutex_unlock(&m));
+    EXPECT_FALSE(redis().exists(name));
+}
+
+TEST_F(Indeterminate, TrylockRequestDroppedBeforeRedisLeavesNoPhantomHold)
+{
+    /* The header allows EAGAIN when Redis could not be reached; after a
+     * reconnect the library can also retry and succeed.  Either way the
+     * result and Redis must agree. */
+    std::string name = lock_name();
+    rmutex_t m;
+    init_mutex(&m, name);
+    proxy_->drop_next_request(acquire_of(name));
+    int rc = rmutex_trylock(&m);
+    ASSERT_EQ(1, proxy_->dropped_requests());
+    if (rc == 0) {
+        expect_one_hold_of_one(name);
+        EXPECT_RC(0, rmutex_unlock(&m));
+    } else {
+        EXPECT_RC(EAGAIN, rc);
+        EXPECT_FALSE(redis().exists(name)) << "a hold nobody owns";
+    }
+    EXPECT_FALSE(redis().exists(name));
+}
+
+TEST_F(Indeterminate, UnlockRequestDroppedBeforeRedisIsRetried)
+{
+    std::string name = lock_name();
+    rmutex_t m;
+    init_mutex(&m, name);
+    ASSERT_RC(0, rmutex_lock(&m));
+    proxy_->drop_next_request(unlock_of(name));
+    ASSERT_RC(0, rmutex_unlock(&m));
+    ASSERT_EQ(1, proxy_->dropped_requests());
+    /* Retried now or in the background "until the lease would have run
+     * out": either way the lock is released well before that. */
+    EXPECT_TRUE(wait_until([&] { return !redis().exists(name); }, ms(3000)));
+}
+
+TEST_F(Indeterminate, EveryConnectionKilledMidWaitStillEndsInOneHold)
+{
+    std::string name = lock_name();
+    auto child = child_holding(name, base_url(), {"--hold-ms=500"});
+    ASSERT_TRUE(child);
+    rmutex_t m;
+    init_mutex(&m, name);
+    Async waiter([&] {
+        int rc = rmutex_lock(&m);
+        return rc;
+    });
+    ASSERT_TRUE(wait_until([] { return stats().waiting == 1; }, ms(5000)));
+    proxy_->close_all();
+    ASSERT_TRUE(waiter.wait(ms(5000)));
+    EXPECT_RC(0, waiter.rc());
+    expect_one_hold_of_one(name);
+    EXPECT_RC(0, rmutex_force_unlock(name.c_str()));
+}
+
+class IndeterminateRenewal : public Indeterminate {
+  protected:
+    IndeterminateRenewal() { options_ = "lease=1000"; }
+};
+
+TEST_F(IndeterminateRenewal, LostRenewalReplyDoesNotLoseTheLock)
+{
+    std::string name = lock_name();
+    rmutex_t m;
+    init_mutex(&m, name);
+    static std::atomic<int> lost{0};
+    ASSERT_RC(0, rmutex_set_lost_callback([](rmutex_t *, const char *, void *) { lost++; }, nullptr));
+    ASSERT_RC(0, rmutex_lock(&m));
+    /* While we hold it, the only script naming the lock is a renewal. */
+    proxy_->drop_reply_of_next(acquire_of(name));
+    ASSERT_TRUE(wait_until([&] { return proxy_->dropped_replies() == 1; }, ms(2000)));
+    auto t0 = Clock::now();
+    while (elapsed_ms(t0) < 2000) {
+        ASSERT_GT(redis().pttl(name), 0) << "the lease ran out after a lost renewal reply";
+        std::this_thread::sleep_for(ms(20));
+    }
+    EXPECT_EQ(0, lost.load());
+    EXPECT_EQ(0u, stats().locks_lost);
+    EXPECT_RC(0, rmutex_unlock(&m));
+}
+
+} // namespace
