@@ -23,6 +23,7 @@
 struct rm_settings rm_settings = {
     .pool_size = 8,
     .lease_ms = 30000,
+    .waiter_lease_ms = 3000,
     .connect_timeout_ms = 1000,
     .command_timeout_ms = 2000,
     .poll_ms = 2000,
@@ -41,7 +42,7 @@ struct option {
     unsigned long value;
 };
 
-enum { OPT_POOL, OPT_LEASE, OPT_CONNECT, OPT_COMMAND, OPT_POLL, OPT_IDLE,
+enum { OPT_POOL, OPT_LEASE, OPT_WAITER_LEASE, OPT_CONNECT, OPT_COMMAND, OPT_POLL, OPT_IDLE,
        OPT_REPLICAS, OPT_WAIT, OPT_DB, OPT_COUNT };
 
 static void options_init(struct option *o)
@@ -49,6 +50,7 @@ static void options_init(struct option *o)
     static const struct option defs[OPT_COUNT] = {
         [OPT_POOL] = { "pool", 1, 1024, 0, 0 },
         [OPT_LEASE] = { "lease", LEASE_MIN, LEASE_MAX, 0, 0 },
+        [OPT_WAITER_LEASE] = { "waiter_lease", LEASE_MIN, LEASE_MAX, 0, 0 },
         [OPT_CONNECT] = { "connect_timeout", 1, 3600000, 0, 0 },
         [OPT_COMMAND] = { "command_timeout", 1, 3600000, 0, 0 },
         [OPT_POLL] = { "poll", 1, 3600000, 0, 0 },
@@ -66,6 +68,7 @@ static void options_apply(const struct option *o)
     if (o[idx].set) atomic_store(&rm_settings.field, o[idx].value)
     APPLY(OPT_POOL, pool_size);
     APPLY(OPT_LEASE, lease_ms);
+    APPLY(OPT_WAITER_LEASE, waiter_lease_ms);
     APPLY(OPT_CONNECT, connect_timeout_ms);
     APPLY(OPT_COMMAND, command_timeout_ms);
     APPLY(OPT_POLL, poll_ms);

@@ -65,6 +65,7 @@ void rm_stats_reset(void);
 struct rm_settings {
     _Atomic unsigned pool_size;
     _Atomic unsigned long lease_ms;
+    _Atomic unsigned long waiter_lease_ms;
     _Atomic unsigned long connect_timeout_ms;
     _Atomic unsigned long command_timeout_ms;
     _Atomic unsigned long poll_ms;

@@ -53,7 +53,8 @@ unsigned rm_key_slot(const char *key, size_t len)
 
 static const char *const prefixes[] = {
     "redisson_lock__channel", "redisson_lock_token", "rmutex_owner",
-    "rmutex_notrecoverable", "redisson_unlock_latch",
+    "rmutex_notrecoverable", "redisson_unlock_latch", "rmutex_fair_queue",
+    "rmutex_fair_alive", "rmutex_fair_seq", "rmutex_fair_channel",
 };
 #define NPREFIX (sizeof prefixes / sizeof prefixes[0])
 
@@ -98,6 +99,10 @@ int rm_keys_make(const char *name, struct rm_keys *k)
     k->owner = out[3];
     k->notrec = out[4];
     k->latch = out[5];
+    k->queue = out[6];
+    k->alive = out[7];
+    k->seq = out[8];
+    k->fchannel = out[9];
     k->slot = rm_key_slot(name, len);
     return 0;
 }

@@ -13,6 +13,11 @@ struct rm_keys {
     const char *owner;   /* rmutex_owner:{NAME}: who holds it, outlives it by a lease */
     const char *notrec;  /* rmutex_notrecoverable:{NAME}: robust state is lost */
     const char *latch;   /* redisson_unlock_latch:{NAME}: prefix of unlock latches */
+    /* The fair lock's own (fair.lua): */
+    const char *queue;   /* rmutex_fair_queue:{NAME}: zset waiter -> ticket */
+    const char *alive;   /* rmutex_fair_alive:{NAME}: zset waiter -> liveness deadline */
+    const char *seq;     /* rmutex_fair_seq:{NAME}: ticket counter */
+    const char *fchannel; /* rmutex_fair_channel:{NAME}: "<waiter> <token> <dead> <ms>" on a grant */
     unsigned slot;       /* cluster hash slot of all of them */
     char *buf;           /* one allocation holding the strings */
 };

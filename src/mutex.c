@@ -23,7 +23,10 @@
 #include "mutex.h"
 #include "identity.h"
 #include "internal.h"
+#include "runtime.h"
 #include "watchdog.h"
+
+#include <stdio.h>
 
 #include <errno.h>
 #include <stdlib.h>
@@ -93,10 +96,6 @@ static int create(rmutex_t *m, const char *name, int kind, unsigned long lease_m
         rm_detail("unknown mutex flags 0x%x", kind);
         return EINVAL;
     }
-    if (kind & RMUTEX_FLAG_FAIR) {
-        rm_detail("the fair lock is not available in this version");
-        return ENOTSUP;
-    }
     struct rm_mutex *mx = calloc(1, sizeof *mx);
     if (!mx) {
         rm_detail("out of memory");
@@ -112,7 +111,7 @@ static int create(rmutex_t *m, const char *name, int kind, unsigned long lease_m
     mx->robust = !!(kind & RMUTEX_FLAG_ROBUST);
     mx->fair = !!(kind & RMUTEX_FLAG_FAIR);
     mx->lease_ms = lease_ms;
-    mx->ops = &rm_nonfair_ops;
+    mx->ops = mx->fair ? &rm_fair_ops : &rm_nonfair_ops;
     pthread_mutex_init(&mx->mu, NULL);
     *out = mx;
     return 0;
@@ -273,21 +272,7 @@ unsigned long rm_mutex_lease(const struct rm_mutex *mx)
     return mx->lease_ms ? mx->lease_ms : RM_SETTING(lease_ms);
 }
 
-void rm_hold_begin(struct rm_mutex *mx, struct rm_thread *self, uint64_t token, int dead)
-{
-    mx->owner = self->tid;
-    mx->depth = 1;
-    mx->token = token;
-    mx->inconsistent = dead;
-    mx->held_prev = NULL;
-    mx->held_next = self->held;
-    if (self->held) self->held->held_prev = mx;
-    self->held = mx;
-    rm_thread_arm_exit(self);
-    RM_COUNT(held);
-}
-
-void rm_hold_end(struct rm_mutex *mx, struct rm_thread *self)
+static void hold_end_locked(struct rm_mutex *mx, struct rm_thread *self)
 {
     if (mx->held_prev) mx->held_prev->held_next = mx->held_next;
     else self->held = mx->held_next;
@@ -300,20 +285,70 @@ void rm_hold_end(struct rm_mutex *mx, struct rm_thread *self)
     RM_COUNT_SUB(held, 1);
 }
 
+int rm_hold_take(struct rm_mutex *mx, struct rm_thread *self, struct rm_endpoint *ep,
+                 uint64_t acq, uint64_t token, int dead, rm_nsec valid_until, rm_nsec due)
+{
+    unsigned long lease = rm_mutex_lease(mx);
+    struct rm_wd_entry *wd = NULL;
+    if (!mx->lease_ms) {
+        wd = rm_wd_hold(ep, &mx->keys, self->owner, self->owner_len, acq, lease, valid_until,
+                        due, mx->user);
+        if (!wd) {
+            rm_detail("out of memory");
+            return ENOMEM;
+        }
+    }
+    dead = dead && mx->robust;
+    RM_COUNT(acquisitions);
+    pthread_mutex_lock(&mx->mu);
+    mx->owner = self->tid;
+    mx->depth = 1;
+    mx->token = token;
+    mx->inconsistent = dead;
+    mx->wd = wd;
+    mx->lease_end = valid_until;
+    mx->held_prev = NULL;
+    mx->held_next = self->held;
+    if (self->held) self->held->held_prev = mx;
+    self->held = mx;
+    pthread_mutex_unlock(&mx->mu);
+    rm_thread_arm_exit(self);
+    RM_COUNT(held);
+    if (dead) rm_detail("the previous holder of %s died holding it (its lease ran out)", mx->keys.lock);
+    return dead ? EOWNERDEAD : 0;
+}
+
+int rm_hold_drop(struct rm_mutex *mx, struct rm_thread *self, rm_nsec *lease_end)
+{
+    pthread_mutex_lock(&mx->mu);
+    struct rm_wd_entry *wd = mx->wd;
+    *lease_end = wd ? rm_after(RM_MSEC(rm_mutex_lease(mx))) : mx->lease_end;
+    hold_end_locked(mx, self);
+    pthread_mutex_unlock(&mx->mu);
+    if (wd && rm_wd_cancel(wd)) {
+        rm_detail("the lease of %s was lost before this unlock", mx->keys.lock);
+        return 1;
+    }
+    return 0;
+}
+
+void rm_latch_ms(const struct rm_mutex *mx, char *buf, size_t size)
+{
+    RM_UNUSED(mx);
+    snprintf(buf, size, "%lu", RM_SETTING(command_timeout_ms));
+}
+
 void rm_mutex_abandon(struct rm_mutex *mx, struct rm_thread *t)
 {
     pthread_mutex_lock(&mx->mu);
     struct rm_wd_entry *wd = mx->wd;
-    rm_hold_end(mx, t);
+    hold_end_locked(mx, t);
     gate_pass_locked(mx);
     pthread_mutex_unlock(&mx->mu);
     if (wd) rm_wd_cancel(wd);
     rm_log("thread %llu exited holding %s; its lease will run out",
            (unsigned long long)t->tid, mx->keys.lock);
 }
-
-/* Defined in nonfair.c: release one hold in Redis within deadline. */
-int rm_nonfair_release_at_exit(struct rm_mutex *mx, uint64_t owner_tid, rm_nsec deadline);
 
 void rm_mutex_release_all_at_exit(void)
 {
@@ -330,7 +365,13 @@ void rm_mutex_release_all_at_exit(void)
         if (wd) rm_wd_cancel(wd);
         /* The holding thread may still run; it is about to be gone with the
          * process, and its unlock now gets EPERM from Redis. */
-        if (owner && rm_now() < deadline) rm_nonfair_release_at_exit(mx, owner, deadline);
+        struct rm_endpoint *ep;
+        if (owner && rm_now() < deadline && !rm_runtime_enter(&ep)) {
+            char name[64];
+            size_t n = rm_owner_of(owner, name, sizeof name);
+            mx->ops->release_owner(mx, ep, name, n, deadline);
+            rm_runtime_leave();
+        }
     }
     pthread_mutex_unlock(&registry_mu);
 }

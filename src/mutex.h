@@ -42,6 +42,10 @@ struct rm_lock_ops {
                 struct rm_wait *w);
     int (*unlock)(struct rm_mutex *mx, struct rm_thread *self, struct rm_endpoint *ep,
                   int notrecoverable);
+    /* Release the hold of owner (any thread of this process) in Redis
+     * before deadline, or hand it to the watchdog: process exit. */
+    void (*release_owner)(struct rm_mutex *mx, struct rm_endpoint *ep, const char *owner,
+                          size_t owner_len, rm_nsec deadline);
 };
 
 /* A thread waiting for the local gate; on its own stack. */
@@ -89,9 +93,24 @@ int rm_mutex_destroy(rmutex_t *m);
 int rm_gate_enter(struct rm_mutex *mx, struct rm_thread *self, const struct rm_wait *w);
 void rm_gate_leave(struct rm_mutex *mx);
 
-/* Record / drop the calling thread's hold (mu held). */
-void rm_hold_begin(struct rm_mutex *mx, struct rm_thread *self, uint64_t token, int dead);
-void rm_hold_end(struct rm_mutex *mx, struct rm_thread *self);
+/* A Redis acquisition by self succeeded (acquisition acq, fencing token,
+ * dead: the previous holder lapsed): start the watchdog's renewal when the
+ * lease is the default one (valid until valid_until, first renewal at due)
+ * and record the hold.  Returns 0, EOWNERDEAD (robust and dead), or ENOMEM
+ * (nothing recorded; the caller gives the lock back). */
+int rm_hold_take(struct rm_mutex *mx, struct rm_thread *self, struct rm_endpoint *ep,
+                 uint64_t acq, uint64_t token, int dead, rm_nsec valid_until, rm_nsec due);
+
+/* The calling thread gives up its last level: the hold is dropped locally
+ * and its renewal stopped.  Returns 1 if the watchdog had found it lost
+ * (then nothing must be sent), else 0 with *lease_end set to when the
+ * lease runs out at the latest. */
+int rm_hold_drop(struct rm_mutex *mx, struct rm_thread *self, rm_nsec *lease_end);
+
+/* How long a release's answer is latched in Redis (ms, as a string): as
+ * long as the releasing call retries, the command timeout.  (The retries the
+ * watchdog makes later answer nobody, so they need no latch.) */
+void rm_latch_ms(const struct rm_mutex *mx, char *buf, size_t size);
 
 /* The lease of a hold of mx, in ms. */
 unsigned long rm_mutex_lease(const struct rm_mutex *mx);
@@ -109,5 +128,6 @@ void rm_mutex_release_all_at_exit(void);
 void rm_mutex_atfork(int who);
 
 extern const struct rm_lock_ops rm_nonfair_ops;
+extern const struct rm_lock_ops rm_fair_ops;
 
 #endif

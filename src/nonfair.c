@@ -35,12 +35,12 @@
  * the hold lost, nothing is sent and the unlock returns EPERM.  When Redis
  * cannot be reached in the command timeout the release is handed to the
  * watchdog to retry until the lease would have run out anyway. */
+#include "call.h"
 #include "conn.h"
 #include "identity.h"
 #include "internal.h"
 #include "mutex.h"
 #include "pool.h"
-#include "runtime.h"
 #include "script.h"
 #include "sub.h"
 #include "watchdog.h"
@@ -50,8 +50,7 @@
 #include <stdio.h>
 #include <string.h>
 
-#define LATCH_MS_STR "60000"      /* a release's answer is kept this long */
-#define NOTREC_MS_STR "86400000"  /* the not-recoverable mark lives a day */
+#define NOTREC_MS_STR "86400000" /* the not-recoverable mark lives a day */
 
 enum { ACQUIRED, BUSY, NOTRECOVERABLE, SHORTFALL };
 
@@ -69,56 +68,52 @@ struct release_req {
     const char *argv[10];
     size_t lens[10];
     char latch[RMUTEX_NAME_MAX + 160];
+    char latch_ms[24];
     char acq[24];
 };
 
+/* The release of owner's hold (only of acquisition acq when not 0). */
 static void release_req_make(struct release_req *q, const struct rm_mutex *mx,
                              const char *owner, size_t owner_len, uint64_t seq,
-                             int notrec, uint64_t acquisition)
+                             int notrec, uint64_t acq)
 {
     int n = snprintf(q->latch, sizeof q->latch, "%s:%.*s:%llu", mx->keys.latch, (int)owner_len,
                      owner, (unsigned long long)seq);
-    const char *v[] = { mx->keys.lock, mx->keys.channel, q->latch, mx->keys.owner,
-                        mx->keys.notrec, owner, LATCH_MS_STR, notrec ? "1" : "0", NOTREC_MS_STR,
-                        q->acq };
+    rm_latch_ms(mx, q->latch_ms, sizeof q->latch_ms);
     q->acq[0] = 0;
-    if (acquisition) snprintf(q->acq, sizeof q->acq, "%llu", (unsigned long long)acquisition);
+    if (acq) snprintf(q->acq, sizeof q->acq, "%llu", (unsigned long long)acq);
+    const char *v[] = { mx->keys.lock, mx->keys.channel, q->latch, mx->keys.owner,
+                        mx->keys.notrec, owner, q->latch_ms, notrec ? "1" : "0", NOTREC_MS_STR,
+                        q->acq };
     memcpy(q->argv, v, sizeof v);
     for (int i = 0; i < 10; i++) q->lens[i] = strlen(v[i]);
     q->lens[2] = (size_t)n;
     q->lens[5] = owner_len;
 }
 
-/* Release in Redis before deadline; afterwards hand it to the watchdog to
- * retry until give_up_at.  Returns 0 released (or handed over), EPERM not
- * held by owner, or the errno of an error reply. */
 static int release(struct rm_endpoint *ep, const struct release_req *q, rm_nsec deadline,
                    rm_nsec give_up_at)
 {
-    int unknown = 0;
-    for (int tries = 0;; tries++) {
-        struct rm_conn *c;
-        redisReply *reply;
-        int r = rm_pool_get(ep, deadline, 0, &c);
-        if (!r) {
-            r = rm_script_call(c, RM_SCRIPT_RELEASE, 5, 10, q->argv, q->lens, deadline, &reply);
-            rm_pool_put(ep, c, r >= 0 || r == RM_E_TRANSIENT);
-        }
-        if (!r) {
-            int released = reply->type == REDIS_REPLY_INTEGER && reply->integer == 1;
-            freeReplyObject(reply);
-            if (unknown) RM_COUNT(indeterminate);
-            if (!released) rm_detail("%s is not held by this thread in Redis (its lease ran out, "
-                                     "or it was force-unlocked)", q->argv[0]);
-            return released ? 0 : EPERM;
-        }
-        if (r > 0) return r;
-        if (r == RM_E_LOST) unknown = 1;
-        if (tries >= 3 || rm_now() >= deadline) break;
-    }
-    rm_wd_defer(ep, RM_SCRIPT_RELEASE, 5, 10, q->argv, q->lens, give_up_at);
-    rm_log("release of %s deferred to the watchdog: %s", q->argv[0], rmutex_detail());
-    return 0;
+    long long released = 0;
+    int r = rm_call_release(ep, RM_SCRIPT_RELEASE, 5, 10, q->argv, q->lens, deadline,
+                            give_up_at, &released);
+    if (r == RM_DEFERRED) return 0;
+    if (r) return r;
+    if (released) return 0;
+    rm_detail("%s is not held by this thread in Redis (its lease ran out, or it was "
+              "force-unlocked)", q->argv[0]);
+    return EPERM;
+}
+
+static rm_nsec cmd_deadline(void) { return rm_after(RM_MSEC(RM_SETTING(command_timeout_ms))); }
+
+/* Give back (or have the watchdog give back) acquisition acq of self. */
+static void give_back(struct rm_mutex *mx, struct rm_thread *self, struct rm_endpoint *ep,
+                      uint64_t acq, rm_nsec deadline)
+{
+    struct release_req q;
+    release_req_make(&q, mx, self->owner, self->owner_len, ++self->seq, 0, acq);
+    release(ep, &q, deadline, rm_after(RM_MSEC(rm_mutex_lease(mx))));
 }
 
 /* ---- acquire.lua ---- */
@@ -126,26 +121,20 @@ static int release(struct rm_endpoint *ep, const struct release_req *q, rm_nsec 
 /* One attempt.  Returns 0 with g filled when Redis answered, else the
  * status (RM_E_*, or an errno from an error reply). */
 static int attempt(struct rm_mutex *mx, struct rm_thread *self, struct rm_endpoint *ep,
-                   uint64_t acquisition, rm_nsec deadline, int flags, struct grant *g)
+                   uint64_t acq, rm_nsec deadline, int flags, struct grant *g)
 {
-    struct rm_conn *c;
-    redisReply *reply;
-    int r = rm_pool_get(ep, deadline, flags, &c);
-    if (r) return r;
-
-    char lease[24], acq[24];
+    char lease[24], acqs[24];
     const char *argv[] = { mx->keys.lock, mx->keys.token, mx->keys.owner, mx->keys.notrec,
-                           lease, self->owner, mx->robust ? "1" : "0", acq };
+                           lease, self->owner, mx->robust ? "1" : "0", acqs };
     size_t lens[] = { strlen(argv[0]), strlen(argv[1]), strlen(argv[2]), strlen(argv[3]),
                       (size_t)snprintf(lease, sizeof lease, "%lu", rm_mutex_lease(mx)),
                       self->owner_len, 1,
-                      (size_t)snprintf(acq, sizeof acq, "%llu", (unsigned long long)acquisition) };
+                      (size_t)snprintf(acqs, sizeof acqs, "%llu", (unsigned long long)acq) };
+    struct rm_conn *c;
+    redisReply *reply;
     g->sent = rm_now();
-    r = rm_script_call(c, RM_SCRIPT_ACQUIRE, 4, 8, argv, lens, deadline, &reply);
-    if (r) {
-        rm_pool_put(ep, c, r > 0 || r == RM_E_TRANSIENT);
-        return r;
-    }
+    int r = rm_call(ep, RM_SCRIPT_ACQUIRE, 4, 8, argv, lens, deadline, flags, &reply, &c);
+    if (r) return r;
     redisReply **e = reply->element;
     if (reply->type != REDIS_REPLY_ARRAY || reply->elements < 1 || e[0]->type != REDIS_REPLY_INTEGER ||
         (e[0]->integer == ACQUIRED && (reply->elements != 3 || e[1]->type != REDIS_REPLY_INTEGER)) ||
@@ -164,56 +153,30 @@ static int attempt(struct rm_mutex *mx, struct rm_thread *self, struct rm_endpoi
     }
     freeReplyObject(reply);
 
-    unsigned replicas = RM_SETTING(replicas);
-    if (g->state == ACQUIRED && replicas) {
-        char n[16], t[24];
-        const char *wv[] = { "WAIT", n, t };
-        size_t wl[] = { 4, (size_t)snprintf(n, sizeof n, "%u", replicas),
-                        (size_t)snprintf(t, sizeof t, "%lu", RM_SETTING(wait_timeout_ms)) };
-        rm_nsec wdl = rm_after(RM_MSEC(RM_SETTING(wait_timeout_ms)) + RM_MSEC(RM_SETTING(command_timeout_ms)));
-        r = rm_conn_call(c, 3, wv, wl, wdl, &reply);
-        long long acked = !r && reply->type == REDIS_REPLY_INTEGER ? reply->integer : -1;
-        if (!r) freeReplyObject(reply);
-        if (acked < (long long)replicas) {
-            RM_COUNT(replica_shortfalls);
-            rm_pool_put(ep, c, !r);
-            struct release_req q;
-            release_req_make(&q, mx, self->owner, self->owner_len, ++self->seq, 0, acquisition);
-            release(ep, &q, rm_after(RM_MSEC(RM_SETTING(command_timeout_ms))),
-                    rm_after(RM_MSEC(rm_mutex_lease(mx))));
-            rm_detail("only %lld of %u replicas acknowledged the acquisition of %s in %lu ms; "
-                      "it was given back", acked < 0 ? 0 : acked, replicas, mx->keys.lock,
-                      RM_SETTING(wait_timeout_ms));
-            g->state = SHORTFALL;
-            return 0;
-        }
+    long long acked = 0;
+    if (g->state == ACQUIRED && RM_SETTING(replicas) && rm_call_wait_replicas(c, &acked) != 1) {
+        rm_pool_put(ep, c, 1);
+        give_back(mx, self, ep, acq, cmd_deadline());
+        rm_detail("only %lld of %u replicas acknowledged the acquisition of %s in %lu ms; "
+                  "it was given back", acked, RM_SETTING(replicas), mx->keys.lock,
+                  RM_SETTING(wait_timeout_ms));
+        g->state = SHORTFALL;
+        return 0;
     }
     rm_pool_put(ep, c, 1);
     return 0;
 }
 
-/* Leave the clean-up of an acquisition whose outcome is unknown to the
- * watchdog: release it if, and only if, it happened. */
-static void abandon_acquisition(struct rm_mutex *mx, struct rm_thread *self,
-                                struct rm_endpoint *ep, uint64_t acquisition)
-{
-    struct release_req q;
-    release_req_make(&q, mx, self->owner, self->owner_len, ++self->seq, 0, acquisition);
-    rm_wd_defer(ep, RM_SCRIPT_RELEASE, 5, 10, q.argv, q.lens, rm_after(RM_MSEC(rm_mutex_lease(mx))));
-}
-
 static int acquire(struct rm_mutex *mx, struct rm_thread *self, struct rm_endpoint *ep,
-                   struct rm_wait *w, struct grant *g)
+                   struct rm_wait *w, uint64_t acq, struct grant *g)
 {
     struct rm_waiter waiter;
     int joined = 0, waited = 0, unknown = 0, lost = 0, r;
     unsigned failures = 0;
-    uint64_t acquisition = ++self->seq;
-    rm_nsec cmd = RM_MSEC(RM_SETTING(command_timeout_ms));
 
     for (;;) {
-        rm_nsec io = w->mode == RM_WAIT_TRY ? rm_after(cmd) : w->deadline;
-        r = attempt(mx, self, ep, acquisition, io, w->mode == RM_WAIT_TRY ? RM_POOL_FAILFAST : 0, g);
+        rm_nsec io = w->mode == RM_WAIT_TRY ? cmd_deadline() : w->deadline;
+        r = attempt(mx, self, ep, acq, io, w->mode == RM_WAIT_TRY ? RM_POOL_FAILFAST : 0, g);
         if (r == 0) {
             if (unknown) RM_COUNT(indeterminate);
             unknown = 0;
@@ -264,22 +227,24 @@ static int acquire(struct rm_mutex *mx, struct rm_thread *self, struct rm_endpoi
                 r = EAGAIN;
                 break;
             }
-            int e = rm_wait_check(w);
-            if (e) {
-                r = e;
-                break;
-            }
+            if ((r = rm_wait_check(w))) break;
             if (!waited) {
                 waited = 1;
                 RM_COUNT(waiting);
             }
-            rm_sleep_until(rm_min(w->deadline,
-                                  rm_after(rm_backoff(failures++, RM_MSEC(10), RM_MSEC(1000), &self->rng))));
+            rm_sleep_until(rm_min(w->deadline, rm_after(rm_backoff(failures++, RM_MSEC(10),
+                                                                   RM_MSEC(1000), &self->rng))));
             continue;
         }
         break; /* Redis refused for good: a positive errno */
     }
-    if (r && unknown) abandon_acquisition(mx, self, ep, acquisition);
+    /* Giving up after a lost reply: the lock may be ours without our
+     * knowing; let the watchdog release that acquisition, if it happened. */
+    if (r && unknown) {
+        struct release_req q;
+        release_req_make(&q, mx, self->owner, self->owner_len, ++self->seq, 0, acq);
+        rm_wd_defer(ep, RM_SCRIPT_RELEASE, 5, 10, q.argv, q.lens, rm_after(RM_MSEC(rm_mutex_lease(mx))));
+    }
     if (joined > 0) rm_sub_leave(&waiter);
     if (waited) RM_COUNT_SUB(waiting, 1);
     if (!r && waited) RM_COUNT(contended);
@@ -298,70 +263,36 @@ static int nf_lock(struct rm_mutex *mx, struct rm_thread *self, struct rm_endpoi
         return r;
     }
     struct grant g = { 0 };
-    r = acquire(mx, self, ep, w, &g);
-    struct rm_wd_entry *wd = NULL;
-    if (!r && !mx->lease_ms) {
-        wd = rm_wd_hold(ep, &mx->keys, self->owner, self->owner_len, rm_mutex_lease(mx), g.sent,
-                        mx->user);
-        if (!wd) {
-            struct release_req q;
-            release_req_make(&q, mx, self->owner, self->owner_len, ++self->seq, 0, 0);
-            release(ep, &q, rm_after(RM_MSEC(RM_SETTING(command_timeout_ms))),
-                    rm_after(RM_MSEC(rm_mutex_lease(mx))));
-            rm_detail("out of memory");
-            r = ENOMEM;
-        }
+    uint64_t acq = ++self->seq;
+    rm_nsec lease = RM_MSEC(rm_mutex_lease(mx));
+    if (!(r = acquire(mx, self, ep, w, acq, &g))) {
+        r = rm_hold_take(mx, self, ep, acq, g.token, g.dead, g.sent + lease, g.sent + lease / 3);
+        if (r == ENOMEM) give_back(mx, self, ep, acq, cmd_deadline());
     }
-    if (r) {
-        rm_gate_leave(mx);
-        return r;
-    }
-    RM_COUNT(acquisitions);
-    pthread_mutex_lock(&mx->mu);
-    int dead = g.dead && mx->robust;
-    rm_hold_begin(mx, self, g.token, dead);
-    mx->wd = wd;
-    mx->lease_end = g.sent + RM_MSEC(rm_mutex_lease(mx));
-    pthread_mutex_unlock(&mx->mu);
-    if (dead) rm_detail("the previous holder of %s died holding it (its lease ran out)", mx->keys.lock);
-    return dead ? EOWNERDEAD : 0;
+    if (r && r != EOWNERDEAD) rm_gate_leave(mx);
+    return r;
 }
 
 static int nf_unlock(struct rm_mutex *mx, struct rm_thread *self, struct rm_endpoint *ep,
                      int notrec)
 {
-    pthread_mutex_lock(&mx->mu);
-    struct rm_wd_entry *wd = mx->wd;
-    rm_nsec lease_end = mx->lease_end;
-    rm_hold_end(mx, self);
-    pthread_mutex_unlock(&mx->mu);
-
-    int r;
-    if (wd && rm_wd_cancel(wd)) {
-        rm_detail("the lease of %s was lost before this unlock", mx->keys.lock);
-        r = EPERM;
-    } else {
+    rm_nsec lease_end;
+    int r = EPERM;
+    if (!rm_hold_drop(mx, self, &lease_end)) {
         struct release_req q;
         release_req_make(&q, mx, self->owner, self->owner_len, ++self->seq, notrec, 0);
-        rm_nsec give_up = wd ? rm_after(RM_MSEC(rm_mutex_lease(mx))) : lease_end;
-        r = release(ep, &q, rm_after(RM_MSEC(RM_SETTING(command_timeout_ms))), give_up);
-        if (r == EINVAL) r = EPERM; /* the lock key was replaced: not ours any more */
+        r = release(ep, &q, cmd_deadline(), lease_end);
     }
     rm_gate_leave(mx);
     return r;
 }
 
-const struct rm_lock_ops rm_nonfair_ops = { nf_lock, nf_unlock };
-
-int rm_nonfair_release_at_exit(struct rm_mutex *mx, uint64_t owner_tid, rm_nsec deadline)
+static void nf_release_owner(struct rm_mutex *mx, struct rm_endpoint *ep, const char *owner,
+                             size_t owner_len, rm_nsec deadline)
 {
-    struct rm_endpoint *ep;
-    if (rm_runtime_enter(&ep)) return EAGAIN;
-    char owner[64];
-    size_t n = rm_owner_of(owner_tid, owner, sizeof owner);
     struct release_req q;
-    release_req_make(&q, mx, owner, n, ++rm_thread_self()->seq, 0, 0);
-    int r = release(ep, &q, deadline, deadline);
-    rm_runtime_leave();
-    return r;
+    release_req_make(&q, mx, owner, owner_len, ++rm_thread_self()->seq, 0, 0);
+    release(ep, &q, deadline, deadline);
 }
+
+const struct rm_lock_ops rm_nonfair_ops = { nf_lock, nf_unlock, nf_release_owner };

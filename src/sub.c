@@ -176,7 +176,11 @@ static void deliver(struct rm_channel *ch, const char *msg, size_t len)
     int zero = len == 1 && msg[0] == '0';
     for (struct rm_waiter *w = ch->head; w; w = w->next) {
         if (w->match) {
-            if (w->match_len == len && !memcmp(w->match, msg, len)) {
+            if (len >= w->match_len && !memcmp(w->match, msg, w->match_len) &&
+                (len == w->match_len || msg[w->match_len] == ' ')) {
+                size_t n = len < sizeof w->msg - 1 ? len : sizeof w->msg - 1;
+                memcpy(w->msg, msg, n);
+                w->msg[n] = 0;
                 wake(w, RM_WAKE_MESSAGE);
                 return;
             }

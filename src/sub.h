@@ -27,8 +27,10 @@ struct rm_waiter {
     struct rm_sub *sub;
     pthread_cond_t cv;
     int woken;         /* RM_WAKE_* not yet consumed, or 0 */
-    const char *match; /* wake only for this message; NULL: for "0" */
+    const char *match; /* wake only for a message that is this, or this and
+                          a space and more; NULL: for "0" */
     size_t match_len;
+    char msg[128];     /* the message that woke it (match only), NUL-ended */
 };
 
 int rm_sub_create(struct rm_endpoint *ep, struct rm_sub **out);
@@ -38,8 +40,9 @@ void rm_sub_destroy(struct rm_sub *sub);
 /* Register w on channel (subscribing it, and starting the multiplexer
  * thread, if needed).  From now on no message for w is lost while the
  * subscription stands: it is kept in w->woken until rm_sub_wait.
- * match: NULL to be woken by "0" (one waiter per message), or a message
- * that wakes this waiter only.  Returns 0 or ENOMEM. */
+ * match: NULL to be woken by "0" (one waiter per message), or the prefix
+ * of the messages that wake this waiter only; the message is then copied
+ * into w->msg.  Returns 0, ENOMEM or EAGAIN. */
 int rm_sub_join(struct rm_sub *sub, const char *channel, struct rm_waiter *w, const char *match,
                 size_t match_len);
 

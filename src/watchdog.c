@@ -3,7 +3,8 @@
  * DESIGN
  * ------
  * One thread per process.  Holds taken with lease 0 register an entry:
- * lock key, owner-mark key, owner field, lease.  Each entry is due for
+ * lock key, owner-mark key, owner field, lease; so do queued fair waiters
+ * (their liveness in the queue is a lease too).  Each entry is due for
  * renewal lease/3 after the send time of its last successful acquire or
  * renewal.  When the thread wakes it takes every entry due within a small
  * window (lease/12) -- so entries acquired close together are renewed
@@ -50,9 +51,9 @@
 #include <unistd.h>
 
 #define BATCH 400
-#define MAXARGS 12
+#define MAXARGS 20
 
-enum { KIND_HOLD = 'h', KIND_DEFERRED = 'd' };
+enum { KIND_HOLD = 'h', KIND_WAITER = 'w', KIND_DEFERRED = 'd' };
 
 struct rm_wd_entry {
     struct rm_wd_entry *next, *prev;
@@ -62,7 +63,7 @@ struct rm_wd_entry {
     int nkeys, argc;
     const char *argv[MAXARGS];
     size_t lens[MAXARGS];
-    unsigned long lease_ms;   /* KIND_HOLD */
+    unsigned long lease_ms;   /* KIND_HOLD, KIND_WAITER */
     rm_nsec next_due;
     rm_nsec valid_until;      /* KIND_HOLD: last good send + lease */
     rm_nsec give_up_at;       /* KIND_DEFERRED */
@@ -111,14 +112,16 @@ RMUTEX_API int rmutex_set_lost_callback(rmutex_lost_fn fn, void *arg)
     return 0;
 }
 
+static int renewed(const struct rm_wd_entry *e) { return e->kind != KIND_DEFERRED; }
+
 static rm_nsec window(const struct rm_wd_entry *e)
 {
-    return e->kind == KIND_HOLD ? RM_MSEC(e->lease_ms) / 12 : 0;
+    return renewed(e) ? RM_MSEC(e->lease_ms) / 12 : 0;
 }
 
 static rm_nsec retry_delay(const struct rm_wd_entry *e)
 {
-    rm_nsec d = e->kind == KIND_HOLD ? RM_MSEC(e->lease_ms) / 10 : RM_MSEC(250);
+    rm_nsec d = renewed(e) ? RM_MSEC(e->lease_ms) / 10 : RM_MSEC(250);
     return d > RM_MSEC(250) ? RM_MSEC(250) : d;
 }
 
@@ -170,28 +173,52 @@ static struct rm_wd_entry *entry_new(int argc, const char *const *argv, const si
     return e;
 }
 
-struct rm_wd_entry *rm_wd_hold(struct rm_endpoint *ep, const struct rm_keys *k,
-                               const char *owner, size_t owner_len, unsigned long lease_ms,
-                               rm_nsec sent_at, rmutex_t *m)
+static struct rm_wd_entry *add(struct rm_wd_entry *e)
 {
-    char lease[24];
-    const char *argv[] = { k->lock, k->owner, owner, lease };
+    pthread_once(&cv_once, init_cvs);
+    pthread_mutex_lock(&wd.mu);
+    add_locked(e);
+    pthread_mutex_unlock(&wd.mu);
+    return e;
+}
+
+struct rm_wd_entry *rm_wd_hold(struct rm_endpoint *ep, const struct rm_keys *k,
+                               const char *owner, size_t owner_len, uint64_t acq,
+                               unsigned long lease_ms, rm_nsec valid_until, rm_nsec due,
+                               rmutex_t *m)
+{
+    char lease[24], acqs[24];
+    const char *argv[] = { k->lock, k->owner, owner, lease, acqs };
     size_t lens[] = { strlen(k->lock), strlen(k->owner), owner_len,
-                      (size_t)snprintf(lease, sizeof lease, "%lu", lease_ms) };
-    struct rm_wd_entry *e = entry_new(4, argv, lens);
+                      (size_t)snprintf(lease, sizeof lease, "%lu", lease_ms),
+                      (size_t)snprintf(acqs, sizeof acqs, "%llu", (unsigned long long)acq) };
+    struct rm_wd_entry *e = entry_new(5, argv, lens);
     if (!e) return NULL;
     e->ep = ep;
     e->kind = KIND_HOLD;
     e->nkeys = 2;
     e->lease_ms = lease_ms;
     e->m = m;
-    e->valid_until = sent_at + RM_MSEC(lease_ms);
-    e->next_due = sent_at + RM_MSEC(lease_ms) / 3;
-    pthread_once(&cv_once, init_cvs);
-    pthread_mutex_lock(&wd.mu);
-    add_locked(e);
-    pthread_mutex_unlock(&wd.mu);
-    return e;
+    e->valid_until = valid_until;
+    e->next_due = due;
+    return add(e);
+}
+
+struct rm_wd_entry *rm_wd_waiter(struct rm_endpoint *ep, const struct rm_keys *k,
+                                 const char *waiter, size_t waiter_len, unsigned long lease_ms)
+{
+    char lease[24];
+    const char *argv[] = { k->alive, k->queue, k->seq, waiter, lease };
+    size_t lens[] = { strlen(k->alive), strlen(k->queue), strlen(k->seq), waiter_len,
+                      (size_t)snprintf(lease, sizeof lease, "%lu", lease_ms) };
+    struct rm_wd_entry *e = entry_new(5, argv, lens);
+    if (!e) return NULL;
+    e->ep = ep;
+    e->kind = KIND_WAITER;
+    e->nkeys = 3;
+    e->lease_ms = lease_ms;
+    e->next_due = rm_now() + RM_MSEC(lease_ms) / 3;
+    return add(e);
 }
 
 int rm_wd_cancel(struct rm_wd_entry *e)
@@ -224,10 +251,7 @@ void rm_wd_defer(struct rm_endpoint *ep, int script, int nkeys, int argc,
     e->give_up_at = give_up_at;
     e->next_due = rm_now();
     RM_COUNT(deferred_releases);
-    pthread_once(&cv_once, init_cvs);
-    pthread_mutex_lock(&wd.mu);
-    add_locked(e);
-    pthread_mutex_unlock(&wd.mu);
+    add(e);
 }
 
 /* ---- the thread ---- */
@@ -245,7 +269,7 @@ static struct link *link_for(struct rm_endpoint *ep)
 }
 
 /* One renewal round trip for one endpoint: the due entries in e[0..n)
- * (all KIND_HOLD are renewed in batches, each KIND_DEFERRED is its own
+ * (renewed entries first, in batches; then each KIND_DEFERRED as its own
  * call).  Fills res[i]: 1/0 from Redis, -1 failed, -2 NOSCRIPT. */
 static void exchange(struct link *l, struct rm_wd_entry **e, int n, int *res, rm_nsec deadline)
 {
@@ -262,34 +286,34 @@ static void exchange(struct link *l, struct rm_wd_entry **e, int n, int *res, rm
     }
     struct rm_conn *c = l->conn;
     int calls = 0;
-    /* KIND_HOLD entries first, BATCH per call; they sit at the front. */
     int nholds = 0;
-    while (nholds < n && e[nholds]->kind == KIND_HOLD) nholds++;
+    while (nholds < n && renewed(e[nholds])) nholds++;
     for (int b = 0; b < nholds; b += BATCH) {
-        int cnt = nholds - b < BATCH ? nholds - b : BATCH;
-        int argc = 3 * cnt + 1 + 2 * cnt;
+        int cnt = nholds - b < BATCH ? nholds - b : BATCH, nkeys = 0, argc = 1;
+        for (int i = 0; i < cnt; i++) {
+            nkeys += e[b + i]->nkeys;
+            argc += e[b + i]->argc + 1;
+        }
         const char **argv = malloc(sizeof *argv * (size_t)argc);
         size_t *lens = malloc(sizeof *lens * (size_t)argc);
-        char count[16];
+        char count[16], kinds[BATCH];
         if (!argv || !lens) {
             free(argv);
             free(lens);
             goto drop;
         }
         int k = 0;
-        for (int i = 0; i < cnt; i++) {
-            struct rm_wd_entry *x = e[b + i];
-            argv[k] = x->argv[0], lens[k++] = x->lens[0];
-            argv[k] = x->argv[1], lens[k++] = x->lens[1];
-        }
+        for (int i = 0; i < cnt; i++)
+            for (int j = 0; j < e[b + i]->nkeys; j++)
+                argv[k] = e[b + i]->argv[j], lens[k++] = e[b + i]->lens[j];
         argv[k] = count, lens[k++] = (size_t)snprintf(count, sizeof count, "%d", cnt);
         for (int i = 0; i < cnt; i++) {
             struct rm_wd_entry *x = e[b + i];
-            argv[k] = "h", lens[k++] = 1;
-            argv[k] = x->argv[2], lens[k++] = x->lens[2];
-            argv[k] = x->argv[3], lens[k++] = x->lens[3];
+            kinds[i] = x->kind;
+            argv[k] = &kinds[i], lens[k++] = 1;
+            for (int j = x->nkeys; j < x->argc; j++) argv[k] = x->argv[j], lens[k++] = x->lens[j];
         }
-        rm_script_append(c, RM_SCRIPT_RENEW, 2 * cnt, k, argv, lens, e[b]->use_eval);
+        rm_script_append(c, RM_SCRIPT_RENEW, nkeys, k, argv, lens, e[b]->use_eval);
         free(argv);
         free(lens);
         calls++;
@@ -364,6 +388,11 @@ static int apply(struct rm_wd_entry *e, int res, rm_nsec sent, rm_nsec now)
         }
         return 0;
     }
+    if (e->kind == KIND_WAITER) {
+        /* 0: granted or dequeued; the waiting thread finds out by itself. */
+        e->next_due = res >= 0 ? sent + RM_MSEC(e->lease_ms) / 3 : now + retry_delay(e);
+        return 0;
+    }
     if (res == 1) {
         RM_COUNT(renewals);
         e->valid_until = sent + RM_MSEC(e->lease_ms);
@@ -396,7 +425,7 @@ static void *wd_main(void *arg)
         for (int pass = 0; pass < 2; pass++) {
             for (struct rm_wd_entry *e = wd.head; e; e = e->next) {
                 if (e->inflight || e->lost || e->cancelled) continue;
-                if ((pass == 0) != (e->kind == KIND_HOLD)) continue;
+                if ((pass == 0) != renewed(e)) continue;
                 if (e->next_due - window(e) > now || (ep && e->ep != ep)) {
                     if (e->next_due - window(e) < next) next = e->next_due - window(e);
                     continue;
@@ -425,6 +454,7 @@ static void *wd_main(void *arg)
         rm_nsec budget = RM_MSEC(RM_SETTING(command_timeout_ms));
         for (size_t i = 0; i < holds; i++)
             if (RM_MSEC(due[i]->lease_ms) / 3 < budget) budget = RM_MSEC(due[i]->lease_ms) / 3;
+        if (budget < RM_MSEC(50)) budget = RM_MSEC(50);
         struct link *l = link_for(ep);
         pthread_mutex_unlock(&wd.mu);
 

@@ -3,6 +3,7 @@
 #define RM_WATCHDOG_H
 
 #include <stddef.h>
+#include <stdint.h>
 
 #include "clock.h"
 #include "internal.h"
@@ -11,12 +12,21 @@ struct rm_endpoint;
 struct rm_keys;
 struct rm_wd_entry;
 
-/* Start renewing a hold of k by owner with a lease of lease_ms, taken by a
- * request sent at sent_at (the lease counts from then).  m is passed to the
+/* Start renewing the hold of k by owner (acquisition acq) with a lease of
+ * lease_ms.  The hold is known good until valid_until; the first renewal
+ * is due at due (lease/3 after the acquire was sent; at once for a fair
+ * hand-off, whose grant the renewal confirms).  m is passed to the
  * lost-lock callback.  Returns the entry, or NULL when out of memory. */
 struct rm_wd_entry *rm_wd_hold(struct rm_endpoint *ep, const struct rm_keys *k,
-                               const char *owner, size_t owner_len, unsigned long lease_ms,
-                               rm_nsec sent_at, rmutex_t *m);
+                               const char *owner, size_t owner_len, uint64_t acq,
+                               unsigned long lease_ms, rm_nsec valid_until, rm_nsec due,
+                               rmutex_t *m);
+
+/* Start keeping a queued fair waiter alive: its liveness deadline in the
+ * queue is pushed to server time + lease_ms every lease_ms/3.  Never
+ * "lost"; cancel it when the waiting call ends. */
+struct rm_wd_entry *rm_wd_waiter(struct rm_endpoint *ep, const struct rm_keys *k,
+                                 const char *waiter, size_t waiter_len, unsigned long lease_ms);
 
 /* Stop renewing e and free it; after this no renewal of it is sent.
  * (One already on the wire finds the hold gone, or renews the same owner's

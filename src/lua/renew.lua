@@ -2,26 +2,57 @@
 --
 -- ARGV[1] is the number of entries; each entry then takes its kind from the
 -- next ARGV and a fixed number of KEYS and ARGV after it:
---   'h' a hold: KEYS lock, owner-mark; ARGV owner, lease ms.
---       Renewed only while the hash still has the owner's field.
--- Returns one integer per entry: 1 renewed, 0 gone (the hold is lost).
--- A key of the wrong type counts as gone instead of failing the batch.
+--   'h' a hold.  KEYS lock, owner-mark; ARGV owner, lease ms, acquisition.
+--       Renewed only while the hash still has the owner's field.  A fair
+--       grant not yet confirmed ("<owner>|<acq>?" in the mark) is confirmed.
+--   'w' a queued fair waiter.  KEYS alive, queue, seq; ARGV waiter, lease ms.
+--       Its liveness deadline moves to server time + lease while it is queued.
+-- Returns one integer per entry: 1 renewed, 0 gone (a hold: lost; a waiter:
+-- granted or dequeued).  A key of the wrong type counts as gone instead of
+-- failing the batch.
+if redis.replicate_commands then redis.replicate_commands() end
+local time = redis.call('time')
+local now = tonumber(time[1]) * 1000 + math.floor(tonumber(time[2]) / 1000)
+
+local function keep(key, ms)
+  if redis.call('pttl', key) < ms then redis.call('pexpire', key, ms) end
+end
+
 local out = {}
 local k, a = 1, 2
 for i = 1, tonumber(ARGV[1]) do
   local kind = ARGV[a]
+  out[i] = 0
   if kind == 'h' then
     local lock, mark, me, lease = KEYS[k], KEYS[k + 1], ARGV[a + 1], tonumber(ARGV[a + 2])
-    k, a = k + 2, a + 3
+    local member = me .. '|' .. ARGV[a + 3]
+    k, a = k + 2, a + 4
     if redis.pcall('hexists', lock, me) == 1 then
       redis.call('pexpire', lock, lease)
-      redis.call('pexpire', mark, 2 * lease)
+      local m = redis.pcall('get', mark)
+      if m == member .. '?' then
+        redis.call('set', mark, member, 'px', 2 * lease)
+      elseif m == member .. '?!' then
+        redis.call('set', mark, member .. '!', 'px', 2 * lease)
+      else
+        redis.call('pexpire', mark, 2 * lease)
+      end
       out[i] = 1
-    else
-      out[i] = 0
+    end
+  elseif kind == 'w' then
+    local alive, queue, seq, member, lease =
+      KEYS[k], KEYS[k + 1], KEYS[k + 2], ARGV[a + 1], tonumber(ARGV[a + 2])
+    k, a = k + 3, a + 3
+    local score = redis.pcall('zscore', alive, member)
+    if type(score) == 'string' then
+      redis.call('zadd', alive, now + lease, member)
+      keep(alive, 2 * lease)
+      keep(queue, 2 * lease)
+      keep(seq, 2 * lease)
+      out[i] = 1
     end
   else
-    return redis.error_reply('rmutex renew: unknown entry kind ' .. tostring(kind))
+    return redis.error_reply('renew.lua: unknown entry kind ' .. tostring(kind))
   end
 end
 return out

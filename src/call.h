@@ -1,0 +1,38 @@
+/* call.h -- one script call on a pooled connection, and releases that
+ * must happen even when Redis does not answer in time. */
+#ifndef RM_CALL_H
+#define RM_CALL_H
+
+#include <stddef.h>
+
+#include "clock.h"
+
+struct rm_endpoint;
+struct rm_conn;
+struct redisReply;
+
+/* The release was handed to the watchdog (Redis not reached in time). */
+#define RM_DEFERRED (-4)
+
+/* Borrow a connection, call script id, give the connection back (or, when
+ * keep is not NULL and the call succeeded, hand it to the caller, who
+ * returns it with rm_pool_put).  Returns what rm_script_call returns, or
+ * the pool's error. */
+int rm_call(struct rm_endpoint *ep, int script, int nkeys, int argc, const char *const *argv,
+            const size_t *lens, rm_nsec deadline, int pool_flags, struct redisReply **out,
+            struct rm_conn **keep);
+
+/* A release-type call (idempotent: latched or owner-checked): try until
+ * deadline, and after that leave it to the watchdog until give_up_at.
+ * Returns 0 with the integer Redis answered in *answer (0 for a lock key
+ * that holds something else: not our lock any more), RM_DEFERRED, or the
+ * errno of an error reply. */
+int rm_call_release(struct rm_endpoint *ep, int script, int nkeys, int argc,
+                    const char *const *argv, const size_t *lens, rm_nsec deadline,
+                    rm_nsec give_up_at, long long *answer);
+
+/* WAIT for the configured replicas on c (after a write on c).  Returns 1
+ * if enough acknowledged, 0 if not, negative on a connection error. */
+int rm_call_wait_replicas(struct rm_conn *c, long long *acked);
+
+#endif

@@ -1,0 +1,295 @@
+/* fair.c -- the fair lock: threads are served in the order they asked,
+ * across processes.
+ *
+ * DESIGN
+ * ------
+ * Redisson's RFairLock orders waiters in a list and judges them dead by a
+ * chain of client-clock deadlines; the reference notes list what that
+ * costs: a crashed waiter stalls the queue for minutes, live waiters are
+ * evicted behind a long hold, scripts loop over the whole queue.  This lock
+ * keeps Redisson's lock hash (so it still excludes RLock and the non-fair
+ * rmutex on the same name) and puts its own queue beside it (fair.lua has
+ * the key layout and the invariants):
+ *
+ *  - Order: a waiter's place is a ticket (INCR) taken at its first
+ *    enqueue and kept for the whole call; the queue is a zset by ticket.
+ *  - Liveness: each queued waiter has a deadline in a second zset, server
+ *    time + waiter lease (URL option waiter_lease, 3 s), pushed forward by
+ *    its process's watchdog every lease/3 in the same batched calls as the
+ *    held locks.  Holds of any length evict nobody alive; a dead waiter's
+ *    deadline passes within one lease, and waiters that died together all
+ *    pass at once.  Deadlines come from Redis TIME only.
+ *  - Hand-off: whoever leaves the lock free (release, a cancel that passes
+ *    on a grant, an acquire that finds it free) grants it to the first live
+ *    waiter in the same script: writes its field into the lock hash, takes a
+ *    fencing token, and publishes one message naming it on the lock's fair
+ *    channel.  The process that has that waiter (one subscription per
+ *    process and lock, in the multiplexer) wakes exactly that thread, which
+ *    owns the lock on receipt -- no round trip of its own.  The grant's
+ *    PEXPIRE is no longer than the waiter's remaining liveness; the
+ *    watchdog's renewal, sent at once, confirms it (renew.lua), as does any
+ *    later call of the waiter.  A dead head thus delays the queue by at most
+ *    its waiter lease, and a grant that lapsed unconfirmed is not an
+ *    EOWNERDEAD case.
+ *  - No barging: with waiters queued, the lock is never found free by a
+ *    newcomer (it was granted on release), and trylock never queues: EBUSY.
+ *  - Giving up (deadline, error, lost reply) always runs the cancel
+ *    operation, which leaves the queue and passes on a grant that raced the
+ *    timeout.  When Redis cannot be reached, the watchdog retries it.
+ *
+ * A waiter whose wait ends without a grant message (subscription not yet
+ * confirmed, message lost, poll bound) asks Redis again with the same
+ * acquisition id: the script confirms a grant it finds, or refreshes the
+ * waiter's place.  Every wait is bounded by half the waiter lease, so a
+ * lost grant message is noticed before the grant lapses. */
+#include "call.h"
+#include "identity.h"
+#include "internal.h"
+#include "mutex.h"
+#include "pool.h"
+#include "script.h"
+#include "sub.h"
+#include "watchdog.h"
+
+#include <errno.h>
+#include <hiredis/hiredis.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define NOTREC_MS_STR "86400000"
+#define NARGS 20
+
+enum { ACQUIRED, BUSY, NOTRECOVERABLE };
+
+/* The arguments of one fair.lua call. */
+struct fair_req {
+    const char *argv[NARGS];
+    size_t lens[NARGS];
+    char acq[24], hold[24], wlease[24], latch_ms[24];
+    char latch[RMUTEX_NAME_MAX + 160];
+};
+
+static void fair_req_make(struct fair_req *q, const struct rm_mutex *mx, const char *op,
+                          const char *owner, size_t owner_len, uint64_t acq, int try_only,
+                          uint64_t seq, int notrec)
+{
+    const struct rm_keys *k = &mx->keys;
+    snprintf(q->acq, sizeof q->acq, "%llu", (unsigned long long)acq);
+    snprintf(q->hold, sizeof q->hold, "%lu", rm_mutex_lease(mx));
+    snprintf(q->wlease, sizeof q->wlease, "%lu", RM_SETTING(waiter_lease_ms));
+    rm_latch_ms(mx, q->latch_ms, sizeof q->latch_ms);
+    snprintf(q->latch, sizeof q->latch, "%s:%.*s:%llu", k->latch, (int)owner_len, owner,
+             (unsigned long long)seq);
+    const char *v[NARGS] = {
+        k->lock, k->queue, k->alive, k->seq, k->token, k->owner, k->notrec, k->fchannel,
+        k->channel, q->latch,
+        op, owner, q->acq, q->hold, q->wlease, mx->robust ? "1" : "0", try_only ? "1" : "0",
+        q->latch_ms, notrec ? "1" : "0", NOTREC_MS_STR,
+    };
+    memcpy(q->argv, v, sizeof v);
+    for (int i = 0; i < NARGS; i++) q->lens[i] = strlen(v[i]);
+    q->lens[11] = owner_len;
+}
+
+static rm_nsec cmd_deadline(void) { return rm_after(RM_MSEC(RM_SETTING(command_timeout_ms))); }
+
+/* Leave the queue and pass on any grant acquisition acq got; in the
+ * background if Redis does not answer now. */
+static void cancel(struct rm_mutex *mx, struct rm_thread *self, struct rm_endpoint *ep, uint64_t acq)
+{
+    struct fair_req q;
+    long long answer;
+    fair_req_make(&q, mx, "cancel", self->owner, self->owner_len, acq, 0, 0, 0);
+    rm_call_release(ep, RM_SCRIPT_FAIR, 10, NARGS, q.argv, q.lens, cmd_deadline(),
+                    rm_after(RM_MSEC(rm_mutex_lease(mx))), &answer);
+}
+
+struct outcome {
+    int state;
+    uint64_t token;
+    int dead;
+    long long pttl;
+    rm_nsec valid_until, due;
+};
+
+/* One acquire call.  0 with o filled when Redis answered, else a status. */
+static int attempt(struct rm_mutex *mx, struct rm_thread *self, struct rm_endpoint *ep,
+                   uint64_t acq, int try_only, rm_nsec deadline, struct outcome *o)
+{
+    struct fair_req q;
+    redisReply *reply;
+    fair_req_make(&q, mx, "acquire", self->owner, self->owner_len, acq, try_only, 0, 0);
+    rm_nsec sent = rm_now();
+    int r = rm_call(ep, RM_SCRIPT_FAIR, 10, NARGS, q.argv, q.lens, deadline,
+                    try_only ? RM_POOL_FAILFAST : 0, &reply, NULL);
+    if (r) return r;
+    redisReply **e = reply->element;
+    int ok = reply->type == REDIS_REPLY_ARRAY && reply->elements >= 1 &&
+             e[0]->type == REDIS_REPLY_INTEGER;
+    if (ok) o->state = (int)e[0]->integer;
+    if (ok && o->state == ACQUIRED && reply->elements == 3) {
+        o->token = (uint64_t)e[1]->integer;
+        o->dead = e[2]->integer == 1;
+        o->valid_until = sent + RM_MSEC(rm_mutex_lease(mx));
+        o->due = sent + RM_MSEC(rm_mutex_lease(mx)) / 3;
+    } else if (ok && o->state == BUSY && reply->elements == 2) {
+        o->pttl = e[1]->integer;
+    } else if (!ok || o->state != NOTRECOVERABLE) {
+        rm_detail("unexpected reply from fair.lua");
+        r = EIO;
+    }
+    freeReplyObject(reply);
+    return r;
+}
+
+/* A grant message "<waiter> <token> <dead> <ms> <notrec>" for this waiter:
+ * the lock is ours.  Returns 0, or -1 when the message cannot be used (a
+ * robust waiter told the name is not recoverable asks the script). */
+static int granted(const struct rm_mutex *mx, const char *msg, struct outcome *o)
+{
+    const char *p = strchr(msg, ' ');
+    unsigned long long token;
+    int dead, notrec;
+    long long ms;
+    if (!p || sscanf(p, " %llu %d %lld %d", &token, &dead, &ms, &notrec) != 4) return -1;
+    if (notrec && mx->robust) return -1;
+    rm_nsec now = rm_now();
+    o->state = ACQUIRED;
+    o->token = token;
+    o->dead = dead;
+    /* Good until the grant's PEXPIRE; a tenth off for the message's trip. */
+    o->valid_until = now + RM_MSEC(ms) - RM_MSEC(ms) / 10;
+    o->due = now; /* the watchdog confirms the grant at once */
+    return 0;
+}
+
+static int fair_lock(struct rm_mutex *mx, struct rm_thread *self, struct rm_endpoint *ep,
+                     struct rm_wait *w)
+{
+    uint64_t acq = ++self->seq;
+    int try_only = w->mode == RM_WAIT_TRY;
+    char member[96];
+    int mlen = snprintf(member, sizeof member, "%.*s|%llu", (int)self->owner_len, self->owner,
+                        (unsigned long long)acq);
+    struct rm_waiter waiter;
+    struct rm_wd_entry *alive = NULL;
+    struct outcome o = { 0 };
+    int joined = 0, waited = 0, queued = 0, unknown = 0, lost = 0, r;
+    unsigned failures = 0;
+    unsigned long wlease = RM_SETTING(waiter_lease_ms);
+
+    /* Subscribe before the first attempt: a grant can follow the enqueue at
+     * once.  Until the subscription is confirmed the bounded wait (and the
+     * wake-up on confirmation) covers a message we could not hear. */
+    if (!try_only) joined = rm_sub_join(ep->sub, mx->keys.fchannel, &waiter, member, (size_t)mlen) ? -1 : 1;
+
+    for (;;) {
+        r = attempt(mx, self, ep, acq, try_only, try_only ? cmd_deadline() : w->deadline, &o);
+        if (r == 0) {
+            if (unknown) RM_COUNT(indeterminate);
+            unknown = 0;
+            if (o.state == ACQUIRED) break;
+            if (o.state == NOTRECOVERABLE) {
+                rm_detail("%s is not recoverable: an EOWNERDEAD holder unlocked it without "
+                          "rmutex_consistent (rmutex_force_unlock clears it)", mx->keys.lock);
+                r = ENOTRECOVERABLE;
+                break;
+            }
+            queued = !try_only;
+            if ((r = rm_wait_check(w))) {
+                if (r == EBUSY) rm_detail("%s is held, or others are queued for it", mx->keys.lock);
+                break;
+            }
+            if (!waited) {
+                waited = 1;
+                RM_COUNT(waiting);
+            }
+            if (!alive && !(alive = rm_wd_waiter(ep, &mx->keys, member, (size_t)mlen, wlease))) {
+                rm_detail("out of memory");
+                r = ENOMEM;
+                break;
+            }
+            rm_nsec bound = rm_min(RM_MSEC(RM_SETTING(poll_ms)), RM_MSEC(wlease) / 2);
+            if (o.pttl > 0 && RM_MSEC(o.pttl) < bound) bound = RM_MSEC(o.pttl);
+            rm_nsec until = rm_min(w->deadline, rm_after(bound));
+            if (joined > 0) {
+                if (rm_sub_wait(&waiter, until) == RM_WAKE_MESSAGE && !granted(mx, waiter.msg, &o))
+                    break;
+            } else {
+                rm_sleep_until(until);
+            }
+            continue;
+        }
+        if (r == RM_E_LOST) {
+            unknown = 1;
+            lost++;
+            if (try_only && lost > 1) {
+                r = EAGAIN;
+                break;
+            }
+            if (w->mode != RM_WAIT_TIMED || rm_now() < w->deadline) continue;
+            r = ETIMEDOUT;
+            break;
+        }
+        if (r == RM_E_UNSENT || r == RM_E_TRANSIENT) {
+            if (try_only) {
+                r = EAGAIN;
+                break;
+            }
+            if ((r = rm_wait_check(w))) break;
+            if (!waited) {
+                waited = 1;
+                RM_COUNT(waiting);
+            }
+            rm_sleep_until(rm_min(w->deadline, rm_after(rm_backoff(failures++, RM_MSEC(10),
+                                                                   RM_MSEC(1000), &self->rng))));
+            continue;
+        }
+        break;
+    }
+    if (alive) rm_wd_cancel(alive);
+    if (joined > 0) rm_sub_leave(&waiter);
+    if (waited) RM_COUNT_SUB(waiting, 1);
+    /* Queued, or maybe granted without knowing: leave and pass it on. */
+    if (r && (queued || unknown)) cancel(mx, self, ep, acq);
+    if (r) return r;
+
+    if (waited) RM_COUNT(contended);
+    r = rm_hold_take(mx, self, ep, acq, o.token, o.dead, o.valid_until, o.due);
+    if (r == ENOMEM) cancel(mx, self, ep, acq);
+    return r;
+}
+
+static int release(struct rm_mutex *mx, struct rm_endpoint *ep, const char *owner,
+                   size_t owner_len, uint64_t seq, int notrec, rm_nsec deadline, rm_nsec give_up)
+{
+    struct fair_req q;
+    long long released = 0;
+    fair_req_make(&q, mx, "release", owner, owner_len, 0, 0, seq, notrec);
+    int r = rm_call_release(ep, RM_SCRIPT_FAIR, 10, NARGS, q.argv, q.lens, deadline, give_up,
+                            &released);
+    if (r == RM_DEFERRED) return 0;
+    if (r) return r;
+    if (released) return 0;
+    rm_detail("%s is not held by this thread in Redis (its lease ran out, or it was "
+              "force-unlocked)", mx->keys.lock);
+    return EPERM;
+}
+
+static int fair_unlock(struct rm_mutex *mx, struct rm_thread *self, struct rm_endpoint *ep,
+                       int notrec)
+{
+    rm_nsec lease_end;
+    if (rm_hold_drop(mx, self, &lease_end)) return EPERM;
+    return release(mx, ep, self->owner, self->owner_len, ++self->seq, notrec, cmd_deadline(),
+                   lease_end);
+}
+
+static void fair_release_owner(struct rm_mutex *mx, struct rm_endpoint *ep, const char *owner,
+                               size_t owner_len, rm_nsec deadline)
+{
+    release(mx, ep, owner, owner_len, ++rm_thread_self()->seq, 0, deadline, deadline);
+}
+
+const struct rm_lock_ops rm_fair_ops = { fair_lock, fair_unlock, fair_release_owner };

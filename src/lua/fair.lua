@@ -1,0 +1,167 @@
+-- fair.lua: the fair lock -- a FIFO queue of live waiters, direct hand-off.
+--
+-- KEYS  1 L  NAME                        the lock hash, shared with the
+--                                        non-fair protocol: field <owner> = 1
+--       2 Q  rmutex_fair_queue:{NAME}    zset  <waiter> -> ticket (order)
+--       3 A  rmutex_fair_alive:{NAME}    zset  <waiter> -> liveness deadline
+--       4 S  rmutex_fair_seq:{NAME}      ticket counter
+--       5 T  redisson_lock_token:{NAME}  fencing counter (never expires)
+--       6 O  rmutex_owner:{NAME}         owner mark, see below
+--       7 N  rmutex_notrecoverable:{NAME}
+--       8 C  rmutex_fair_channel:{NAME}  grants: "<waiter> <token> <dead> <ms> <notrec>"
+--       9 R  redisson_lock__channel:{NAME}  "0" when the lock is left free
+--      10 X  the release latch (op release; unused otherwise)
+-- ARGV  1 op: acquire | release | cancel
+--       2 owner "<uuid>:<thread>"   3 acquisition id (per call)
+--       4 hold lease ms  5 waiter lease ms  6 robust "1"  7 try "1"
+--       8 latch ms  9 "1": mark not recoverable  10 its ms
+--
+-- A waiter is "<owner>|<acquisition>".  Its ticket (INCR S) fixes its place
+-- for the whole call; its liveness deadline (server TIME + waiter lease) is
+-- pushed forward by its process's watchdog.  Invariants:
+--  * Q and A hold the same members; every member of A whose deadline has
+--    passed is dead and may be removed by any call (at most PURGE per call).
+--  * The lock is never left free while a live waiter is queued: whoever
+--    frees it (release, cancel) or finds it free (acquire) grants it to the
+--    first live waiter: the waiter's field is written into L with a PEXPIRE
+--    no longer than the waiter's remaining liveness, it leaves the queue,
+--    gets a fencing token, and one message on C names it.  Its thread owns
+--    the lock on receipt; its watchdog confirms the grant (renew.lua) and so
+--    does any later call of its own (confirm below).  A grant nobody
+--    confirms lapses with the waiter's lease and passes on.
+--  * The owner mark O is "<waiter>" for a confirmed hold, "<waiter>?" for a
+--    grant not yet confirmed; a trailing "!" means the hold descends from a
+--    holder that lapsed without an unlock (the new owner gets EOWNERDEAD).
+--    A lapsed unconfirmed grant is not a death: it passes on its own "!".
+--  * Every key but T expires: L with its lease, O after two, Q/A/S two
+--    waiter leases after the last live waiter's renewal.
+-- Every operation is O(log N) in the queue length plus PURGE.
+if redis.replicate_commands then redis.replicate_commands() end
+
+local L, Q, A, S, T, O, N, C, R, X =
+  KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6], KEYS[7], KEYS[8], KEYS[9], KEYS[10]
+local op, me = ARGV[1], ARGV[2]
+local member = me .. '|' .. ARGV[3]
+local time = redis.call('time')
+local now = tonumber(time[1]) * 1000 + math.floor(tonumber(time[2]) / 1000)
+local PURGE = 64
+
+-- Does the mark left by the previous hold say its owner died?
+local function died(mark)
+  if not mark then return false end
+  if string.find(mark, '?', 1, true) then return string.sub(mark, -1) == '!' end
+  return true
+end
+
+-- Is mark about this very acquisition (any state)?
+local function mine(mark)
+  return mark == member or mark == member .. '!' or mark == member .. '?' or mark == member .. '?!'
+end
+
+-- The lock is free: grant it to the first live waiter.  Returns it, or nil.
+local function settle()
+  local dead = redis.call('zrangebyscore', A, '-inf', now, 'limit', 0, PURGE)
+  if #dead > 0 then
+    redis.call('zrem', A, unpack(dead))
+    redis.call('zrem', Q, unpack(dead))
+  end
+  for _ = 1, PURGE do
+    local head = redis.call('zrange', Q, 0, 0)[1]
+    if not head then return nil end
+    redis.call('zrem', Q, head)
+    local deadline = tonumber(redis.call('zscore', A, head))
+    redis.call('zrem', A, head)
+    if deadline and deadline > now then
+      local left = deadline - now
+      local flag = died(redis.call('get', O)) and '?!' or '?'
+      redis.call('hset', L, string.match(head, '^(.*)|'), 1)
+      redis.call('pexpire', L, left)
+      redis.call('set', O, head .. flag, 'px', 2 * left + 1000)
+      local token = redis.call('incr', T)
+      redis.call('publish', C, head .. ' ' .. token .. ' ' .. (flag == '?!' and 1 or 0) .. ' ' ..
+                               left .. ' ' .. redis.call('exists', N))
+      return head
+    end
+  end
+  return nil
+end
+
+local function settle_or_announce()
+  if not settle() then redis.call('publish', R, '0') end
+end
+
+-- This acquisition holds L (granted or taken): make it a full hold.
+local function confirm(hold)
+  local mark = redis.call('get', O)
+  local dead = (mark and string.sub(mark, -1) == '!') and 1 or 0
+  redis.call('pexpire', L, hold)
+  redis.call('set', O, member .. (dead == 1 and '!' or ''), 'px', 2 * hold)
+  redis.call('zrem', Q, member)
+  redis.call('zrem', A, member)
+  return {0, tonumber(redis.call('get', T)) or 0, dead}
+end
+
+local function keep(key, ms)
+  if redis.call('pttl', key) < ms then redis.call('pexpire', key, ms) end
+end
+
+if op == 'acquire' then
+  local hold, wlease = tonumber(ARGV[4]), tonumber(ARGV[5])
+  if ARGV[6] == '1' and redis.call('exists', N) == 1 then
+    redis.call('zrem', Q, member)
+    redis.call('zrem', A, member)
+    if redis.call('hexists', L, me) == 1 and mine(redis.call('get', O)) then
+      redis.call('del', L)
+      settle_or_announce()
+    end
+    return {2}
+  end
+  if redis.call('hexists', L, me) == 1 then return confirm(hold) end
+  if redis.call('exists', L) == 0 then
+    local granted = settle()
+    if granted == member then return confirm(hold) end
+    if not granted then
+      -- Nobody is queued: take it.
+      local dead = died(redis.call('get', O)) and 1 or 0
+      redis.call('hset', L, me, 1)
+      redis.call('pexpire', L, hold)
+      redis.call('set', O, member .. (dead == 1 and '!' or ''), 'px', 2 * hold)
+      return {0, redis.call('incr', T), dead}
+    end
+  end
+  if ARGV[7] == '1' then return {1, redis.call('pttl', L)} end
+  if not redis.call('zscore', Q, member) then
+    redis.call('zadd', Q, redis.call('incr', S), member)
+  end
+  redis.call('zadd', A, now + wlease, member)
+  keep(Q, 2 * wlease)
+  keep(A, 2 * wlease)
+  keep(S, 2 * wlease)
+  return {1, redis.call('pttl', L)}
+
+elseif op == 'release' then
+  local done = redis.call('get', X)
+  if done then return tonumber(done) end
+  if redis.call('hexists', L, me) == 0 then return 0 end
+  redis.call('del', L)
+  redis.call('del', O)
+  if ARGV[9] == '1' then redis.call('set', N, '1', 'px', ARGV[10]) end
+  settle_or_announce()
+  redis.call('set', X, '1', 'px', ARGV[8])
+  return 1
+
+elseif op == 'cancel' then
+  -- The caller gives up (timeout, lost reply, error): leave the queue, and
+  -- pass on a hold this acquisition got without the caller knowing.
+  redis.call('zrem', Q, member)
+  redis.call('zrem', A, member)
+  local mark = redis.call('get', O)
+  if redis.call('hexists', L, me) == 1 and mine(mark) then
+    redis.call('del', L)
+    if mark == member then redis.call('del', O) end
+    settle_or_announce()
+    return 1
+  end
+  return 0
+end
+return redis.error_reply('fair.lua: unknown op ' .. tostring(op))
