@@ -172,13 +172,12 @@ RMUTEX_API int rmutex_unlock(rmutex_t *m)
     if (mx->depth > 1) {
         if (mx->robust && mx->inconsistent) {
             dropped = 1; /* glibc: all levels go, ENOTRECOVERABLE */
-        } else {
+        } else if (!mx->wd || !rm_wd_lost(mx->wd)) {
             mx->depth--;
-            r = mx->wd && rm_wd_lost(mx->wd) ? EPERM : 0;
             pthread_mutex_unlock(&mx->mu);
-            if (r) rm_detail("the lease of %s was lost", mx->keys.lock);
-            return leave(&e, r);
+            return leave(&e, 0);
         }
+        /* Lost: the whole hold goes, at whatever level, with EPERM below. */
     }
     int notrec = mx->robust && mx->inconsistent;
     pthread_mutex_unlock(&mx->mu);
@@ -203,6 +202,7 @@ RMUTEX_API int rmutex_consistent(rmutex_t *m)
     struct rm_mutex *mx = rm_mutex_get(m, &r);
     if (!mx) return leave(&e, r);
     struct rm_thread *self = rm_thread_self();
+    r = 0;
     pthread_mutex_lock(&mx->mu);
     if (!mx->robust) {
         r = EINVAL;
@@ -229,6 +229,7 @@ RMUTEX_API int rmutex_fence(rmutex_t *m, uint64_t *token)
     if (!mx) return leave(&e, r);
     if (!token) return leave(&e, EINVAL);
     struct rm_thread *self = rm_thread_self();
+    r = 0;
     pthread_mutex_lock(&mx->mu);
     if (mx->owner != self->tid || (mx->wd && rm_wd_lost(mx->wd))) {
         r = EPERM;

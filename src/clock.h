@@ -27,6 +27,7 @@ static inline rm_nsec rm_clock_ns(clockid_t clock)
 static inline rm_nsec rm_now(void) { return rm_clock_ns(CLOCK_MONOTONIC); }
 
 static inline rm_nsec rm_min(rm_nsec a, rm_nsec b) { return a < b ? a : b; }
+static inline rm_nsec rm_max(rm_nsec a, rm_nsec b) { return a > b ? a : b; }
 
 /* now + span, saturating at RM_FOREVER. */
 static inline rm_nsec rm_after(rm_nsec span)

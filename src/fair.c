@@ -184,8 +184,11 @@ static int fair_lock(struct rm_mutex *mx, struct rm_thread *self, struct rm_endp
      * wake-up on confirmation) covers a message we could not hear. */
     if (!try_only) joined = rm_sub_join(ep->sub, mx->keys.fchannel, &waiter, member, (size_t)mlen) ? -1 : 1;
 
-    for (;;) {
-        r = attempt(mx, self, ep, acq, try_only, try_only ? cmd_deadline() : w->deadline, &o);
+    for (int first = 1;; first = 0) {
+        /* The first attempt is made whatever the deadline (POSIX: never a
+         * timeout when the lock can be taken at once); later ones stop at it. */
+        rm_nsec io = try_only || first ? rm_max(w->deadline, cmd_deadline()) : w->deadline;
+        r = attempt(mx, self, ep, acq, try_only, io, &o);
         if (r == 0) {
             if (unknown) RM_COUNT(indeterminate);
             unknown = 0;
@@ -211,7 +214,7 @@ static int fair_lock(struct rm_mutex *mx, struct rm_thread *self, struct rm_endp
                 break;
             }
             rm_nsec bound = rm_min(RM_MSEC(RM_SETTING(poll_ms)), RM_MSEC(wlease) / 2);
-            if (o.pttl > 0 && RM_MSEC(o.pttl) < bound) bound = RM_MSEC(o.pttl);
+            if (o.pttl >= 0 && RM_MSEC(o.pttl + 1) < bound) bound = RM_MSEC(o.pttl + 1);
             rm_nsec until = rm_min(w->deadline, rm_after(bound));
             if (joined > 0) {
                 if (rm_sub_wait(&waiter, until) == RM_WAKE_MESSAGE && !granted(mx, waiter.msg, &o))

@@ -174,8 +174,10 @@ static int acquire(struct rm_mutex *mx, struct rm_thread *self, struct rm_endpoi
     int joined = 0, waited = 0, unknown = 0, lost = 0, r;
     unsigned failures = 0;
 
-    for (;;) {
-        rm_nsec io = w->mode == RM_WAIT_TRY ? cmd_deadline() : w->deadline;
+    for (int first = 1;; first = 0) {
+        /* The first attempt is made whatever the deadline (POSIX: never a
+         * timeout when the lock can be taken at once); later ones stop at it. */
+        rm_nsec io = w->mode == RM_WAIT_TRY || first ? rm_max(w->deadline, cmd_deadline()) : w->deadline;
         r = attempt(mx, self, ep, acq, io, w->mode == RM_WAIT_TRY ? RM_POOL_FAILFAST : 0, g);
         if (r == 0) {
             if (unknown) RM_COUNT(indeterminate);
@@ -204,7 +206,7 @@ static int acquire(struct rm_mutex *mx, struct rm_thread *self, struct rm_endpoi
                 if (joined > 0) continue; /* check again now that no release can be missed */
             }
             rm_nsec bound = RM_MSEC(RM_SETTING(poll_ms));
-            if (g->pttl > 0 && RM_MSEC(g->pttl) < bound) bound = RM_MSEC(g->pttl);
+            if (g->pttl >= 0 && RM_MSEC(g->pttl + 1) < bound) bound = RM_MSEC(g->pttl + 1);
             rm_nsec until = rm_min(w->deadline, rm_after(bound));
             if (joined > 0) rm_sub_wait(&waiter, until);
             else rm_sleep_until(until);

@@ -128,7 +128,8 @@ int rm_pool_get(struct rm_endpoint *ep, rm_nsec deadline, int flags, struct rm_c
                 if (ep->all) ep->all->prev = c;
                 ep->all = c;
                 RM_COUNT(connections);
-                if (ep->dial_failures) RM_COUNT(reconnects);
+                if (ep->dial_failures || ep->broken) RM_COUNT(reconnects);
+                if (ep->broken) ep->broken--;
                 ep->dial_failures = 0;
                 pthread_mutex_unlock(&ep->mu);
                 *out = c;
@@ -139,12 +140,10 @@ int rm_pool_get(struct rm_endpoint *ep, rm_nsec deadline, int flags, struct rm_c
             ep->dial_not_before = rm_now() + rm_backoff(ep->dial_failures++, RM_MSEC(10),
                                                         RM_MSEC(1000), &ep->rng);
             pthread_cond_broadcast(&ep->cv);
-            if (r > 0) {
-                pthread_mutex_unlock(&ep->mu);
-                return r;
-            }
-            if (rm_now() >= deadline) break;
-            continue;
+            pthread_mutex_unlock(&ep->mu);
+            /* One dial per call: the caller decides whether and when to try
+             * again (its own backoff and deadline). */
+            return r;
         }
         if (ep->open < max && (flags & RM_POOL_FAILFAST)) {
             rm_detail("Redis at %s is unreachable (retrying in %lld ms)", ep->addr.display,
@@ -177,6 +176,7 @@ void rm_pool_put(struct rm_endpoint *ep, struct rm_conn *c, int ok)
         return;
     }
     forget(ep, c);
+    if (c->pid == getpid()) ep->broken++; /* its replacement is a reconnect */
     pthread_cond_broadcast(&ep->cv);
     pthread_mutex_unlock(&ep->mu);
     rm_conn_close(c);
@@ -201,6 +201,7 @@ void rm_pool_atfork(struct rm_endpoint *ep, int who)
     ep->idle = NULL;
     ep->open = 0;
     ep->dial_failures = 0;
+    ep->broken = 0;
     ep->dial_not_before = 0;
     ep->rng ^= (uint32_t)getpid();
     pthread_mutex_init(&ep->mu, NULL);

@@ -24,6 +24,7 @@ struct rm_endpoint {
     unsigned open;             /* connections open or being dialled */
     rm_nsec dial_not_before;   /* backoff after failed dials */
     unsigned dial_failures;
+    unsigned broken;           /* connections dropped after errors, not yet replaced */
     uint32_t rng;
     int policy_checked;        /* maxmemory-policy was read */
 
@@ -37,11 +38,13 @@ void rm_endpoint_destroy(struct rm_endpoint *ep);
 
 enum { RM_POOL_FAILFAST = 1 }; /* do not wait out a dial backoff */
 
-/* Lend the caller a connection for its exclusive use, dialling one when
- * none is idle and the pool is not full, waiting otherwise, all before
- * deadline.  Returns 0; RM_E_UNSENT (no connection by the deadline, or
- * the server is unreachable and FAILFAST was asked); EACCES/EINVAL when the
- * server refuses our login; ENOMEM.  The detail says why. */
+/* Lend the caller a connection for its exclusive use: an idle one, else a
+ * new one if the pool is not full (one dial per call; a failed dial
+ * returns at once), else wait for one to come back, all before deadline.
+ * While dials are backing off after failures, waits for the backoff (or,
+ * with FAILFAST, returns at once).  Returns 0; RM_E_UNSENT (no connection
+ * by the deadline, server unreachable); EACCES/EINVAL when the server
+ * refuses our login; ENOMEM.  The detail says why. */
 int rm_pool_get(struct rm_endpoint *ep, rm_nsec deadline, int flags, struct rm_conn **out);
 
 /* Give c back.  ok = 0 after any error: c is closed, never reused. */

@@ -103,8 +103,10 @@ int rm_runtime_configure(const char *url)
         rm_detail("rmutex_configure must come before the first use (or after rmutex_shutdown)");
         return EBUSY;
     }
-    if (!url) url = getenv("RMUTEX_URL");
-    if (!url || !*url) url = DEFAULT_URL;
+    if (!url) {
+        url = getenv("RMUTEX_URL");
+        if (!url || !*url) url = DEFAULT_URL;
+    }
     struct rm_server_addr a;
     int r = rm_config_parse(url, &a, 1);
     if (!r) {

@@ -426,7 +426,10 @@ static void *wd_main(void *arg)
             for (struct rm_wd_entry *e = wd.head; e; e = e->next) {
                 if (e->inflight || e->lost || e->cancelled) continue;
                 if ((pass == 0) != renewed(e)) continue;
-                if (e->next_due - window(e) > now || (ep && e->ep != ep)) {
+                /* Woken window(e) before the earliest due entry: take every
+                 * entry due within a window after it, so entries acquired
+                 * close together are renewed -- and stay -- together. */
+                if (e->next_due - 2 * window(e) > now || (ep && e->ep != ep)) {
                     if (e->next_due - window(e) < next) next = e->next_due - window(e);
                     continue;
                 }
