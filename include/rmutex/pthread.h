@@ -1,0 +1,219 @@
+/* rmutex/pthread.h -- include this instead of <pthread.h> and the program's
+ * pthread mutexes become rmutexes, shared with every other process that
+ * runs the same program against the same Redis.
+ *
+ *   #include <rmutex/pthread.h>     // instead of <pthread.h>
+ *   static pthread_mutex_t orders = PTHREAD_MUTEX_INITIALIZER;
+ *   ...
+ *   pthread_mutex_lock(&orders);    // now also excludes other processes
+ *
+ * Link with librmutex_pthread and librmutex (CMake: rmutex::rmutex_pthread).
+ * Redis is found as by any librmutex program (RMUTEX_URL).
+ *
+ * How: glibc's <pthread.h> is included first and declares its own types and
+ * functions; this header then renames, with macros, pthread_mutex_t,
+ * pthread_mutexattr_t, the static initializers, the pthread_mutex_*,
+ * pthread_mutexattr_* and pthread_cond_{wait,timedwait,clockwait} calls to
+ * a wrapper type and wrapper functions.  A wrapped mutex is glibc's mutex
+ * (so threads of one process, condition variables, types and robustness
+ * behave as before) plus an rmutex taken after it.  Return codes are the
+ * pthread ones.  pthread_cond_t and the other pthread calls are untouched;
+ * condition variables stay process-local.
+ *
+ * Names.  Each mutex needs a lock name that is the same in every process
+ * running the program.  By default it is where the mutex is defined
+ * (PTHREAD_MUTEX_INITIALIZER) or initialized (pthread_mutex_init): the
+ * source file as the compiler saw it, a colon and the line, after the
+ * prefix RMUTEX_PTHREAD_PREFIX (define it before the include, e.g. with
+ * -DRMUTEX_PTHREAD_PREFIX='"shop:"'; default none):
+ *
+ *   "shop:src/orders.c:42"
+ *
+ * __FILE__ is the path given to the compiler, so build with
+ * -fmacro-prefix-map=<source dir>/= to keep absolute build paths out of it
+ * (the examples' CMake does), and build every copy of the program from the
+ * same tree layout.  Limits of this rule: editing the file above the mutex
+ * moves its line and so renames it (processes running old and new builds
+ * then do not exclude each other); every mutex initialized by one
+ * pthread_mutex_init call site (in a loop, in a constructor function
+ * called for many objects) gets the same name, so they are one lock across
+ * processes -- safe, but they serialize each other and can deadlock when
+ * nested.  Name production mutexes explicitly:
+ *
+ *   static pthread_mutex_t orders = RMUTEX_PTHREAD_MUTEX_INITIALIZER_NAMED("shop:orders");
+ *
+ *   pthread_mutexattr_t a;
+ *   pthread_mutexattr_init(&a);
+ *   rmutex_pthread_mutexattr_setname(&a, "shop:account:42");  // copied at init
+ *   pthread_mutex_init(&account->lock, &a);
+ *
+ * Other extensions: rmutex_pthread_mutexattr_setfair(), _setlease() (as
+ * rmutexattr_setfair/setlease).
+ *
+ * Deviations from pthreads: see rm_dm (shim/dmutex.c) and README.md.  An
+ * unlock by a thread that does not hold the mutex returns EPERM for every
+ * type; trylock also returns EBUSY while Redis cannot be reached; unlock
+ * returns EPERM (after releasing the local mutex) if the Redis hold was
+ * lost; PTHREAD_PROCESS_SHARED is refused (ENOTSUP): the mutex is already
+ * shared through Redis, and its state cannot live in shared memory.
+ *
+ * Include it after any header that itself uses pthread_mutex_t with
+ * glibc's meaning (this one redefines the name for the rest of the
+ * translation unit). */
+#ifndef RMUTEX_PTHREAD_H
+#define RMUTEX_PTHREAD_H
+
+#include <pthread.h>
+#include <stdint.h>
+#include <time.h>
+
+#include <rmutex.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#ifndef RMUTEX_PTHREAD_PREFIX
+#define RMUTEX_PTHREAD_PREFIX ""
+#endif
+
+/* ---- types (fields private) --------------------------------------------- */
+
+typedef struct rmutex_pthread_mutex {
+    rmutex_t __rm;           /* the Redis lock */
+    pthread_mutex_t __local; /* glibc's mutex */
+    uintptr_t __dm[3];       /* bookkeeping of the two (shim/dmutex.h) */
+} rmutex_pthread_mutex_t;
+
+typedef struct rmutex_pthread_mutexattr {
+    pthread_mutexattr_t __attr;
+    const char *__name;
+    int __fair;
+    unsigned long __lease_ms;
+} rmutex_pthread_mutexattr_t;
+
+/* ---- static initializers ------------------------------------------------ */
+
+#define RMUTEX_PTHREAD_STR2_(x) #x
+#define RMUTEX_PTHREAD_STR_(x) RMUTEX_PTHREAD_STR2_(x)
+/* The default name: "<prefix><file>:<line>". */
+#define RMUTEX_PTHREAD_SITE RMUTEX_PTHREAD_PREFIX __FILE__ ":" RMUTEX_PTHREAD_STR_(__LINE__)
+
+#ifdef __PTHREAD_MUTEX_INITIALIZER /* glibc */
+#define RMUTEX_PTHREAD_LOCAL_INIT_(type) { { __PTHREAD_MUTEX_INITIALIZER(type) } }
+#else
+#error "rmutex/pthread.h supports glibc's pthread_mutex_t only"
+#endif
+
+/* type: 0 normal, 1 recursive, 2 errorcheck (glibc's values); flags:
+ * RMUTEX_FLAG_FAIR or 0. */
+#define RMUTEX_PTHREAD_MUTEX_INITIALIZER_NAMED_NP(name, type, flags)                  \
+    { RMUTEX_INITIALIZER_NP(name, RMUTEX_NORMAL, flags), RMUTEX_PTHREAD_LOCAL_INIT_(type), \
+      { 0, 0, 0 } }
+#define RMUTEX_PTHREAD_MUTEX_INITIALIZER_NAMED(name) \
+    RMUTEX_PTHREAD_MUTEX_INITIALIZER_NAMED_NP(name, 0, 0)
+
+/* ---- the functions the macros below lead to ------------------------------ */
+
+int rmutex_pthread_mutex_init(rmutex_pthread_mutex_t *m, const rmutex_pthread_mutexattr_t *attr,
+                              const char *site);
+int rmutex_pthread_mutex_destroy(rmutex_pthread_mutex_t *m);
+int rmutex_pthread_mutex_lock(rmutex_pthread_mutex_t *m);
+int rmutex_pthread_mutex_trylock(rmutex_pthread_mutex_t *m);
+int rmutex_pthread_mutex_timedlock(rmutex_pthread_mutex_t *m, const struct timespec *abstime);
+int rmutex_pthread_mutex_clocklock(rmutex_pthread_mutex_t *m, clockid_t clock,
+                                   const struct timespec *abstime);
+int rmutex_pthread_mutex_unlock(rmutex_pthread_mutex_t *m);
+int rmutex_pthread_mutex_consistent(rmutex_pthread_mutex_t *m);
+int rmutex_pthread_mutex_getprioceiling(const rmutex_pthread_mutex_t *m, int *ceiling);
+int rmutex_pthread_mutex_setprioceiling(rmutex_pthread_mutex_t *m, int ceiling, int *old);
+
+int rmutex_pthread_mutexattr_init(rmutex_pthread_mutexattr_t *a);
+int rmutex_pthread_mutexattr_destroy(rmutex_pthread_mutexattr_t *a);
+int rmutex_pthread_mutexattr_settype(rmutex_pthread_mutexattr_t *a, int type);
+int rmutex_pthread_mutexattr_gettype(const rmutex_pthread_mutexattr_t *a, int *type);
+int rmutex_pthread_mutexattr_setrobust(rmutex_pthread_mutexattr_t *a, int robust);
+int rmutex_pthread_mutexattr_getrobust(const rmutex_pthread_mutexattr_t *a, int *robust);
+int rmutex_pthread_mutexattr_setpshared(rmutex_pthread_mutexattr_t *a, int pshared);
+int rmutex_pthread_mutexattr_getpshared(const rmutex_pthread_mutexattr_t *a, int *pshared);
+int rmutex_pthread_mutexattr_setprotocol(rmutex_pthread_mutexattr_t *a, int protocol);
+int rmutex_pthread_mutexattr_getprotocol(const rmutex_pthread_mutexattr_t *a, int *protocol);
+int rmutex_pthread_mutexattr_setprioceiling(rmutex_pthread_mutexattr_t *a, int ceiling);
+int rmutex_pthread_mutexattr_getprioceiling(const rmutex_pthread_mutexattr_t *a, int *ceiling);
+
+/* Extensions.  setname: the lock name (copied by pthread_mutex_init; NULL:
+ * back to the call site's name).  setfair: 0 or 1.  setlease: as
+ * rmutexattr_setlease.  Return 0 or EINVAL. */
+int rmutex_pthread_mutexattr_setname(rmutex_pthread_mutexattr_t *a, const char *name);
+int rmutex_pthread_mutexattr_setfair(rmutex_pthread_mutexattr_t *a, int fair);
+int rmutex_pthread_mutexattr_setlease(rmutex_pthread_mutexattr_t *a, unsigned long lease_ms);
+
+int rmutex_pthread_cond_wait(pthread_cond_t *c, rmutex_pthread_mutex_t *m);
+int rmutex_pthread_cond_timedwait(pthread_cond_t *c, rmutex_pthread_mutex_t *m,
+                                  const struct timespec *abstime);
+int rmutex_pthread_cond_clockwait(pthread_cond_t *c, rmutex_pthread_mutex_t *m, clockid_t clock,
+                                  const struct timespec *abstime);
+
+#ifdef __cplusplus
+}
+#endif
+
+/* ---- the swap ------------------------------------------------------------ */
+
+#ifndef RMUTEX_PTHREAD_NO_MACROS
+
+#define pthread_mutex_t rmutex_pthread_mutex_t
+#define pthread_mutexattr_t rmutex_pthread_mutexattr_t
+
+#undef PTHREAD_MUTEX_INITIALIZER
+#define PTHREAD_MUTEX_INITIALIZER RMUTEX_PTHREAD_MUTEX_INITIALIZER_NAMED_NP(RMUTEX_PTHREAD_SITE, 0, 0)
+#ifdef PTHREAD_RECURSIVE_MUTEX_INITIALIZER_NP
+#undef PTHREAD_RECURSIVE_MUTEX_INITIALIZER_NP
+#define PTHREAD_RECURSIVE_MUTEX_INITIALIZER_NP \
+    RMUTEX_PTHREAD_MUTEX_INITIALIZER_NAMED_NP(RMUTEX_PTHREAD_SITE, 1, 0)
+#endif
+#ifdef PTHREAD_ERRORCHECK_MUTEX_INITIALIZER_NP
+#undef PTHREAD_ERRORCHECK_MUTEX_INITIALIZER_NP
+#define PTHREAD_ERRORCHECK_MUTEX_INITIALIZER_NP \
+    RMUTEX_PTHREAD_MUTEX_INITIALIZER_NAMED_NP(RMUTEX_PTHREAD_SITE, 2, 0)
+#endif
+#ifdef PTHREAD_ADAPTIVE_MUTEX_INITIALIZER_NP
+#undef PTHREAD_ADAPTIVE_MUTEX_INITIALIZER_NP
+#define PTHREAD_ADAPTIVE_MUTEX_INITIALIZER_NP \
+    RMUTEX_PTHREAD_MUTEX_INITIALIZER_NAMED_NP(RMUTEX_PTHREAD_SITE, 3, 0)
+#endif
+
+#define pthread_mutex_init(m, attr) rmutex_pthread_mutex_init((m), (attr), RMUTEX_PTHREAD_SITE)
+#define pthread_mutex_destroy rmutex_pthread_mutex_destroy
+#define pthread_mutex_lock rmutex_pthread_mutex_lock
+#define pthread_mutex_trylock rmutex_pthread_mutex_trylock
+#define pthread_mutex_timedlock rmutex_pthread_mutex_timedlock
+#define pthread_mutex_clocklock rmutex_pthread_mutex_clocklock
+#define pthread_mutex_unlock rmutex_pthread_mutex_unlock
+#define pthread_mutex_consistent rmutex_pthread_mutex_consistent
+#define pthread_mutex_consistent_np rmutex_pthread_mutex_consistent
+#define pthread_mutex_getprioceiling rmutex_pthread_mutex_getprioceiling
+#define pthread_mutex_setprioceiling rmutex_pthread_mutex_setprioceiling
+
+#define pthread_mutexattr_init rmutex_pthread_mutexattr_init
+#define pthread_mutexattr_destroy rmutex_pthread_mutexattr_destroy
+#define pthread_mutexattr_settype rmutex_pthread_mutexattr_settype
+#define pthread_mutexattr_gettype rmutex_pthread_mutexattr_gettype
+#define pthread_mutexattr_setrobust rmutex_pthread_mutexattr_setrobust
+#define pthread_mutexattr_getrobust rmutex_pthread_mutexattr_getrobust
+#define pthread_mutexattr_setrobust_np rmutex_pthread_mutexattr_setrobust
+#define pthread_mutexattr_getrobust_np rmutex_pthread_mutexattr_getrobust
+#define pthread_mutexattr_setpshared rmutex_pthread_mutexattr_setpshared
+#define pthread_mutexattr_getpshared rmutex_pthread_mutexattr_getpshared
+#define pthread_mutexattr_setprotocol rmutex_pthread_mutexattr_setprotocol
+#define pthread_mutexattr_getprotocol rmutex_pthread_mutexattr_getprotocol
+#define pthread_mutexattr_setprioceiling rmutex_pthread_mutexattr_setprioceiling
+#define pthread_mutexattr_getprioceiling rmutex_pthread_mutexattr_getprioceiling
+
+#define pthread_cond_wait rmutex_pthread_cond_wait
+#define pthread_cond_timedwait rmutex_pthread_cond_timedwait
+#define pthread_cond_clockwait rmutex_pthread_cond_clockwait
+
+#endif /* RMUTEX_PTHREAD_NO_MACROS */
+
+#endif /* RMUTEX_PTHREAD_H */

@@ -1,0 +1,348 @@
+/* dmutex.c -- a distributed pthread mutex: the local mutex first, then the
+ * Redis lock.
+ *
+ * DESIGN
+ * ------
+ * A distributed mutex is the program's own pthread_mutex_t (the "local"
+ * mutex, called through the real glibc functions) plus an rmutex_t.  Lock
+ * takes the local mutex first and the Redis lock second; unlock gives Redis
+ * back first and the local mutex second.  So:
+ *
+ *   - threads of one process contend on the local mutex, as they always
+ *     did, and at most one thread per process talks to Redis for a given
+ *     mutex at a time;
+ *   - the mutex type is the local mutex's: ERRORCHECK relock fails locally
+ *     with EDEADLK, a RECURSIVE relock counts locally (depth) and never
+ *     reaches Redis, robust owner death inside the process shows up as the
+ *     local EOWNERDEAD.  The rmutex itself is always NORMAL;
+ *   - condition variables keep working: glibc's pthread_cond_*wait releases
+ *     and retakes the local mutex through internal calls, so the Redis hold
+ *     is given up before the real wait and taken back after it (and, when
+ *     the thread is cancelled in the wait, by a cleanup handler that runs
+ *     after glibc has retaken the local mutex and before the program's own
+ *     cleanup handlers, which usually unlock).
+ *
+ * If the Redis part fails (trylock busy, timeout, Redis error) the local
+ * mutex is given back and the call fails: there is never a local hold
+ * without the Redis hold except for the "inside" case below.  If the local
+ * acquisition had reported EOWNERDEAD, it is first made consistent and the
+ * owner death is handed on (pending_dead) to the next successful locker,
+ * who gets EOWNERDEAD in turn; otherwise the failed attempt would have made
+ * the local mutex not recoverable for everyone.
+ *
+ * Ownership: holder is pthread_self() of the thread that holds both parts.
+ * An unlock by another thread while holder is set is refused with EPERM
+ * whatever the type (for NORMAL mutexes this is undefined behaviour in
+ * POSIX; releasing somebody else's Redis hold is not possible).  An unlock
+ * while holder is 0 goes to the local mutex alone: that hold was taken
+ * without Redis (see "inside"), or there is none and glibc answers.
+ *
+ * "inside": a thread-local flag set while this thread runs librmutex code.
+ * If that code meets a distributed mutex (an allocator that locks one, say)
+ * the mutex is used as a plain local mutex instead of recursing.
+ *
+ * Outages (only when the owner installed an outage hook, i.e. the shim):
+ * every wait starts with rmutex_trylock, whose EAGAIN means Redis cannot be
+ * reached, and a blocking wait for a non-fair lock is cut into slices of
+ * SLICE_MS, each followed by another trylock, so an outage that starts
+ * while a thread waits is noticed too.  A fair lock is not sliced (giving
+ * up a wait would lose the place in the queue); its outages are only
+ * noticed when a wait starts.  Nothing is ever given up because Redis is
+ * down: lock keeps waiting, trylock says EBUSY, timedlock times out. */
+#include "dmutex.h"
+
+#include <errno.h>
+#include <stdint.h>
+
+#define SLICE_MS 2000
+
+#ifdef RM_DM_INITIAL_EXEC
+#define RM_TLS __thread __attribute__((tls_model("initial-exec")))
+#else
+#define RM_TLS __thread
+#endif
+
+static RM_TLS int inside;
+
+int rm_dm_inside(void) { return inside; }
+
+static uintptr_t self_id(void) { return (uintptr_t)pthread_self(); }
+
+static uintptr_t holder_of(const struct rm_dm *dm)
+{
+    return __atomic_load_n(&dm->holder, __ATOMIC_RELAXED);
+}
+
+static void set_holder(struct rm_dm *dm, uintptr_t h)
+{
+    __atomic_store_n(&dm->holder, h, __ATOMIC_RELAXED);
+}
+
+int rm_dm_held_by_self(const struct rm_dm *dm) { return holder_of(dm) == self_id(); }
+int rm_dm_held(const struct rm_dm *dm) { return holder_of(dm) != 0; }
+
+void rm_dm_reset(struct rm_dm *dm)
+{
+    set_holder(dm, 0);
+    dm->depth = 0;
+    dm->remote_dead = dm->local_dead = dm->virt_dead = dm->pending_dead = 0;
+}
+
+/* ---- Redis part ---- */
+
+typedef int64_t nsec;
+
+static nsec now_ns(clockid_t clock)
+{
+    struct timespec ts;
+    clock_gettime(clock, &ts);
+    return (nsec)ts.tv_sec * 1000000000 + ts.tv_nsec;
+}
+
+static struct timespec ts_of(nsec t)
+{
+    struct timespec ts = { (time_t)(t / 1000000000), (long)(t % 1000000000) };
+    return ts;
+}
+
+/* Convert abstime on clock into a CLOCK_MONOTONIC deadline, glibc's order of
+ * checks: a negative tv_sec has passed, then tv_nsec must be in range.
+ * Returns 0, EINVAL or ETIMEDOUT. */
+static int mono_deadline(clockid_t clock, const struct timespec *abs, nsec *out)
+{
+    if (!abs) return EINVAL;
+    if (abs->tv_sec < 0) return ETIMEDOUT;
+    if (abs->tv_nsec < 0 || abs->tv_nsec >= 1000000000) return EINVAL;
+    if (abs->tv_sec > INT64_MAX / 1000000000 - 2) {
+        *out = INT64_MAX;
+        return 0;
+    }
+    nsec at = (nsec)abs->tv_sec * 1000000000 + abs->tv_nsec;
+    nsec mono = now_ns(CLOCK_MONOTONIC);
+    nsec left = at - (clock == CLOCK_MONOTONIC ? mono : now_ns(clock));
+    if (left <= 0) return ETIMEDOUT;
+    *out = left > INT64_MAX - mono ? INT64_MAX : mono + left;
+    return 0;
+}
+
+static void note(const struct rm_dm_real *real, int r)
+{
+    if (!real->outage) return;
+    if (r == EAGAIN) real->outage(1, rmutex_detail());
+    else real->outage(0, NULL);
+}
+
+/* Try once.  Returns 0/EOWNERDEAD (acquired), EBUSY (held elsewhere, or
+ * Redis unreachable), or another error from Redis. */
+static int try_remote(const struct rm_dm_real *real, rmutex_t *rm, int *unreachable)
+{
+    int r = rmutex_trylock(rm);
+    note(real, r);
+    *unreachable = r == EAGAIN;
+    return r == EAGAIN ? EBUSY : r;
+}
+
+static int remote_acquire(const struct rm_dm_real *real, rmutex_t *rm, int fair, int mode,
+                          clockid_t clock, const struct timespec *abs)
+{
+    int down, r;
+    if (!real->outage) {
+        if (mode == RM_DM_TRY) return try_remote(real, rm, &down);
+        if (mode == RM_DM_FOREVER) return rmutex_lock(rm);
+        return clock == CLOCK_REALTIME ? rmutex_timedlock(rm, abs) : rmutex_clocklock(rm, clock, abs);
+    }
+    r = try_remote(real, rm, &down);
+    if (r != EBUSY || mode == RM_DM_TRY) return r;
+
+    nsec deadline = INT64_MAX;
+    if (mode == RM_DM_TIMED && (r = mono_deadline(clock, abs, &deadline))) return r;
+    for (;;) {
+        nsec until = deadline;
+        if (!fair) {
+            nsec slice = now_ns(CLOCK_MONOTONIC) + (nsec)SLICE_MS * 1000000;
+            if (slice < until) until = slice;
+        }
+        if (until == INT64_MAX) {
+            r = rmutex_lock(rm);
+        } else {
+            struct timespec ts = ts_of(until);
+            r = rmutex_clocklock(rm, CLOCK_MONOTONIC, &ts);
+        }
+        if (r != ETIMEDOUT) {
+            if (r == 0 || r == EOWNERDEAD) note(real, 0);
+            return r;
+        }
+        if (now_ns(CLOCK_MONOTONIC) >= deadline) return ETIMEDOUT;
+        r = try_remote(real, rm, &down);
+        if (r != EBUSY) return r;
+    }
+}
+
+/* ---- lock / unlock ---- */
+
+static int local_acquire(const struct rm_dm_real *real, pthread_mutex_t *local, int mode,
+                         clockid_t clock, const struct timespec *abs)
+{
+    switch (mode) {
+    case RM_DM_TRY: return real->trylock(local);
+    case RM_DM_FOREVER: return real->lock(local);
+    default:
+        return clock == CLOCK_REALTIME ? real->timedlock(local, abs)
+                                       : real->clocklock(local, clock, abs);
+    }
+}
+
+int rm_dm_lock(const struct rm_dm_real *real, struct rm_dm *dm, pthread_mutex_t *local,
+               rmutex_t *rm, int mode, clockid_t clock, const struct timespec *abstime)
+{
+    if (inside) return local_acquire(real, local, mode, clock, abstime);
+    int lr = local_acquire(real, local, mode, clock, abstime);
+    if (lr != 0 && lr != EOWNERDEAD) return lr;
+    uintptr_t self = self_id();
+    if (lr == EOWNERDEAD) {
+        /* The previous local owner died: whatever it held is gone. */
+        dm->depth = 0;
+        set_holder(dm, 0);
+        dm->remote_dead = dm->virt_dead = 0;
+        dm->local_dead = 1;
+    } else if (dm->depth > 0 && holder_of(dm) == self) {
+        /* A RECURSIVE relock by the holder: counted locally only. */
+        dm->depth++;
+        return 0;
+    } else {
+        dm->local_dead = 0;
+    }
+
+    inside = 1;
+    int rr = remote_acquire(real, rm, dm->fair, mode, clock, abstime);
+    inside = 0;
+    if (rr == 0 || rr == EOWNERDEAD) {
+        dm->depth = 1;
+        dm->remote_dead = rr == EOWNERDEAD;
+        if (dm->pending_dead) {
+            dm->pending_dead = 0;
+            dm->virt_dead = 1;
+        }
+        set_holder(dm, self);
+        return dm->local_dead || dm->remote_dead || dm->virt_dead ? EOWNERDEAD : 0;
+    }
+    /* The Redis part failed: give the local mutex back, keeping an owner
+     * death for the next locker instead of making the mutex unrecoverable. */
+    if (dm->local_dead) {
+        real->consistent(local);
+        dm->local_dead = 0;
+        dm->pending_dead = 1;
+    }
+    real->unlock(local);
+    return rr;
+}
+
+int rm_dm_unlock(const struct rm_dm_real *real, struct rm_dm *dm, pthread_mutex_t *local,
+                 rmutex_t *rm)
+{
+    if (inside) return real->unlock(local); /* taken local-only, from inside librmutex */
+    uintptr_t h = holder_of(dm);
+    if (h != self_id()) return h ? EPERM : real->unlock(local);
+    if (dm->depth > 1) {
+        dm->depth--;
+        return real->unlock(local);
+    }
+    dm->depth = 0;
+    set_holder(dm, 0);
+    if (dm->virt_dead) {
+        /* Released without pthread_mutex_consistent: the death stays. */
+        dm->virt_dead = 0;
+        dm->pending_dead = 1;
+    }
+    dm->remote_dead = 0;
+    dm->local_dead = 0;
+    inside = 1;
+    int ur = rmutex_unlock(rm);
+    inside = 0;
+    int lr = real->unlock(local);
+    if (lr) return lr;
+    if (ur == EPERM && real->lost) {
+        real->lost(rm);
+        return 0;
+    }
+    return ur;
+}
+
+int rm_dm_consistent(const struct rm_dm_real *real, struct rm_dm *dm, pthread_mutex_t *local,
+                     rmutex_t *rm)
+{
+    if (inside || holder_of(dm) != self_id() || !(dm->local_dead || dm->remote_dead || dm->virt_dead))
+        return real->consistent(local);
+    int r = 0;
+    if (dm->local_dead) {
+        r = real->consistent(local);
+        if (!r) dm->local_dead = 0;
+    }
+    if (!r && dm->remote_dead) {
+        inside = 1;
+        r = rmutex_consistent(rm);
+        inside = 0;
+        if (!r) dm->remote_dead = 0;
+    }
+    if (!r) dm->virt_dead = 0;
+    return r;
+}
+
+/* ---- condition variables ---- */
+
+struct cond_ctx {
+    const struct rm_dm_real *real;
+    struct rm_dm *dm;
+    rmutex_t *rm;
+    unsigned depth;
+};
+
+/* Take the Redis hold back with the local mutex held again. */
+static int retake(struct cond_ctx *c)
+{
+    inside = 1;
+    int r = remote_acquire(c->real, c->rm, c->dm->fair, RM_DM_FOREVER, CLOCK_MONOTONIC, NULL);
+    inside = 0;
+    if (r == 0 || r == EOWNERDEAD) {
+        c->dm->depth = c->depth;
+        c->dm->remote_dead = r == EOWNERDEAD;
+        set_holder(c->dm, self_id());
+    }
+    return r;
+}
+
+/* Cancelled in the wait: glibc has retaken the local mutex by now. */
+static void cond_cancelled(void *p) { retake(p); }
+
+int rm_dm_cond_wait(const struct rm_dm_real *real, struct rm_dm *dm, pthread_mutex_t *local,
+                    rmutex_t *rm, pthread_cond_t *cond, int mode,
+                    clockid_t clock, const struct timespec *abstime)
+{
+    if (inside || holder_of(dm) != self_id()) {
+        /* Not ours through Redis: glibc decides (EPERM for ERRORCHECK, a
+         * local-only hold, or undefined behaviour as in plain pthreads). */
+        if (mode == RM_DM_FOREVER) return real->cond_wait(cond, local);
+        if (clock == (clockid_t)-1) return real->cond_timedwait(cond, local, abstime);
+        return real->cond_clockwait(cond, local, clock, abstime);
+    }
+    struct cond_ctx ctx = { real, dm, rm, dm->depth };
+    dm->depth = 0;
+    set_holder(dm, 0);
+    inside = 1;
+    int ur = rmutex_unlock(rm);
+    inside = 0;
+    if (ur == EPERM && real->lost) real->lost(rm);
+
+    int r;
+    pthread_cleanup_push(cond_cancelled, &ctx);
+    if (mode == RM_DM_FOREVER) r = real->cond_wait(cond, local);
+    else if (clock == (clockid_t)-1) r = real->cond_timedwait(cond, local, abstime);
+    else r = real->cond_clockwait(cond, local, clock, abstime);
+    pthread_cleanup_pop(0);
+
+    if (r == EOWNERDEAD) dm->local_dead = 1;
+    int rr = retake(&ctx);
+    if (rr != 0 && rr != EOWNERDEAD) return rr; /* the local mutex alone is held */
+    if (rr == EOWNERDEAD && r == 0) r = EOWNERDEAD;
+    return r;
+}

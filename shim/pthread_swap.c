@@ -1,0 +1,226 @@
+/* pthread_swap.c -- the functions behind <rmutex/pthread.h>.
+ *
+ * A rmutex_pthread_mutex_t is glibc's mutex (__local) plus an rmutex
+ * (__rm) plus dmutex.c's bookkeeping (__dm); every lock call is
+ * rm_dm_lock() with glibc's own functions as the "real" ones.  Unlike the
+ * preload shim nothing is printed: an unreachable Redis makes lock wait
+ * (rmutex_lock's behaviour), a lost hold makes unlock return EPERM.
+ *
+ * The static initializer fills all three parts at compile time: the rmutex
+ * gets its name there and makes its state on first use (librmutex), the
+ * local mutex is glibc's static initializer of the requested type.
+ * pthread_mutex_init makes the rmutex from the attribute's name, or the
+ * call site's, and the local mutex from the attribute's real part. */
+#define RMUTEX_PTHREAD_NO_MACROS
+#include <rmutex/pthread.h>
+
+#include "dmutex.h"
+
+#include <errno.h>
+#include <string.h>
+
+_Static_assert(sizeof(struct rm_dm) <= sizeof(((rmutex_pthread_mutex_t *)0)->__dm),
+               "struct rm_dm must fit rmutex_pthread_mutex_t.__dm");
+_Static_assert(_Alignof(struct rm_dm) <= _Alignof(uintptr_t), "rm_dm alignment");
+
+static const struct rm_dm_real glibc = {
+    .lock = pthread_mutex_lock,
+    .trylock = pthread_mutex_trylock,
+    .timedlock = pthread_mutex_timedlock,
+    .clocklock = pthread_mutex_clocklock,
+    .unlock = pthread_mutex_unlock,
+    .consistent = pthread_mutex_consistent,
+    .cond_wait = pthread_cond_wait,
+    .cond_timedwait = pthread_cond_timedwait,
+    .cond_clockwait = pthread_cond_clockwait,
+    .outage = NULL,
+    .lost = NULL,
+};
+
+static struct rm_dm *dm_of(rmutex_pthread_mutex_t *m) { return (struct rm_dm *)(void *)m->__dm; }
+
+int rmutex_pthread_mutex_init(rmutex_pthread_mutex_t *m, const rmutex_pthread_mutexattr_t *attr,
+                              const char *site)
+{
+    if (!m) return EINVAL;
+    int robust = 0, r;
+    rmutexattr_t ra;
+    rmutexattr_init(&ra);
+    if (attr) {
+        pthread_mutexattr_getrobust(&attr->__attr, &robust);
+        rmutexattr_setrobust(&ra, robust ? RMUTEX_ROBUST : RMUTEX_STALLED);
+        rmutexattr_setfair(&ra, attr->__fair);
+        rmutexattr_setlease(&ra, attr->__lease_ms);
+    }
+    r = rmutex_init(&m->__rm, attr && attr->__name ? attr->__name : site, &ra);
+    rmutexattr_destroy(&ra);
+    if (r) return r;
+    if ((r = pthread_mutex_init(&m->__local, attr ? &attr->__attr : NULL))) {
+        rmutex_destroy(&m->__rm);
+        return r;
+    }
+    memset(m->__dm, 0, sizeof m->__dm);
+    dm_of(m)->fair = attr && attr->__fair;
+    return 0;
+}
+
+int rmutex_pthread_mutex_destroy(rmutex_pthread_mutex_t *m)
+{
+    if (!m) return EINVAL;
+    if (rm_dm_held(dm_of(m))) return EBUSY;
+    int r = pthread_mutex_destroy(&m->__local);
+    if (r) return r;
+    r = rmutex_destroy(&m->__rm);
+    return r == EINVAL ? 0 : r; /* a static mutex never used has no rmutex state yet */
+}
+
+int rmutex_pthread_mutex_lock(rmutex_pthread_mutex_t *m)
+{
+    return rm_dm_lock(&glibc, dm_of(m), &m->__local, &m->__rm, RM_DM_FOREVER, CLOCK_REALTIME, NULL);
+}
+
+int rmutex_pthread_mutex_trylock(rmutex_pthread_mutex_t *m)
+{
+    return rm_dm_lock(&glibc, dm_of(m), &m->__local, &m->__rm, RM_DM_TRY, CLOCK_REALTIME, NULL);
+}
+
+int rmutex_pthread_mutex_timedlock(rmutex_pthread_mutex_t *m, const struct timespec *abstime)
+{
+    return rm_dm_lock(&glibc, dm_of(m), &m->__local, &m->__rm, RM_DM_TIMED, CLOCK_REALTIME,
+                      abstime);
+}
+
+int rmutex_pthread_mutex_clocklock(rmutex_pthread_mutex_t *m, clockid_t clock,
+                                   const struct timespec *abstime)
+{
+    return rm_dm_lock(&glibc, dm_of(m), &m->__local, &m->__rm, RM_DM_TIMED, clock, abstime);
+}
+
+int rmutex_pthread_mutex_unlock(rmutex_pthread_mutex_t *m)
+{
+    return rm_dm_unlock(&glibc, dm_of(m), &m->__local, &m->__rm);
+}
+
+int rmutex_pthread_mutex_consistent(rmutex_pthread_mutex_t *m)
+{
+    return rm_dm_consistent(&glibc, dm_of(m), &m->__local, &m->__rm);
+}
+
+int rmutex_pthread_mutex_getprioceiling(const rmutex_pthread_mutex_t *m, int *ceiling)
+{
+    return pthread_mutex_getprioceiling(&m->__local, ceiling);
+}
+
+int rmutex_pthread_mutex_setprioceiling(rmutex_pthread_mutex_t *m, int ceiling, int *old)
+{
+    return pthread_mutex_setprioceiling(&m->__local, ceiling, old);
+}
+
+/* ---- attributes ---- */
+
+int rmutex_pthread_mutexattr_init(rmutex_pthread_mutexattr_t *a)
+{
+    a->__name = NULL;
+    a->__fair = 0;
+    a->__lease_ms = 0;
+    return pthread_mutexattr_init(&a->__attr);
+}
+
+int rmutex_pthread_mutexattr_destroy(rmutex_pthread_mutexattr_t *a)
+{
+    return pthread_mutexattr_destroy(&a->__attr);
+}
+
+int rmutex_pthread_mutexattr_settype(rmutex_pthread_mutexattr_t *a, int type)
+{
+    return pthread_mutexattr_settype(&a->__attr, type);
+}
+
+int rmutex_pthread_mutexattr_gettype(const rmutex_pthread_mutexattr_t *a, int *type)
+{
+    return pthread_mutexattr_gettype(&a->__attr, type);
+}
+
+int rmutex_pthread_mutexattr_setrobust(rmutex_pthread_mutexattr_t *a, int robust)
+{
+    return pthread_mutexattr_setrobust(&a->__attr, robust);
+}
+
+int rmutex_pthread_mutexattr_getrobust(const rmutex_pthread_mutexattr_t *a, int *robust)
+{
+    return pthread_mutexattr_getrobust(&a->__attr, robust);
+}
+
+int rmutex_pthread_mutexattr_setpshared(rmutex_pthread_mutexattr_t *a, int pshared)
+{
+    if (pshared == PTHREAD_PROCESS_SHARED) return ENOTSUP;
+    return pthread_mutexattr_setpshared(&a->__attr, pshared);
+}
+
+int rmutex_pthread_mutexattr_getpshared(const rmutex_pthread_mutexattr_t *a, int *pshared)
+{
+    return pthread_mutexattr_getpshared(&a->__attr, pshared);
+}
+
+int rmutex_pthread_mutexattr_setprotocol(rmutex_pthread_mutexattr_t *a, int protocol)
+{
+    return pthread_mutexattr_setprotocol(&a->__attr, protocol);
+}
+
+int rmutex_pthread_mutexattr_getprotocol(const rmutex_pthread_mutexattr_t *a, int *protocol)
+{
+    return pthread_mutexattr_getprotocol(&a->__attr, protocol);
+}
+
+int rmutex_pthread_mutexattr_setprioceiling(rmutex_pthread_mutexattr_t *a, int ceiling)
+{
+    return pthread_mutexattr_setprioceiling(&a->__attr, ceiling);
+}
+
+int rmutex_pthread_mutexattr_getprioceiling(const rmutex_pthread_mutexattr_t *a, int *ceiling)
+{
+    return pthread_mutexattr_getprioceiling(&a->__attr, ceiling);
+}
+
+int rmutex_pthread_mutexattr_setname(rmutex_pthread_mutexattr_t *a, const char *name)
+{
+    if (!a || (name && (!*name || strlen(name) > RMUTEX_NAME_MAX))) return EINVAL;
+    a->__name = name;
+    return 0;
+}
+
+int rmutex_pthread_mutexattr_setfair(rmutex_pthread_mutexattr_t *a, int fair)
+{
+    if (!a || (fair != 0 && fair != 1)) return EINVAL;
+    a->__fair = fair;
+    return 0;
+}
+
+int rmutex_pthread_mutexattr_setlease(rmutex_pthread_mutexattr_t *a, unsigned long lease_ms)
+{
+    if (!a || lease_ms > 2147483647UL) return EINVAL;
+    a->__lease_ms = lease_ms;
+    return 0;
+}
+
+/* ---- condition variables ---- */
+
+int rmutex_pthread_cond_wait(pthread_cond_t *c, rmutex_pthread_mutex_t *m)
+{
+    return rm_dm_cond_wait(&glibc, dm_of(m), &m->__local, &m->__rm, c, RM_DM_FOREVER,
+                           CLOCK_REALTIME, NULL);
+}
+
+int rmutex_pthread_cond_timedwait(pthread_cond_t *c, rmutex_pthread_mutex_t *m,
+                                  const struct timespec *abstime)
+{
+    return rm_dm_cond_wait(&glibc, dm_of(m), &m->__local, &m->__rm, c, RM_DM_TIMED,
+                           (clockid_t)-1, abstime);
+}
+
+int rmutex_pthread_cond_clockwait(pthread_cond_t *c, rmutex_pthread_mutex_t *m, clockid_t clock,
+                                  const struct timespec *abstime)
+{
+    return rm_dm_cond_wait(&glibc, dm_of(m), &m->__local, &m->__rm, c, RM_DM_TIMED, clock,
+                           abstime);
+}

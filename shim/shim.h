@@ -1,0 +1,97 @@
+/* shim.h -- what the files of the preload shim share: the real pthread
+ * functions, the table of listed mutexes and its fast lookup, and the
+ * one-line messages.
+ *
+ * Naming: rm_shim_* are internal to librmutex_preload.so (hidden, like
+ * everything in it but the interposed pthread names). */
+#ifndef RM_SHIM_H
+#define RM_SHIM_H
+
+#include <pthread.h>
+#include <stdint.h>
+
+#include <rmutex.h>
+
+#include "dmutex.h"
+
+/* ---- real.c: the functions the interposers stand in front of ---- */
+
+struct rm_shim_real {
+    struct rm_dm_real dm; /* what dmutex.c needs (lock, cond waits, hooks) */
+    int (*init)(pthread_mutex_t *, const pthread_mutexattr_t *);
+    int (*destroy)(pthread_mutex_t *);
+};
+
+/* Until rm_shim_boot() has run, every pointer leads to a stub that runs it
+ * and then calls the real function: a call that comes before the shim's
+ * constructor (another library's constructor, say) still works. */
+extern struct rm_shim_real rm_shim_real;
+#define RM_REAL(fn) (__atomic_load_n(&rm_shim_real.fn, __ATOMIC_RELAXED))
+
+/* Find the real functions (dlvsym/dlsym with RTLD_NEXT).  Idempotent. */
+void rm_shim_boot(void);
+
+/* ---- table.c: the listed mutexes ---- */
+
+struct rm_shim_mutex {
+    pthread_mutex_t *addr;  /* the program's mutex */
+    char *symbol;           /* as listed, for messages */
+    char *name;             /* lock name */
+    unsigned long lease_ms;
+    int cfg_robust;         /* ";robust" was asked for */
+    int rm_robust;          /* the rmutex is robust now */
+    int robust_warned;
+    rmutex_t rm;            /* the Redis lock */
+    struct rm_dm dm;
+};
+
+/* The span of addresses that holds every listed mutex: [lo, lo + span).
+ * span is 0 while nothing is listed, so the check below fails for every
+ * address with one compare.  Written once, at start. */
+extern uintptr_t rm_shim_lo, rm_shim_span;
+
+/* The listed mutex at address m, or NULL (out of line, sorted search). */
+struct rm_shim_mutex *rm_shim_lookup(const void *m);
+
+/* The fast path of every interposer: one subtraction, one compare and one
+ * well-predicted branch for a mutex that is not listed. */
+static inline struct rm_shim_mutex *rm_shim_find(const void *m)
+{
+    uintptr_t off = (uintptr_t)m - __atomic_load_n(&rm_shim_lo, __ATOMIC_RELAXED);
+    if (__builtin_expect(off >= __atomic_load_n(&rm_shim_span, __ATOMIC_RELAXED), 1)) return NULL;
+    return rm_shim_lookup(m);
+}
+
+/* Publish the listed mutexes (sorted here); called once, by the
+ * constructor.  Takes ownership of v. */
+void rm_shim_publish(struct rm_shim_mutex **v, size_t n);
+
+/* ---- listed.c: interposer bodies for listed mutexes ---- */
+
+int rm_shim_init(struct rm_shim_mutex *sm, const pthread_mutexattr_t *attr);
+int rm_shim_destroy(struct rm_shim_mutex *sm);
+int rm_shim_lock(struct rm_shim_mutex *sm, int mode, clockid_t clock, const struct timespec *abs);
+int rm_shim_unlock(struct rm_shim_mutex *sm);
+int rm_shim_consistent(struct rm_shim_mutex *sm);
+int rm_shim_cond_wait(struct rm_shim_mutex *sm, pthread_cond_t *c, int mode, clockid_t clock,
+                      const struct timespec *abs);
+
+/* Make sm's rmutex with the given robustness (and sm's fair/lease).
+ * Returns 0 or the rmutex_init error; on ENOTSUP for a fair lock, *fair is
+ * cleared and a non-fair one made. */
+int rm_shim_make_rmutex(struct rm_shim_mutex *sm, int robust, int *fair);
+
+/* ---- say.c: the only output of the shim ---- */
+
+/* One line on stderr: "rmutex preload[PROGRAM PID]: MESSAGE".  errno is
+ * kept. */
+void rm_shim_say(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+
+/* dmutex hooks: Redis unreachable / reachable again (one line per outage,
+ * at most one per RATE seconds); an unlock found its hold lost. */
+void rm_shim_outage(int down, const char *detail);
+void rm_shim_lost_at_unlock(rmutex_t *rm);
+/* rmutex_set_lost_callback(): the watchdog found a hold lost. */
+void rm_shim_lost_callback(rmutex_t *m, const char *name, void *arg);
+
+#endif
