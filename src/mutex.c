@@ -397,5 +397,5 @@ void rm_mutex_atfork(int who)
         mx->wd = NULL;
         mx->held_next = mx->held_prev = NULL;
     }
-    pthread_mutex_init(&registry_mu, NULL);
+    pthread_mutex_unlock(&registry_mu); /* taken by the prepare handler, in this thread */
 }

@@ -204,6 +204,6 @@ void rm_pool_atfork(struct rm_endpoint *ep, int who)
     ep->broken = 0;
     ep->dial_not_before = 0;
     ep->rng ^= (uint32_t)getpid();
-    pthread_mutex_init(&ep->mu, NULL);
     rm_cond_init(&ep->cv);
+    pthread_mutex_unlock(&ep->mu); /* taken by the prepare handler, in this thread */
 }

@@ -15,8 +15,13 @@
  * watchdog, multiplexer, pool) so the child gets consistent structures;
  * the parent releases them; the child re-initializes them and resets each
  * module: new process UUID, no holds, no threads, no inherited sockets
- * (closed without a byte sent), counters at zero.  Modules restart lazily,
- * so the child needs no re-initialization.
+ * (closed without a byte sent), counters at zero; the locks prepare took
+ * are unlocked by the thread that took them, which is the child's only
+ * thread (they are plain mutexes, as glibc's own fork handling assumes).
+ * A mutex's own lock is not taken by prepare (that would invert the lock
+ * order); the child re-initializes those, since a thread that held one in
+ * the parent does not exist in the child.  Modules restart lazily, so the
+ * child needs no re-initialization by the application.
  *
  * exit(): an atexit handler releases the holds the process still has, so
  * other processes need not wait for their leases to run out. */
@@ -176,7 +181,7 @@ static void fork_child(void)
     rm_mutex_atfork(1);
     rm_stats_reset();
     atomic_store(&rt.active, 0);
-    pthread_mutex_init(&rt.mu, NULL);
+    pthread_mutex_unlock(&rt.mu); /* taken by the prepare handler, in this thread */
 }
 
 __attribute__((constructor)) static void register_fork_handlers(void)

@@ -509,5 +509,5 @@ void rm_sub_atfork(struct rm_sub *s, int who)
     s->dirty = 0;
     s->next_idle = RM_FOREVER;
     s->rng ^= (uint32_t)getpid();
-    pthread_mutex_init(&s->mu, NULL);
+    pthread_mutex_unlock(&s->mu); /* taken by the prepare handler, in this thread */
 }

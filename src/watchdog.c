@@ -549,7 +549,7 @@ void rm_wd_atfork(int who)
     }
     wd.started = wd.stop = 0;
     wd.planned = RM_FOREVER;
-    pthread_mutex_init(&wd.mu, NULL);
     rm_cond_init(&wd.cv);
     rm_cond_init(&wd.cb_done);
+    pthread_mutex_unlock(&wd.mu); /* taken by the prepare handler, in this thread */
 }
