@@ -848,6 +848,7 @@ TEST_F(RmutexFence, TokensStrictlyIncreaseAcrossOwners)
 
     /* The child printed its first token in the line child_holding read; ask
      * for the second one through its second "held" line. */
+    ASSERT_EQ("0", field(*again, "rc")) << *again;
     uint64_t t2 = std::stoull(field(*again, "fence"));
 
     HolderThread other(&m);
