@@ -100,7 +100,15 @@ static int lock_common(rmutex_t *m, struct rm_wait *w)
             pthread_mutex_unlock(&mx->mu);
             return r;
         }
-        /* NORMAL: relocking deadlocks (or times out), as in glibc. */
+        /* NORMAL: relocking deadlocks, as in glibc; trylock is EBUSY, a
+         * timed lock waits for its deadline. */
+        pthread_mutex_unlock(&mx->mu);
+        rm_detail("the calling thread already holds %s (a NORMAL mutex: relocking deadlocks)",
+                  mx->keys.lock);
+        if ((r = rm_wait_check(w))) return r;
+        do rm_sleep_until(w->deadline == RM_FOREVER ? rm_after(RM_MSEC(3600000)) : w->deadline);
+        while (rm_now() < w->deadline);
+        return ETIMEDOUT;
     }
     mx->users++;
     pthread_mutex_unlock(&mx->mu);
