@@ -64,8 +64,8 @@ void rm_shim_outage(int is_down, const char *detail)
     if (last && now - last < RATE_S) return;
     if (!__atomic_compare_exchange_n(&last_line, &last, now, 0, __ATOMIC_RELAXED, __ATOMIC_RELAXED))
         return;
-    rm_shim_say("%s; listed mutexes wait until Redis answers again",
-                detail && *detail ? detail : "Redis cannot be reached");
+    rm_shim_say("Redis is unreachable (%s); listed mutexes wait until it answers again",
+                detail && *detail ? detail : "no detail");
 }
 
 static struct rm_shim_mutex *of_rmutex(rmutex_t *rm)

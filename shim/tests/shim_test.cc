@@ -1,0 +1,500 @@
+/* shim_test.cc -- librmutex_preload.so under real, unmodified programs.
+ *
+ * shimprog (shimprog.c) is a plain pthread program linked to nothing of
+ * rmutex; these tests run it in several processes with LD_PRELOAD set to
+ * the shim, against a redis-server of their own, and look at its output,
+ * its stderr and the lock keys in Redis.  Waits are on conditions with
+ * scaled bounds (RMUTEX_TEST_TIME_SCALE). */
+#include "harness.h"
+#include "proc.h"
+
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <filesystem>
+#include <fstream>
+#include <memory>
+#include <set>
+
+using namespace rmt;
+using shimt::lines;
+using shimt::Proc;
+using shimt::shell;
+
+namespace {
+
+const std::string kPreload = SHIM_PRELOAD;
+const std::string kProg = SHIM_PROG;
+
+/* A temporary directory, removed afterwards. */
+struct TempDir {
+    std::string path;
+    TempDir()
+    {
+        char t[] = "/tmp/rmutex-shim-test.XXXXXX";
+        path = mkdtemp(t) ? t : "/tmp";
+    }
+    ~TempDir() { std::filesystem::remove_all(path); }
+    std::string operator/(const std::string &f) const { return path + "/" + f; }
+};
+
+/* Copy kProg to path (keeping its symbols), executable. */
+bool copy_prog(const std::string &path)
+{
+    std::error_code ec;
+    std::filesystem::copy_file(kProg, path, std::filesystem::copy_options::overwrite_existing, ec);
+    if (ec) return false;
+    return chmod(path.c_str(), 0755) == 0;
+}
+
+std::string read_file(const std::string &path)
+{
+    std::ifstream f(path);
+    std::stringstream ss;
+    ss << f.rdbuf();
+    return ss.str();
+}
+
+class Shim : public RedisTest {
+  protected:
+    /* Own server (some tests stop it); the test process itself uses rmutex
+     * only where it says so. */
+    Shim() : RedisTest(true, "lease=1000", false) {}
+
+    /* Run prog (default shimprog) with args under the shim and config. */
+    std::unique_ptr<Proc> run(const std::vector<std::string> &args, const std::string &config,
+                              const std::string &prog = kProg, const std::string &url_override = "")
+    {
+        std::vector<std::string> argv{prog};
+        argv.insert(argv.end(), args.begin(), args.end());
+        std::map<std::string, std::string> env{
+            { "LD_PRELOAD", kPreload },
+            { "RMUTEX_PRELOAD", config },
+            { "RMUTEX_URL", url_override.empty() ? url() : url_override },
+        };
+#if SHIM_SANITIZED
+        /* The shim comes before the sanitizer runtime in the library list. */
+        const char *asan = getenv("ASAN_OPTIONS");
+        env["ASAN_OPTIONS"] = std::string("verify_asan_link_order=0") + (asan ? ":" : "") + (asan ? asan : "");
+#endif
+        auto p = std::make_unique<Proc>(argv, env);
+        EXPECT_TRUE(p->started()) << argv[0];
+        return p;
+    }
+
+    bool held(const std::string &name) { return redis().exists(name); }
+
+    /* Lock names unique to the test. */
+    std::string n(const std::string &s = "m") { return lock_name(s); }
+};
+
+/* ---- the library file ---- */
+
+TEST(ShimLibrary, ExportsOnlyTheInterposedNames)
+{
+    std::set<std::string> want{
+        "pthread_mutex_init", "pthread_mutex_destroy", "pthread_mutex_lock",
+        "pthread_mutex_trylock", "pthread_mutex_timedlock", "pthread_mutex_clocklock",
+        "pthread_mutex_unlock", "pthread_mutex_consistent", "pthread_cond_wait",
+        "pthread_cond_timedwait", "pthread_cond_clockwait",
+    };
+    int st = 0;
+    std::string out = shell("nm -D --defined-only '" + kPreload + "'", &st);
+    ASSERT_EQ(0, st) << out;
+    std::set<std::string> got;
+    for (const auto &l : lines(out)) {
+        auto w = words(l);
+        if (w.size() == 3) got.insert(w[2]);
+    }
+    EXPECT_EQ(want, got) << out;
+}
+
+TEST(ShimLibrary, NeedsOnlyLibcAndLibuuid)
+{
+#if SHIM_SANITIZED
+    GTEST_SKIP() << "a sanitizer build links its runtime into the shim";
+#endif
+    int st = 0;
+    std::string out = shell("readelf -d '" + kPreload + "'", &st);
+    ASSERT_EQ(0, st) << out;
+    std::set<std::string> needed;
+    for (const auto &l : lines(out)) {
+        auto b = l.find("(NEEDED)");
+        if (b == std::string::npos) continue;
+        auto o = l.find('['), c = l.find(']');
+        needed.insert(l.substr(o + 1, c - o - 1));
+    }
+    EXPECT_EQ((std::set<std::string>{ "libc.so.6", "libuuid.so.1" }), needed) << out;
+}
+
+TEST(ShimProgram, BindsTrylockTimedlockClocklockToGlibc234)
+{
+    int st = 0;
+    std::string out = shell("objdump -T '" + kProg + "'", &st);
+    ASSERT_EQ(0, st) << out;
+    for (const char *fn : { "pthread_mutex_trylock", "pthread_mutex_timedlock", "pthread_mutex_clocklock" }) {
+        bool found = false;
+        for (const auto &l : lines(out)) {
+            auto w = words(l);
+            if (!w.empty() && w.back() == fn) {
+                found = true;
+                EXPECT_NE(std::string::npos, l.find("GLIBC_2.34")) << l;
+            }
+        }
+        EXPECT_TRUE(found) << fn << " not referenced:\n" << out;
+    }
+}
+
+/* ---- mutual exclusion ---- */
+
+TEST_F(Shim, ListedMutexExcludesAcrossProcesses)
+{
+    TempDir dir;
+    std::string counter = dir / "counter";
+    std::ofstream(counter) << "0\n";
+    const int procs = 4, threads = 2, iters = 20;
+    std::vector<std::unique_ptr<Proc>> ps;
+    for (int i = 0; i < procs; i++)
+        ps.push_back(run({ "count", counter, std::to_string(iters), std::to_string(threads), "global" },
+                         "shimprog: counter_lock=" + n("counter")));
+    for (auto &p : ps) {
+        EXPECT_TRUE(p->expect("done", ms(60000))) << p->err();
+        EXPECT_EQ(0, p->wait(ms(10000)));
+        EXPECT_EQ("", p->err());
+    }
+    EXPECT_EQ(std::to_string(procs * threads * iters) + "\n", read_file(counter));
+    EXPECT_FALSE(held(n("counter")));
+}
+
+/* A holder in one process; trylock, timedlock and clocklock (all bound to
+ * @GLIBC_2.34 in shimprog) in another see it. */
+TEST_F(Shim, TrylockTimedlockAndClocklockSeeOtherProcesses)
+{
+    std::string cfg = "shimprog: counter_lock=" + n();
+    auto holder = run({ "hold", "global" }, cfg);
+    ASSERT_TRUE(holder->expect("locked rc=0", ms(10000)));
+    EXPECT_TRUE(held(n()));
+    auto t = run({ "try", "global" }, cfg);
+    EXPECT_TRUE(t->expect("rc=16", ms(10000))) << t->err(); /* EBUSY */
+    auto tl = run({ "timed", "global", "300" }, cfg);
+    EXPECT_TRUE(tl->expect("rc=110", ms(10000))) << tl->err(); /* ETIMEDOUT */
+    auto cl = run({ "clock", "global", "300" }, cfg);
+    EXPECT_TRUE(cl->expect("rc=110", ms(10000))) << cl->err();
+    holder->write_line("go");
+    EXPECT_TRUE(holder->expect("unlocked rc=0", ms(10000)));
+    EXPECT_TRUE(wait_until([&] { return !held(n()); }, ms(5000)));
+    auto again = run({ "try", "global" }, cfg);
+    EXPECT_TRUE(again->expect("rc=0", ms(10000))) << again->err();
+    auto tl2 = run({ "timed", "global", "5000" }, cfg);
+    EXPECT_TRUE(tl2->expect("rc=0", ms(10000))) << tl2->err();
+    for (auto *p : { holder.get(), t.get(), tl.get(), cl.get(), again.get(), tl2.get() })
+        EXPECT_EQ("", p->err());
+}
+
+/* Every way of finding a mutex: .symtab of the executable (a file-local
+ * static), the dynamic symbol table (an exported library global, copied
+ * into the executable), a library's .symtab (object:symbol), and a mutex
+ * set up by pthread_mutex_init rather than a static initializer. */
+TEST_F(Shim, FindsStaticLibraryAndDynamicallyInitializedMutexes)
+{
+    struct Case {
+        const char *mutex, *entry;
+    } cases[] = {
+        { "static", "s_lock" },
+        { "lib", "lib_lock" },
+        { "lib", "libshimlib.so:lib_lock" },
+        { "libstatic", "libshimlib.so:lib_static_lock" },
+        { "dyn", "dyn_lock" },
+    };
+    int i = 0;
+    for (const auto &c : cases) {
+        SCOPED_TRACE(c.entry);
+        std::string name = n(std::to_string(i++));
+        std::string cfg = std::string("shimprog: ") + c.entry + "=" + name;
+        auto holder = run({ "hold", c.mutex }, cfg);
+        ASSERT_TRUE(holder->expect("locked rc=0", ms(10000))) << holder->err();
+        EXPECT_TRUE(held(name));
+        auto t = run({ "try", c.mutex }, cfg);
+        EXPECT_TRUE(t->expect("rc=16", ms(10000))) << t->err();
+        holder->write_line("go");
+        EXPECT_TRUE(holder->expect("unlocked rc=0", ms(10000)));
+        EXPECT_TRUE(wait_until([&] { return !held(name); }, ms(5000)));
+        EXPECT_EQ("", holder->err());
+        EXPECT_EQ("", t->err());
+    }
+}
+
+/* ---- unlisted mutexes and unlisted programs ---- */
+
+TEST_F(Shim, UnlistedMutexesKeepGlibcBehaviourAndNeverTouchRedis)
+{
+    /* Redis is not even reachable: nothing may wait for it. */
+    std::string dead = "redis://127.0.0.1:" + std::to_string(free_port());
+    auto p = run({ "plain" }, "shimprog: counter_lock=" + n(), kProg, dead);
+    EXPECT_TRUE(p->expect("plain lock=0 relock=35 unlock=0 unlock2=1", ms(10000))) << p->err();
+    EXPECT_EQ(0, p->wait(ms(10000)));
+    EXPECT_EQ("", p->err());
+
+    /* Two processes hold the same unlisted mutex at once: it is local. */
+    std::string cfg = "shimprog: counter_lock=" + n();
+    auto a = run({ "hold", "plain" }, cfg), b = run({ "hold", "plain" }, cfg);
+    EXPECT_TRUE(a->expect("locked rc=0", ms(10000)));
+    EXPECT_TRUE(b->expect("locked rc=0", ms(10000)));
+    a->write_line("go");
+    b->write_line("go");
+    EXPECT_TRUE(a->expect("unlocked rc=0", ms(10000)));
+    EXPECT_TRUE(b->expect("unlocked rc=0", ms(10000)));
+    EXPECT_EQ(0, redis().cmd({ "DBSIZE" }).integer());
+}
+
+TEST_F(Shim, ProgramsTheConfigurationDoesNotNameAreInertAndSilent)
+{
+    std::string dead = "redis://127.0.0.1:" + std::to_string(free_port());
+    /* Errors in another program's section are not ours to report. */
+    std::string cfg = "otherprog: counter_lock=" + n() + ", bad entry;bogus | also*: ";
+    auto a = run({ "hold", "global" }, cfg, kProg, dead), b = run({ "hold", "global" }, cfg, kProg, dead);
+    EXPECT_TRUE(a->expect("locked rc=0", ms(10000))) << a->err();
+    EXPECT_TRUE(b->expect("locked rc=0", ms(10000))) << b->err();
+    a->write_line("go");
+    b->write_line("go");
+    EXPECT_TRUE(a->expect("unlocked rc=0", ms(10000)));
+    EXPECT_TRUE(b->expect("unlocked rc=0", ms(10000)));
+    EXPECT_EQ("", a->err());
+    EXPECT_EQ("", b->err());
+}
+
+/* A shimmed program execs children: one whose name the configuration does
+ * not list (the shim is inert there: its mutex of the same symbol is
+ * local), and one it does (distributed: it sees the parent's hold). */
+TEST_F(Shim, ExecedChildrenFollowTheConfiguration)
+{
+    TempDir dir;
+    std::string other = dir / "otherprog";
+    ASSERT_TRUE(copy_prog(other));
+    std::string cfg = "shimprog: counter_lock=" + n();
+
+    auto p = run({ "exec", "global", other, "try", "global" }, cfg);
+    ASSERT_TRUE(p->expect("locked rc=0", ms(10000))) << p->err();
+    EXPECT_TRUE(p->expect("rc=0", ms(10000))) << p->err(); /* the inert child got its own mutex */
+    EXPECT_TRUE(p->expect("child exit=0", ms(10000)));
+    EXPECT_TRUE(p->expect("unlocked rc=0", ms(10000)));
+    EXPECT_EQ("", p->err());
+
+    auto q = run({ "exec", "global", kProg, "try", "global" }, cfg);
+    ASSERT_TRUE(q->expect("locked rc=0", ms(10000))) << q->err();
+    EXPECT_TRUE(q->expect("rc=16", ms(10000))) << q->err(); /* the listed child is excluded */
+    EXPECT_TRUE(q->expect("child exit=0", ms(10000)));
+    EXPECT_TRUE(q->expect("unlocked rc=0", ms(10000)));
+    EXPECT_EQ("", q->err());
+}
+
+/* ---- static initializers and types ---- */
+
+TEST_F(Shim, RecursiveStaticInitializerCountsLocallyAndHoldsRedisUntilTheLastUnlock)
+{
+    auto p = run({ "rec" }, "shimprog: rec_lock=" + n());
+    ASSERT_TRUE(p->expect("depth2 rc=0,0", ms(10000))) << p->err();
+    EXPECT_TRUE(held(n()));
+    p->write_line("go");
+    ASSERT_TRUE(p->expect("depth1 rc=0", ms(10000)));
+    EXPECT_TRUE(held(n()));
+    p->write_line("go");
+    ASSERT_TRUE(p->expect("free rc=0", ms(10000)));
+    EXPECT_FALSE(held(n()));
+    EXPECT_EQ("", p->err());
+}
+
+TEST_F(Shim, ErrorcheckMutexKeepsGlibcCodes)
+{
+    auto p = run({ "err" }, "shimprog: err_lock=" + n());
+    /* EDEADLK, EBUSY, then EPERM for the second unlock. */
+    EXPECT_TRUE(p->expect("err lock=0 relock=35 trylock=16 unlock=0 unlock2=1", ms(10000))) << p->err();
+    EXPECT_EQ(0, p->wait(ms(10000)));
+    EXPECT_EQ("", p->err());
+    EXPECT_FALSE(held(n()));
+}
+
+/* ---- condition variables ---- */
+
+TEST_F(Shim, ConditionVariableProducerConsumerOnADistributedMutex)
+{
+    std::string cfg = "shimprog: counter_lock=" + n();
+    auto p = run({ "cond", "global" }, cfg);
+    ASSERT_TRUE(p->expect("waiting", ms(10000))) << p->err();
+    /* The consumer gave the Redis hold up for its wait... */
+    EXPECT_TRUE(wait_until([&] { return !held(n()); }, ms(5000)));
+    auto other = run({ "try", "global" }, cfg);
+    EXPECT_TRUE(other->expect("rc=0", ms(10000))) << other->err();
+    /* ...and has it again when it wakes up. */
+    p->write_line("go");
+    EXPECT_TRUE(p->expect("got 42", ms(10000)));
+    EXPECT_TRUE(p->expect("done", ms(10000)));
+    EXPECT_EQ("", p->err());
+    EXPECT_FALSE(held(n()));
+}
+
+TEST_F(Shim, TimedConditionWaitsReturnWithTheRedisHoldRetaken)
+{
+    auto p = run({ "condtimed", "global", "200" }, "shimprog: counter_lock=" + n());
+    ASSERT_TRUE(p->expect("timedwait rc=110 clockwait rc=110", ms(10000))) << p->err();
+    EXPECT_TRUE(held(n()));
+    p->write_line("go");
+    EXPECT_TRUE(p->expect("unlocked rc=0", ms(10000)));
+    EXPECT_FALSE(held(n()));
+    EXPECT_EQ("", p->err());
+}
+
+/* Cancelled in pthread_cond_wait: the program's cleanup handler runs with
+ * the mutex held -- locally (glibc) and in Redis (the shim's handler) --
+ * and its unlock frees both. */
+TEST_F(Shim, CancellationInAConditionWaitRestoresTheRedisHold)
+{
+    std::string cfg = "shimprog: counter_lock=" + n();
+    auto p = run({ "cancel", "global" }, cfg);
+    ASSERT_TRUE(p->expect("waiting", ms(10000))) << p->err();
+    ASSERT_TRUE(wait_until([&] { return !held(n()); }, ms(5000)));
+    p->write_line("cancel");
+    ASSERT_TRUE(p->expect("cleanup", ms(10000)));
+    EXPECT_TRUE(held(n())) << "the cleanup handler runs without the Redis hold";
+    auto other = run({ "try", "global" }, cfg);
+    EXPECT_TRUE(other->expect("rc=16", ms(10000))) << other->err();
+    p->write_line("go");
+    EXPECT_TRUE(p->expect("cleanup-unlocked rc=0", ms(10000)));
+    EXPECT_TRUE(p->expect("joined canceled=1", ms(10000)));
+    EXPECT_TRUE(p->expect("relocked rc=0", ms(10000)));
+    EXPECT_TRUE(held(n()));
+    p->write_line("go");
+    EXPECT_TRUE(p->expect("unlocked rc=0", ms(10000)));
+    EXPECT_FALSE(held(n()));
+    EXPECT_EQ("", p->err());
+}
+
+/* ---- configuration problems ---- */
+
+TEST_F(Shim, MissingSymbolGetsOneLineAndTheOthersStillWork)
+{
+    auto p = run({ "hold", "global" }, "shimprog: no_such_lock, counter_lock=" + n());
+    ASSERT_TRUE(p->expect("locked rc=0", ms(10000))) << p->err();
+    EXPECT_TRUE(held(n()));
+    p->write_line("go");
+    EXPECT_TRUE(p->expect("unlocked rc=0", ms(10000)));
+    auto err = lines(p->err());
+    ASSERT_EQ(1u, err.size()) << p->err();
+    EXPECT_NE(std::string::npos, err[0].find("'no_such_lock' not found")) << err[0];
+}
+
+TEST_F(Shim, StrippedExecutableSaysWhyItsStaticIsNotFound)
+{
+    TempDir dir;
+    std::string stripped = dir / "shimprog";
+    ASSERT_TRUE(copy_prog(stripped));
+    int st = 0;
+    shell("strip '" + stripped + "'", &st);
+    ASSERT_EQ(0, st);
+    auto p = run({ "try", "static" }, "shimprog: s_lock=" + n(), stripped);
+    EXPECT_TRUE(p->expect("rc=0", ms(10000)));
+    EXPECT_EQ(0, p->wait(ms(10000)));
+    auto err = lines(p->err());
+    ASSERT_EQ(1u, err.size()) << p->err();
+    EXPECT_NE(std::string::npos, err[0].find("'s_lock' not found")) << err[0];
+    EXPECT_NE(std::string::npos, err[0].find("stripped")) << err[0];
+}
+
+TEST_F(Shim, MalformedEntriesAreReportedAndLeftOut)
+{
+    auto p = run({ "hold", "static" },
+                 "shimprog: counter_lock;bogus, 9lives, s_lock=" + n() + ";lease=0x10, s_lock=" + n());
+    ASSERT_TRUE(p->expect("locked rc=0", ms(10000))) << p->err();
+    EXPECT_TRUE(held(n()));
+    p->write_line("go");
+    EXPECT_TRUE(p->expect("unlocked rc=0", ms(10000)));
+    auto err = lines(p->err());
+    ASSERT_EQ(3u, err.size()) << p->err();
+    EXPECT_NE(std::string::npos, err[0].find("unknown option 'bogus'")) << err[0];
+    EXPECT_NE(std::string::npos, err[1].find("'9lives' is not a symbol name")) << err[1];
+    EXPECT_NE(std::string::npos, err[2].find("lease must be")) << err[2];
+}
+
+/* ---- Redis down ---- */
+
+TEST_F(Shim, RedisDownAtStartMakesListedMutexesWaitWithOneLine)
+{
+    server()->stop();
+    auto p = run({ "hold", "global" }, "shimprog: counter_lock=" + n());
+    /* One line about the outage, and no lock. */
+    EXPECT_TRUE(wait_until([&] { return !p->err().empty(); }, ms(10000)));
+    EXPECT_FALSE(p->read_line(ms(1500)));
+    auto err = lines(p->err());
+    ASSERT_EQ(1u, err.size()) << p->err();
+    EXPECT_NE(std::string::npos, err[0].find("unreachable")) << err[0];
+    /* Back: the lock goes through, and nothing more is said. */
+    ASSERT_TRUE(server()->restart());
+    ASSERT_TRUE(p->expect("locked rc=0", ms(20000))) << p->err();
+    Redis again(host(), port());
+    EXPECT_TRUE(again.exists(n()));
+    p->write_line("go");
+    EXPECT_TRUE(p->expect("unlocked rc=0", ms(10000)));
+    EXPECT_EQ(1u, lines(p->err()).size()) << p->err();
+}
+
+/* ---- fair and robust entries ---- */
+
+TEST_F(Shim, FairEntryMakesAFairDistributedLock)
+{
+    /* Whether this librmutex has the fair lock decides what to expect. */
+    rmutex_t probe;
+    rmutexattr_t a;
+    rmutexattr_init(&a);
+    rmutexattr_setfair(&a, 1);
+    int have_fair = rmutex_init(&probe, n("probe").c_str(), &a) == 0;
+    if (have_fair) rmutex_destroy(&probe);
+
+    TempDir dir;
+    std::string counter = dir / "counter";
+    std::ofstream(counter) << "0\n";
+    std::vector<std::unique_ptr<Proc>> ps;
+    for (int i = 0; i < 3; i++)
+        ps.push_back(run({ "count", counter, "10", "2", "global" }, "shimprog: counter_lock=" + n() + ";fair"));
+    for (auto &p : ps) {
+        EXPECT_TRUE(p->expect("done", ms(60000))) << p->err();
+        auto err = lines(p->err());
+        if (have_fair) {
+            EXPECT_TRUE(err.empty()) << p->err();
+        } else {
+            ASSERT_EQ(1u, err.size()) << p->err();
+            EXPECT_NE(std::string::npos, err[0].find("fair locks are not available")) << err[0];
+        }
+    }
+    EXPECT_EQ("60\n", read_file(counter));
+}
+
+TEST_F(Shim, RobustEntryOnARobustMutexReportsADeadOwner)
+{
+    std::string cfg = "shimprog: robust_lock=" + n() + ";robust";
+    auto dying = run({ "robust", "robust", "die" }, cfg);
+    ASSERT_TRUE(dying->expect("locked rc=0", ms(10000))) << dying->err();
+    dying->write_line("die");
+    EXPECT_EQ(0, dying->wait(ms(10000)));
+    /* The lease (1 s here) runs out; the next owner learns of the death. */
+    auto next = run({ "robust", "robust", "x" }, cfg);
+    EXPECT_TRUE(next->expect("locked rc=130 consistent=0 unlock=0", ms(15000))) << next->err();
+    EXPECT_EQ("", next->err());
+    EXPECT_EQ("", dying->err());
+}
+
+TEST_F(Shim, RobustEntryOnAPlainMutexIsReportedAndStillExcludes)
+{
+    std::string cfg = "shimprog: counter_lock=" + n() + ";robust";
+    auto p = run({ "hold", "global" }, cfg);
+    ASSERT_TRUE(p->expect("locked rc=0", ms(10000))) << p->err();
+    EXPECT_TRUE(held(n()));
+    p->write_line("go");
+    EXPECT_TRUE(p->expect("unlocked rc=0", ms(10000)));
+    auto err = lines(p->err());
+    ASSERT_EQ(1u, err.size()) << p->err();
+    EXPECT_NE(std::string::npos, err[0].find("robust ignored")) << err[0];
+}
+
+} // namespace
