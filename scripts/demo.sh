@@ -36,6 +36,7 @@ if [ "$deps" = 1 ]; then
 fi
 
 step "Building the library and the examples (build/demo)"
+mkdir -p build
 cmake -S . -B build/demo -DCMAKE_BUILD_TYPE=RelWithDebInfo \
     -DRMUTEX_BUILD_TESTS=OFF -DRMUTEX_BUILD_EXAMPLES=ON >build/demo.configure.log 2>&1 || {
     cat build/demo.configure.log >&2
