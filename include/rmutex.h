@@ -141,8 +141,16 @@ RMUTEX_API int rmutexattr_gettype(const rmutexattr_t *attr, int *type);
 RMUTEX_API int rmutexattr_setrobust(rmutexattr_t *attr, int robust);
 RMUTEX_API int rmutexattr_getrobust(const rmutexattr_t *attr, int *robust);
 
-/* Set or get fairness (0 or 1): a fair mutex serves threads in the order
- * they asked, across processes.  Returns 0 or EINVAL, as for the type. */
+/* Set or get fairness (0 or 1).  A fair mutex serves threads in the order
+ * they first asked, across processes: each waiting thread holds a place in
+ * a queue in Redis, kept alive by its process's watchdog (URL option
+ * waiter_lease, 3 s: a waiter whose process died is skipped within that
+ * lease), and a release hands the lock straight to the next live waiter.
+ * trylock never jumps the queue: EBUSY while others are queued.  A fair
+ * and a non-fair mutex on the same name exclude each other (they share the
+ * lock); only fair handles are queued, and a non-fair release reaches fair
+ * waiters by their bounded poll.  The fair queue is rmutex's own layout,
+ * not Redisson's RFairLock's.  Returns 0 or EINVAL, as for the type. */
 RMUTEX_API int rmutexattr_setfair(rmutexattr_t *attr, int fair);
 RMUTEX_API int rmutexattr_getfair(const rmutexattr_t *attr, int *fair);
 
@@ -195,7 +203,8 @@ RMUTEX_API int rmutex_destroy(rmutex_t *m);
  * at RMUTEX_RECURSION_MAX); RMUTEX_ENOREPLICAS; EINVAL (m NULL, destroyed or
  * unusable, or the lock key holds a value that is not a lock); ENOMEM
  * (including Redis answering OOM); EROFS (the server is a read-only
- * replica); EACCES (Redis refused our credentials or the commands).
+ * replica); EACCES (Redis refused our credentials or the commands); EIO
+ * (Redis answered an error we do not know; the detail has its text).
  *
  * A NORMAL mutex locked again by its owner deadlocks, as in glibc.
  * While Redis cannot be reached, rmutex_lock keeps trying with jittered
@@ -242,7 +251,9 @@ RMUTEX_API int rmutex_clocklock(rmutex_t *m, clockid_t clock, const struct times
  * released without rmutex_consistent() becomes ENOTRECOVERABLE for every
  * robust handle on the same name.  When Redis cannot be reached the release
  * is retried in the background until the lease would have run out, and the
- * call returns 0 (the hold is no longer renewed). */
+ * call returns 0 (the hold is no longer renewed).  When Redis answers the
+ * release with an error, that code (ENOMEM, EROFS, EACCES, EIO) is returned;
+ * the hold is not renewed any more and its lease runs out by itself. */
 RMUTEX_API int rmutex_unlock(rmutex_t *m);
 
 /* Mark the state protected by m consistent after an EOWNERDEAD acquisition.
@@ -273,8 +284,10 @@ RMUTEX_API int rmutex_holdcount(rmutex_t *m, unsigned *count);
  *   unix://[[user]:password@]/path/to/redis.sock[?db=N&option=value&...]
  *
  * host is a name, an IPv4 address or a bracketed IPv6 address; it is
- * resolved here, once.  Options: pool=N (connections, default 8),
- * lease=ms (default watchdog lease, 30000), connect_timeout=ms (1000),
+ * resolved here (or at the first call, for RMUTEX_URL), once.  Options:
+ * pool=N (connections, default 8), lease=ms (default watchdog lease,
+ * 30000), waiter_lease=ms (liveness of queued fair waiters, 3000),
+ * connect_timeout=ms (1000),
  * command_timeout=ms (2000), poll=ms (longest wait between two checks of a
  * busy lock, 2000), idle=ms (how long an unused subscription is kept,
  * 10000), replicas=N and wait_timeout=ms (see rmutex_set_wait_replicas).
@@ -329,8 +342,9 @@ RMUTEX_API int rmutex_force_unlock(const char *name);
 RMUTEX_API int rmutex_shutdown(void);
 
 /* Why the calling thread's last failing call failed, or "" (never NULL, never
- * a password).  The string is thread-local and valid until the thread's next
- * rmutex call. */
+ * a password).  A call that succeeds can leave a warning here too: the first
+ * connection reports a maxmemory-policy other than noeviction.  The string
+ * is thread-local and valid until the thread's next rmutex call. */
 RMUTEX_API const char *rmutex_detail(void);
 
 /* Counters of this process since it started (or since fork() in a child).
