@@ -228,16 +228,30 @@ RMUTEX_API int rmutex_consistent(rmutex_t *m)
     return leave(&e, r);
 }
 
+/* The state of m and the calling thread, for a call that only reads the
+ * hold: NULL with *r set when m or out is bad. */
+static struct rm_mutex *query(rmutex_t *m, const void *out, struct rm_thread **self, int *r)
+{
+    struct rm_mutex *mx = rm_mutex_get(m, r);
+    if (!mx) return NULL;
+    if (!out) {
+        rm_detail("the output pointer is NULL");
+        *r = EINVAL;
+        return NULL;
+    }
+    *self = rm_thread_self();
+    *r = 0;
+    return mx;
+}
+
 RMUTEX_API int rmutex_fence(rmutex_t *m, uint64_t *token)
 {
     struct entry e;
-    enter(&e);
+    struct rm_thread *self;
     int r;
-    struct rm_mutex *mx = rm_mutex_get(m, &r);
+    enter(&e);
+    struct rm_mutex *mx = query(m, token, &self, &r);
     if (!mx) return leave(&e, r);
-    if (!token) return leave(&e, EINVAL);
-    struct rm_thread *self = rm_thread_self();
-    r = 0;
     pthread_mutex_lock(&mx->mu);
     if (mx->owner != self->tid || (mx->wd && rm_wd_lost(mx->wd))) {
         r = EPERM;
@@ -253,12 +267,11 @@ RMUTEX_API int rmutex_fence(rmutex_t *m, uint64_t *token)
 RMUTEX_API int rmutex_holdcount(rmutex_t *m, unsigned *count)
 {
     struct entry e;
-    enter(&e);
+    struct rm_thread *self;
     int r;
-    struct rm_mutex *mx = rm_mutex_get(m, &r);
+    enter(&e);
+    struct rm_mutex *mx = query(m, count, &self, &r);
     if (!mx) return leave(&e, r);
-    if (!count) return leave(&e, EINVAL);
-    struct rm_thread *self = rm_thread_self();
     pthread_mutex_lock(&mx->mu);
     *count = mx->owner == self->tid ? mx->depth : 0;
     pthread_mutex_unlock(&mx->mu);

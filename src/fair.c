@@ -175,8 +175,8 @@ static int fair_lock(struct rm_mutex *mx, struct rm_thread *self, struct rm_endp
     struct rm_waiter waiter;
     struct rm_wd_entry *alive = NULL;
     struct outcome o = { 0 };
-    int joined = 0, waited = 0, queued = 0, unknown = 0, lost = 0, r;
-    unsigned failures = 0;
+    struct rm_attempts at = { 0 };
+    int joined = 0, queued = 0, r;
     unsigned long wlease = RM_SETTING(waiter_lease_ms);
 
     /* Subscribe before the first attempt: a grant can follow the enqueue at
@@ -185,80 +185,45 @@ static int fair_lock(struct rm_mutex *mx, struct rm_thread *self, struct rm_endp
     if (!try_only) joined = rm_sub_join(ep->sub, mx->keys.fchannel, &waiter, member, (size_t)mlen) ? -1 : 1;
 
     for (int first = 1;; first = 0) {
-        /* The first attempt is made whatever the deadline (POSIX: never a
-         * timeout when the lock can be taken at once); later ones stop at it. */
-        rm_nsec io = try_only || first ? rm_max(w->deadline, cmd_deadline()) : w->deadline;
-        r = attempt(mx, self, ep, acq, try_only, io, &o);
-        if (r == 0) {
-            if (unknown) RM_COUNT(indeterminate);
-            unknown = 0;
-            if (o.state == ACQUIRED) break;
-            if (o.state == NOTRECOVERABLE) {
-                rm_detail("%s is not recoverable: an EOWNERDEAD holder unlocked it without "
-                          "rmutex_consistent (rmutex_force_unlock clears it)", mx->keys.lock);
-                r = ENOTRECOVERABLE;
-                break;
-            }
-            queued = !try_only;
-            if ((r = rm_wait_check(w))) {
-                if (r == EBUSY) rm_detail("%s is held, or others are queued for it", mx->keys.lock);
-                break;
-            }
-            if (!waited) {
-                waited = 1;
-                RM_COUNT(waiting);
-            }
-            if (!alive && !(alive = rm_wd_waiter(ep, &mx->keys, member, (size_t)mlen, wlease))) {
-                rm_detail("out of memory");
-                r = ENOMEM;
-                break;
-            }
-            rm_nsec bound = rm_min(RM_MSEC(RM_SETTING(poll_ms)), RM_MSEC(wlease) / 2);
-            if (o.pttl >= 0 && RM_MSEC(o.pttl + 1) < bound) bound = RM_MSEC(o.pttl + 1);
-            rm_nsec until = rm_min(w->deadline, rm_after(bound));
-            if (joined > 0) {
-                if (rm_sub_wait(&waiter, until) == RM_WAKE_MESSAGE && !granted(mx, waiter.msg, &o))
-                    break;
-            } else {
-                rm_sleep_until(until);
-            }
+        r = attempt(mx, self, ep, acq, try_only, rm_attempt_deadline(w, first), &o);
+        if (r) {
+            if ((r = rm_attempts_failed(&at, w, r, &self->rng))) break;
             continue;
         }
-        if (r == RM_E_LOST) {
-            unknown = 1;
-            lost++;
-            if (try_only && lost > 1) {
-                r = EAGAIN;
-                break;
-            }
-            if (w->mode != RM_WAIT_TIMED || rm_now() < w->deadline) continue;
-            r = ETIMEDOUT;
+        if (at.unknown) RM_COUNT(indeterminate);
+        at.unknown = 0;
+        if (o.state == ACQUIRED) break;
+        if (o.state == NOTRECOVERABLE) {
+            r = rm_notrecoverable(mx);
             break;
         }
-        if (r == RM_E_UNSENT || r == RM_E_TRANSIENT) {
-            if (try_only) {
-                r = EAGAIN;
-                break;
-            }
-            if ((r = rm_wait_check(w))) break;
-            if (!waited) {
-                waited = 1;
-                RM_COUNT(waiting);
-            }
-            rm_sleep_until(rm_min(w->deadline, rm_after(rm_backoff(failures++, RM_MSEC(10),
-                                                                   RM_MSEC(1000), &self->rng))));
-            continue;
+        queued = !try_only;
+        if ((r = rm_wait_check(w))) {
+            if (r == EBUSY) rm_detail("%s is held, or others are queued for it", mx->keys.lock);
+            break;
         }
-        break;
+        rm_attempts_wait(&at);
+        if (!alive && !(alive = rm_wd_waiter(ep, &mx->keys, member, (size_t)mlen, wlease))) {
+            rm_detail("out of memory");
+            r = ENOMEM;
+            break;
+        }
+        rm_nsec bound = rm_min(RM_MSEC(RM_SETTING(poll_ms)), RM_MSEC(wlease) / 2);
+        if (o.pttl >= 0 && RM_MSEC(o.pttl + 1) < bound) bound = RM_MSEC(o.pttl + 1);
+        rm_nsec until = rm_min(w->deadline, rm_after(bound));
+        if (joined > 0) {
+            if (rm_sub_wait(&waiter, until) == RM_WAKE_MESSAGE && !granted(mx, waiter.msg, &o))
+                break;
+        } else {
+            rm_sleep_until(until);
+        }
     }
     if (alive) rm_wd_cancel(alive);
     if (joined > 0) rm_sub_leave(&waiter);
-    if (waited) RM_COUNT_SUB(waiting, 1);
+    rm_attempts_end(&at, r);
     /* Queued, or maybe granted without knowing: leave and pass it on. */
-    if (r && (queued || unknown)) cancel(mx, self, ep, acq);
+    if (r && (queued || at.unknown)) cancel(mx, self, ep, acq);
     if (r) return r;
-
-    if (waited) RM_COUNT(contended);
     r = rm_hold_take(mx, self, ep, acq, o.token, o.dead, o.valid_until, o.due);
     if (r == ENOMEM) cancel(mx, self, ep, acq);
     return r;

@@ -82,6 +82,53 @@ int rm_wait_check(const struct rm_wait *w)
     return 0;
 }
 
+/* ---- attempts ---- */
+
+void rm_attempts_wait(struct rm_attempts *a)
+{
+    if (!a->waited) RM_COUNT(waiting);
+    a->waited = 1;
+}
+
+int rm_attempts_failed(struct rm_attempts *a, const struct rm_wait *w, int r, uint32_t *rng)
+{
+    if (r == RM_E_LOST) {
+        /* Ask again at once (on a new connection): the answer says whether
+         * the lost request took the lock.  trylock asks once more only. */
+        a->unknown = 1;
+        if (++a->lost > 1 && w->mode == RM_WAIT_TRY) return EAGAIN;
+        if (w->mode == RM_WAIT_TIMED && rm_now() >= w->deadline) return ETIMEDOUT;
+        return 0;
+    }
+    if (r != RM_E_UNSENT && r != RM_E_TRANSIENT) return r; /* Redis refused for good */
+    if (w->mode == RM_WAIT_TRY) return EAGAIN;
+    int e = rm_wait_check(w);
+    if (e) return e;
+    rm_attempts_wait(a);
+    rm_nsec pause = rm_backoff(a->failures++, RM_MSEC(10), RM_MSEC(1000), rng);
+    rm_sleep_until(rm_min(w->deadline, rm_after(pause)));
+    return 0;
+}
+
+rm_nsec rm_attempt_deadline(const struct rm_wait *w, int first)
+{
+    if (w->mode != RM_WAIT_TRY && !first) return w->deadline;
+    return rm_max(w->deadline, rm_after(RM_MSEC(RM_SETTING(command_timeout_ms))));
+}
+
+int rm_notrecoverable(const struct rm_mutex *mx)
+{
+    rm_detail("%s is not recoverable: an EOWNERDEAD holder unlocked it without "
+              "rmutex_consistent (rmutex_force_unlock clears it)", mx->keys.lock);
+    return ENOTRECOVERABLE;
+}
+
+void rm_attempts_end(struct rm_attempts *a, int r)
+{
+    if (a->waited) RM_COUNT_SUB(waiting, 1);
+    if (!r && a->waited) RM_COUNT(contended);
+}
+
 /* ---- creation, lookup, destruction ---- */
 
 static int create(rmutex_t *m, const char *name, int kind, unsigned long lease_ms,

@@ -31,6 +31,36 @@ void rm_wait_timed(struct rm_wait *w, clockid_t clock, const struct timespec *ab
  * the deadline has passed. */
 int rm_wait_check(const struct rm_wait *w);
 
+/* The bookkeeping of one acquiring call's attempts, shared by the lock
+ * algorithms' loops. */
+struct rm_attempts {
+    int lost;          /* replies lost so far */
+    int unknown;       /* the last attempt's outcome is unknown */
+    int waited;        /* the call has waited (counted in stats.waiting) */
+    unsigned failures; /* attempts that found Redis unreachable, for backoff */
+};
+
+/* The call is about to wait: count it in stats.waiting (once). */
+void rm_attempts_wait(struct rm_attempts *a);
+
+/* An attempt ended without an answer from Redis (r: RM_E_LOST, RM_E_UNSENT,
+ * RM_E_TRANSIENT) or with an error (a positive errno).  Returns 0 to try
+ * again (after a jittered backoff when Redis is unreachable), or the code
+ * the call gives up with: EAGAIN for trylock, ETIMEDOUT / EINVAL as w
+ * says, or the error itself. */
+int rm_attempts_failed(struct rm_attempts *a, const struct rm_wait *w, int r, uint32_t *rng);
+
+/* The I/O deadline of an attempt: the first is made whatever the deadline
+ * (POSIX: never a timeout when the lock can be taken at once), later ones
+ * stop at it. */
+rm_nsec rm_attempt_deadline(const struct rm_wait *w, int first);
+
+/* Set the detail for a robust handle refused with ENOTRECOVERABLE. */
+int rm_notrecoverable(const struct rm_mutex *mx);
+
+/* The call ends with r: undo the waiting count, count a contended success. */
+void rm_attempts_end(struct rm_attempts *a, int r);
+
 /* A lock algorithm.  lock() is called by the thread that does not own the
  * mutex, after the type checks; it returns 0 or EOWNERDEAD with the hold
  * recorded (owner, depth 1, token), or an error with nothing held.

@@ -171,85 +171,52 @@ static int acquire(struct rm_mutex *mx, struct rm_thread *self, struct rm_endpoi
                    struct rm_wait *w, uint64_t acq, struct grant *g)
 {
     struct rm_waiter waiter;
-    int joined = 0, waited = 0, unknown = 0, lost = 0, r;
-    unsigned failures = 0;
+    struct rm_attempts at = { 0 };
+    int joined = 0, r;
 
     for (int first = 1;; first = 0) {
-        /* The first attempt is made whatever the deadline (POSIX: never a
-         * timeout when the lock can be taken at once); later ones stop at it. */
-        rm_nsec io = w->mode == RM_WAIT_TRY || first ? rm_max(w->deadline, cmd_deadline()) : w->deadline;
-        r = attempt(mx, self, ep, acq, io, w->mode == RM_WAIT_TRY ? RM_POOL_FAILFAST : 0, g);
-        if (r == 0) {
-            if (unknown) RM_COUNT(indeterminate);
-            unknown = 0;
-            if (g->state == ACQUIRED) break;
-            if (g->state == NOTRECOVERABLE) {
-                rm_detail("%s is not recoverable: an EOWNERDEAD holder unlocked it without "
-                          "rmutex_consistent (rmutex_force_unlock clears it)", mx->keys.lock);
-                r = ENOTRECOVERABLE;
-                break;
-            }
-            if (g->state == SHORTFALL) {
-                r = RMUTEX_ENOREPLICAS;
-                break;
-            }
-            if ((r = rm_wait_check(w))) {
-                if (r == EBUSY) rm_detail("%s is held by another thread or process", mx->keys.lock);
-                break;
-            }
-            if (!waited) {
-                waited = 1;
-                RM_COUNT(waiting);
-            }
-            if (!joined) {
-                joined = rm_sub_join(ep->sub, mx->keys.channel, &waiter, NULL, 0) ? -1 : 1;
-                if (joined > 0) continue; /* check again now that no release can be missed */
-            }
-            rm_nsec bound = RM_MSEC(RM_SETTING(poll_ms));
-            if (g->pttl >= 0 && RM_MSEC(g->pttl + 1) < bound) bound = RM_MSEC(g->pttl + 1);
-            rm_nsec until = rm_min(w->deadline, rm_after(bound));
-            if (joined > 0) rm_sub_wait(&waiter, until);
-            else rm_sleep_until(until);
+        r = attempt(mx, self, ep, acq, rm_attempt_deadline(w, first),
+                    w->mode == RM_WAIT_TRY ? RM_POOL_FAILFAST : 0, g);
+        if (r) {
+            if (r == RM_E_LOST) rm_log("reply to acquire of %s lost; asking again", mx->keys.lock);
+            if ((r = rm_attempts_failed(&at, w, r, &self->rng))) break;
             continue;
         }
-        if (r == RM_E_LOST) {
-            unknown = 1;
-            lost++;
-            rm_log("reply to acquire of %s lost; asking again", mx->keys.lock);
-            if (w->mode == RM_WAIT_TRY && lost > 1) {
-                r = EAGAIN;
-                break;
-            }
-            if (w->mode != RM_WAIT_TIMED || rm_now() < w->deadline) continue;
-            r = ETIMEDOUT;
+        if (at.unknown) RM_COUNT(indeterminate);
+        at.unknown = 0;
+        if (g->state == ACQUIRED) break;
+        if (g->state == NOTRECOVERABLE) {
+            r = rm_notrecoverable(mx);
             break;
         }
-        if (r == RM_E_UNSENT || r == RM_E_TRANSIENT) {
-            if (w->mode == RM_WAIT_TRY) {
-                r = EAGAIN;
-                break;
-            }
-            if ((r = rm_wait_check(w))) break;
-            if (!waited) {
-                waited = 1;
-                RM_COUNT(waiting);
-            }
-            rm_sleep_until(rm_min(w->deadline, rm_after(rm_backoff(failures++, RM_MSEC(10),
-                                                                   RM_MSEC(1000), &self->rng))));
-            continue;
+        if (g->state == SHORTFALL) {
+            r = RMUTEX_ENOREPLICAS;
+            break;
         }
-        break; /* Redis refused for good: a positive errno */
+        if ((r = rm_wait_check(w))) {
+            if (r == EBUSY) rm_detail("%s is held by another thread or process", mx->keys.lock);
+            break;
+        }
+        rm_attempts_wait(&at);
+        if (!joined) {
+            joined = rm_sub_join(ep->sub, mx->keys.channel, &waiter, NULL, 0) ? -1 : 1;
+            if (joined > 0) continue; /* check again now that no release can be missed */
+        }
+        rm_nsec bound = RM_MSEC(RM_SETTING(poll_ms));
+        if (g->pttl >= 0 && RM_MSEC(g->pttl + 1) < bound) bound = RM_MSEC(g->pttl + 1);
+        rm_nsec until = rm_min(w->deadline, rm_after(bound));
+        if (joined > 0) rm_sub_wait(&waiter, until);
+        else rm_sleep_until(until);
     }
     /* Giving up after a lost reply: the lock may be ours without our
      * knowing; let the watchdog release that acquisition, if it happened. */
-    if (r && unknown) {
+    if (r && at.unknown) {
         struct release_req q;
         release_req_make(&q, mx, self->owner, self->owner_len, ++self->seq, 0, acq);
         rm_wd_defer(ep, RM_SCRIPT_RELEASE, 5, 10, q.argv, q.lens, rm_after(RM_MSEC(rm_mutex_lease(mx))));
     }
     if (joined > 0) rm_sub_leave(&waiter);
-    if (waited) RM_COUNT_SUB(waiting, 1);
-    if (!r && waited) RM_COUNT(contended);
+    rm_attempts_end(&at, r);
     return r;
 }
 

@@ -500,6 +500,24 @@ static void *wd_main(void *arg)
     return NULL;
 }
 
+/* Forget every entry and close every connection (wd.mu held, no thread). */
+static void reset_locked(void)
+{
+    while (wd.head) {
+        struct rm_wd_entry *e = wd.head;
+        wd.head = e->next;
+        free(e);
+    }
+    while (wd.links) {
+        struct link *l = wd.links;
+        wd.links = l->next;
+        rm_conn_close(l->conn);
+        free(l);
+    }
+    wd.started = wd.stop = 0;
+    wd.planned = RM_FOREVER;
+}
+
 void rm_wd_stop(void)
 {
     pthread_once(&cv_once, init_cvs);
@@ -510,18 +528,7 @@ void rm_wd_stop(void)
     pthread_mutex_unlock(&wd.mu);
     if (started) pthread_join(wd.thread, NULL);
     pthread_mutex_lock(&wd.mu);
-    while (wd.head) {
-        struct rm_wd_entry *e = wd.head;
-        unlink_locked(e);
-        free(e);
-    }
-    while (wd.links) {
-        struct link *l = wd.links;
-        wd.links = l->next;
-        rm_conn_close(l->conn);
-        free(l);
-    }
-    wd.started = wd.stop = 0;
+    reset_locked();
     pthread_mutex_unlock(&wd.mu);
 }
 
@@ -536,19 +543,7 @@ void rm_wd_atfork(int who)
         return;
     }
     /* Child: the parent's holds are not ours; no thread, no socket. */
-    while (wd.head) {
-        struct rm_wd_entry *e = wd.head;
-        wd.head = e->next;
-        free(e);
-    }
-    while (wd.links) {
-        struct link *l = wd.links;
-        wd.links = l->next;
-        rm_conn_close(l->conn);
-        free(l);
-    }
-    wd.started = wd.stop = 0;
-    wd.planned = RM_FOREVER;
+    reset_locked();
     rm_cond_init(&wd.cv);
     rm_cond_init(&wd.cb_done);
     pthread_mutex_unlock(&wd.mu); /* taken by the prepare handler, in this thread */
