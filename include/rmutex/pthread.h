@@ -57,9 +57,12 @@
  * lost; PTHREAD_PROCESS_SHARED is refused (ENOTSUP): the mutex is already
  * shared through Redis, and its state cannot live in shared memory.
  *
- * Include it after any header that itself uses pthread_mutex_t with
- * glibc's meaning (this one redefines the name for the rest of the
- * translation unit). */
+ * Include it before any of the program's own headers that use
+ * pthread_mutex_t (they then get the wrapper), and after any third-party
+ * header that uses pthread_mutex_t with glibc's meaning inside its own
+ * types or inline functions: the renaming holds for the rest of the
+ * translation unit.  For C++, the standard library's headers are taken
+ * care of here. */
 #ifndef RMUTEX_PTHREAD_H
 #define RMUTEX_PTHREAD_H
 
@@ -70,6 +73,15 @@
 #include <rmutex.h>
 
 #ifdef __cplusplus
+/* libstdc++'s headers embed glibc's pthread_mutex_t in their own types (via
+ * gthr: std::mutex, std::basic_filebuf, ...) and call pthread_cond_* with
+ * it: they must be read before the renaming below.  Including these pulls
+ * in all of that, so a C++ translation unit may include this header
+ * first. */
+#include <condition_variable>
+#include <mutex>
+#include <thread>
+
 extern "C" {
 #endif
 
