@@ -27,8 +27,8 @@
  *    process and lock, in the multiplexer) wakes exactly that thread, which
  *    owns the lock on receipt -- no round trip of its own.  The grant's
  *    PEXPIRE is no longer than the waiter's remaining liveness; the
- *    watchdog's renewal, sent at once, confirms it (renew.lua), as does any
- *    later call of the waiter.  A dead head thus delays the queue by at most
+ *    watchdog's first renewal, a third into that time, confirms it
+ *    (renew.lua), as does any later call of the waiter.  A dead head thus delays the queue by at most
  *    its waiter lease, and a grant that lapsed unconfirmed is not an
  *    EOWNERDEAD case.
  *  - No barging: with waiters queued, the lock is never found free by a
@@ -160,7 +160,9 @@ static int granted(const struct rm_mutex *mx, const char *msg, struct outcome *o
     o->dead = dead;
     /* Good until the grant's PEXPIRE; a tenth off for the message's trip. */
     o->valid_until = now + RM_MSEC(ms) - RM_MSEC(ms) / 10;
-    o->due = now; /* the watchdog confirms the grant at once */
+    /* The watchdog confirms the grant (and renews it to the full lease) a
+     * third into its life; a short hold is released before that. */
+    o->due = now + RM_MSEC(ms) / 3;
     return 0;
 }
 

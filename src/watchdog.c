@@ -65,6 +65,7 @@ struct rm_wd_entry {
     size_t lens[MAXARGS];
     unsigned long lease_ms;   /* KIND_HOLD, KIND_WAITER */
     rm_nsec next_due;
+    rm_nsec window;           /* renewed up to this much early, to batch */
     rm_nsec valid_until;      /* KIND_HOLD: last good send + lease */
     rm_nsec give_up_at;       /* KIND_DEFERRED */
     rm_nsec sent_at;
@@ -114,9 +115,13 @@ RMUTEX_API int rmutex_set_lost_callback(rmutex_lost_fn fn, void *arg)
 
 static int renewed(const struct rm_wd_entry *e) { return e->kind != KIND_DEFERRED; }
 
-static rm_nsec window(const struct rm_wd_entry *e)
+static rm_nsec window(const struct rm_wd_entry *e) { return e->window; }
+
+/* Renewed entries are due every lease/3 and may go a quarter of that early. */
+static void schedule(struct rm_wd_entry *e, rm_nsec due, rm_nsec period)
 {
-    return renewed(e) ? RM_MSEC(e->lease_ms) / 12 : 0;
+    e->next_due = due;
+    e->window = period / 4;
 }
 
 static rm_nsec retry_delay(const struct rm_wd_entry *e)
@@ -200,7 +205,7 @@ struct rm_wd_entry *rm_wd_hold(struct rm_endpoint *ep, const struct rm_keys *k,
     e->lease_ms = lease_ms;
     e->m = m;
     e->valid_until = valid_until;
-    e->next_due = due;
+    schedule(e, due, due - rm_now());
     return add(e);
 }
 
@@ -217,7 +222,7 @@ struct rm_wd_entry *rm_wd_waiter(struct rm_endpoint *ep, const struct rm_keys *k
     e->kind = KIND_WAITER;
     e->nkeys = 3;
     e->lease_ms = lease_ms;
-    e->next_due = rm_now() + RM_MSEC(lease_ms) / 3;
+    schedule(e, rm_now() + RM_MSEC(lease_ms) / 3, RM_MSEC(lease_ms) / 3);
     return add(e);
 }
 
@@ -390,13 +395,14 @@ static int apply(struct rm_wd_entry *e, int res, rm_nsec sent, rm_nsec now)
     }
     if (e->kind == KIND_WAITER) {
         /* 0: granted or dequeued; the waiting thread finds out by itself. */
-        e->next_due = res >= 0 ? sent + RM_MSEC(e->lease_ms) / 3 : now + retry_delay(e);
+        if (res >= 0) schedule(e, sent + RM_MSEC(e->lease_ms) / 3, RM_MSEC(e->lease_ms) / 3);
+        else e->next_due = now + retry_delay(e);
         return 0;
     }
     if (res == 1) {
         RM_COUNT(renewals);
         e->valid_until = sent + RM_MSEC(e->lease_ms);
-        e->next_due = sent + RM_MSEC(e->lease_ms) / 3;
+        schedule(e, sent + RM_MSEC(e->lease_ms) / 3, RM_MSEC(e->lease_ms) / 3);
         return 0;
     }
     if (res == -1 && now < e->valid_until) {
@@ -460,6 +466,7 @@ static void *wd_main(void *arg)
         if (budget < RM_MSEC(50)) budget = RM_MSEC(50);
         struct link *l = link_for(ep);
         pthread_mutex_unlock(&wd.mu);
+        rm_log("watchdog: %zu renewal(s), %zu deferred call(s)", holds, n - holds);
 
         rm_nsec sent = rm_now();
         if (l) exchange(l, due, (int)n, res, sent + budget);

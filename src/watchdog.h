@@ -14,8 +14,8 @@ struct rm_wd_entry;
 
 /* Start renewing the hold of k by owner (acquisition acq) with a lease of
  * lease_ms.  The hold is known good until valid_until; the first renewal
- * is due at due (lease/3 after the acquire was sent; at once for a fair
- * hand-off, whose grant the renewal confirms).  m is passed to the
+ * is due at due (lease/3 after the acquire was sent; for a fair hand-off,
+ * a third into the grant's life, whose renewal confirms the grant).  m is passed to the
  * lost-lock callback.  Returns the entry, or NULL when out of memory. */
 struct rm_wd_entry *rm_wd_hold(struct rm_endpoint *ep, const struct rm_keys *k,
                                const char *owner, size_t owner_len, uint64_t acq,
