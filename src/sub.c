@@ -322,6 +322,7 @@ static void connect_locked(struct rm_sub *s)
 static void *sub_main(void *arg)
 {
     struct rm_sub *s = arg;
+    pthread_setname_np(pthread_self(), "rmutex-sub");
     pthread_mutex_lock(&s->mu);
     while (!s->stop) {
         rm_nsec now = rm_now(), wake_at;

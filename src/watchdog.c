@@ -418,6 +418,7 @@ static int apply(struct rm_wd_entry *e, int res, rm_nsec sent, rm_nsec now)
 static void *wd_main(void *arg)
 {
     RM_UNUSED(arg);
+    pthread_setname_np(pthread_self(), "rmutex-wd");
     struct rm_wd_entry **due = NULL;
     int *res = NULL;
     size_t cap = 0;
