@@ -631,7 +631,18 @@ Async::Async(std::function<int()> fn) : impl_(new Impl)
     });
 }
 
-Async::~Async() { join(); }
+Async::~Async()
+{
+    /* A thread still blocked in an rmutex call at the end of a test (which
+     * has failed by then) would hang the process until ctest's timeout, or
+     * outlive the stack it works on: end the process instead. */
+    if (!wait(ms(20000))) {
+        fprintf(stderr, "[harness] a thread is still blocked in an rmutex call; exiting\n");
+        fflush(stderr);
+        _exit(1);
+    }
+    join();
+}
 
 void Async::join()
 {
@@ -689,8 +700,14 @@ HolderThread::HolderThread(rmutex_t *m) : impl_(new Impl)
 
 HolderThread::~HolderThread()
 {
-    if (impl_->t.joinable())
-        release();
+    if (!impl_->t.joinable())
+        return;
+    if (wait_locked(ms(20000)) == INT32_MIN) {
+        fprintf(stderr, "[harness] a holder thread is still blocked in rmutex_lock; exiting\n");
+        fflush(stderr);
+        _exit(1);
+    }
+    release();
 }
 
 int HolderThread::wait_locked(ms bound)

@@ -158,7 +158,7 @@ TEST_F(Indeterminate, UnlockWhoseReplyIsLostSucceedsAndNoRetryReleasesALaterHold
      * proxy).  Any retry of the unlock must leave that hold alone. */
     const std::string other = "99999999-8888-7777-6666-555555555555:42";
     Redis direct(host(), port(), password_);
-    bool taken = false;
+    std::atomic<bool> taken{false};
     proxy_->drop_reply_of_next(unlock_of(name), [&] {
         if (!direct.exists(name)) {
             direct.cmd({"HSET", name, other, "1"});

@@ -305,13 +305,13 @@ bool Proxy::Impl::from_server(Conn &c)
     if (n <= 0)
         return false;
     if (c.doomed) {
-        {
-            std::lock_guard<std::mutex> g(mu);
-            dropped_replies++;
-            last_dropped.assign(buf, static_cast<size_t>(n));
-        }
+        /* The hook runs first, so that whoever sees the drop counted also
+         * sees what the hook did (through mu). */
         if (c.on_drop)
             c.on_drop();
+        std::lock_guard<std::mutex> g(mu);
+        dropped_replies++;
+        last_dropped.assign(buf, static_cast<size_t>(n));
         return false;
     }
     return send_all(c.client, buf, static_cast<size_t>(n));
