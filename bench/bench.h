@@ -1,0 +1,49 @@
+/* bench.h -- what the parts of rmutex-bench share: the options, the RTT
+ * limit measured in this run, and the workloads. */
+#ifndef BENCH_H
+#define BENCH_H
+
+#include "stat.h"
+
+#include <rmutex.h>
+
+struct opts {
+    int quick, long_run, reps;
+    const char *url, *csv, *md, *data_dir, *only;
+    const char *redis_server, *shim_prog, *preload, *lua_dir;
+    double w3_seconds;      /* per repetition; --long: 120 for the fair runs */
+    double fifo_slack_ms;   /* W3: how much later a call must be to count as overtaking */
+};
+extern struct opts opt;
+
+/* The RTT limit of this run: sequential round trips on one connection. */
+struct limits {
+    struct sample ping_rb, ping_hr, eval_rb, eval_hr; /* requests/s by each method */
+    struct sample ping_p50_us;                         /* hiredis loop, per-request median */
+    double ping_rate, eval_rate;                       /* the faster method's median */
+    double ping_rtt_us, eval_rtt_us;                   /* 1e6 / rate */
+    char ping_by[24], eval_by[24];
+    char sha[41];                                      /* of "return 1" */
+};
+extern struct limits lim;
+
+int limits_measure(int reps);
+void limits_finish(void);
+
+/* rmutex_shutdown(), then rmutex_configure() with the server and opts. */
+int bench_configure(const char *opts);
+rmutex_stats_t stats_now(void);
+/* Is workload id ("W3") selected by --only? */
+int selected(const char *id);
+/* A lock name unique to this run: "bench:<pid>:<what>". */
+void lock_name(char *buf, size_t n, const char *what);
+
+void w1_run(void);
+void w2_run(void);
+void w3_run(void);
+void w4_run(void);
+void w5_run(void);
+void w6_run(void);
+void w7_run(void);
+
+#endif
