@@ -1,0 +1,1 @@
+#include "fair_util.h"

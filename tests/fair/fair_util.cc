@@ -1,0 +1,349 @@
+/* fair_util.cc -- see fair_util.h. */
+#include "fair_util.h"
+
+#include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
+#include <spawn.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <climits>
+#include <cstring>
+#include <fstream>
+#include <sstream>
+#include <thread>
+
+extern char **environ;
+
+#ifndef RMUTEX_FAIR_CHILD
+#error "RMUTEX_FAIR_CHILD must name the rmutex_fair_child binary"
+#endif
+#ifndef RMUTEX_FAIR_LUA
+#error "RMUTEX_FAIR_LUA must name src/lua/fair.lua"
+#endif
+
+namespace fair {
+
+using namespace rmt;
+
+FairKeys::FairKeys(const std::string &name)
+{
+    /* keys.c: "prefix:{name}" unless the name has its own braces. */
+    bool tagged = name.find('{') != std::string::npos;
+    auto derive = [&](const char *prefix) {
+        return std::string(prefix) + ":" + (tagged ? name : "{" + name + "}");
+    };
+    lock = name;
+    queue = derive("rmutex_fair_queue");
+    alive = derive("rmutex_fair_alive");
+    seq = derive("rmutex_fair_seq");
+    token = derive("redisson_lock_token");
+    owner = derive("rmutex_owner");
+    notrec = derive("rmutex_notrecoverable");
+    fchannel = derive("rmutex_fair_channel");
+    channel = derive("redisson_lock__channel");
+}
+
+std::vector<std::string> FairKeys::script_keys() const
+{
+    return {lock, queue, alive, seq, token, owner, notrec, fchannel, channel};
+}
+
+bool QueueState::consistent() const
+{
+    std::set<std::string> q, a;
+    for (auto &e : queue)
+        q.insert(e.member);
+    for (auto &e : alive)
+        a.insert(e.first);
+    return q == a;
+}
+
+bool QueueState::has(const std::string &member) const { return ticket_of(member) >= 0; }
+
+long long QueueState::ticket_of(const std::string &member) const
+{
+    for (auto &e : queue)
+        if (e.member == member)
+            return e.ticket;
+    return -1;
+}
+
+long long QueueState::deadline_of(const std::string &member) const
+{
+    for (auto &e : alive)
+        if (e.first == member)
+            return e.second;
+    return -1;
+}
+
+QueueState read_queue(Redis &r, const FairKeys &k)
+{
+    static const char *script =
+        "local q = redis.call('zrange', KEYS[1], 0, -1, 'withscores') "
+        "local a = redis.call('zrange', KEYS[2], 0, -1, 'withscores') "
+        "local t = redis.call('time') "
+        "return {q, a, t[1], t[2]}";
+    QueueState s;
+    Reply rep = r.cmd({"EVAL", script, "2", k.queue, k.alive});
+    if (!rep || rep->type != REDIS_REPLY_ARRAY || rep->elements != 4) {
+        ADD_FAILURE() << "reading the queue failed: " << rep.str();
+        return s;
+    }
+    auto *q = rep->element[0], *a = rep->element[1];
+    for (size_t i = 0; i + 1 < q->elements; i += 2)
+        s.queue.push_back({std::string(q->element[i]->str, q->element[i]->len),
+                           std::stoll(q->element[i + 1]->str)});
+    for (size_t i = 0; i + 1 < a->elements; i += 2)
+        s.alive.emplace_back(std::string(a->element[i]->str, a->element[i]->len),
+                             std::stoll(a->element[i + 1]->str));
+    s.server_ms = std::stoll(rep->element[2]->str) * 1000 + std::stoll(rep->element[3]->str) / 1000;
+    return s;
+}
+
+std::string owner_of(const std::string &member) { return member.substr(0, member.rfind('|')); }
+
+std::string strip_mark(const std::string &mark)
+{
+    std::string m = mark;
+    while (!m.empty() && (m.back() == '?' || m.back() == '!'))
+        m.pop_back();
+    return m;
+}
+
+/* ---- the helper process ---------------------------------------------- */
+
+FairChild::FairChild(const std::vector<std::string> &args, const std::string &url,
+                     const std::vector<std::string> &extra_env)
+{
+    int to_child[2], from_child[2];
+    if (pipe2(to_child, O_CLOEXEC) != 0 || pipe2(from_child, O_CLOEXEC) != 0) {
+        ADD_FAILURE() << "pipe: " << strerror(errno);
+        return;
+    }
+    std::vector<std::string> env;
+    for (char **e = environ; *e; e++)
+        if (strncmp(*e, "RMUTEX_URL=", 11) != 0)
+            env.push_back(*e);
+    env.push_back("RMUTEX_URL=" + url);
+    env.insert(env.end(), extra_env.begin(), extra_env.end());
+    std::vector<std::string> all = {RMUTEX_FAIR_CHILD};
+    all.insert(all.end(), args.begin(), args.end());
+    std::vector<char *> argv, envp;
+    for (auto &a : all)
+        argv.push_back(a.data());
+    argv.push_back(nullptr);
+    for (auto &e : env)
+        envp.push_back(e.data());
+    envp.push_back(nullptr);
+    posix_spawn_file_actions_t fa;
+    posix_spawn_file_actions_init(&fa);
+    posix_spawn_file_actions_adddup2(&fa, to_child[0], 0);
+    posix_spawn_file_actions_adddup2(&fa, from_child[1], 1);
+    pid_t pid;
+    int rc = posix_spawn(&pid, argv[0], &fa, nullptr, argv.data(), envp.data());
+    posix_spawn_file_actions_destroy(&fa);
+    close(to_child[0]);
+    close(from_child[1]);
+    in_ = to_child[1];
+    out_ = from_child[0];
+    if (rc != 0) {
+        ADD_FAILURE() << "posix_spawn " << argv[0] << ": " << strerror(rc);
+        return;
+    }
+    pid_ = pid;
+}
+
+FairChild::~FairChild()
+{
+    if (pid_ > 0) {
+        ::kill(pid_, SIGKILL);
+        int status;
+        waitpid(pid_, &status, 0);
+    }
+    if (in_ >= 0)
+        close(in_);
+    if (out_ >= 0)
+        close(out_);
+}
+
+std::optional<std::string> FairChild::read_line_unscaled(ms bound)
+{
+    auto end = Clock::now() + bound;
+    for (;;) {
+        auto nl = buf_.find('\n');
+        if (nl != std::string::npos) {
+            std::string line = buf_.substr(0, nl);
+            buf_.erase(0, nl + 1);
+            return line;
+        }
+        auto left = std::chrono::duration_cast<ms>(end - Clock::now()).count();
+        if (left < 0)
+            left = 0;
+        struct pollfd p = {out_, POLLIN, 0};
+        int n = poll(&p, 1, static_cast<int>(left));
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n <= 0)
+            return std::nullopt;
+        char chunk[4096];
+        ssize_t got = read(out_, chunk, sizeof chunk);
+        if (got < 0 && errno == EINTR)
+            continue;
+        if (got <= 0)
+            return std::nullopt;
+        buf_.append(chunk, static_cast<size_t>(got));
+    }
+}
+
+std::optional<std::string> FairChild::read_line(ms bound) { return read_line_unscaled(scaled(bound)); }
+
+std::optional<std::string> FairChild::expect_line(const std::string &prefix, ms bound)
+{
+    auto end = Clock::now() + scaled(bound);
+    for (;;) {
+        auto left = std::chrono::duration_cast<ms>(end - Clock::now());
+        if (left.count() < 0)
+            left = ms(0);
+        auto line = read_line_unscaled(left);
+        if (!line)
+            return std::nullopt;
+        if (line->compare(0, prefix.size(), prefix) == 0)
+            return line;
+        fprintf(stderr, "[fair child %d] %s\n", static_cast<int>(pid_), line->c_str());
+    }
+}
+
+bool FairChild::send(const std::string &line)
+{
+    std::string s = line + "\n";
+    return write(in_, s.data(), s.size()) == static_cast<ssize_t>(s.size());
+}
+
+void FairChild::kill(int sig)
+{
+    if (pid_ > 0)
+        ::kill(pid_, sig);
+}
+
+int FairChild::wait(ms bound)
+{
+    if (pid_ <= 0)
+        return -1;
+    auto end = Clock::now() + scaled(bound);
+    int status;
+    for (;;) {
+        pid_t r = waitpid(pid_, &status, WNOHANG);
+        if (r == pid_) {
+            pid_ = -1;
+            return status;
+        }
+        if (Clock::now() >= end)
+            return -1;
+        std::this_thread::sleep_for(ms(2));
+    }
+}
+
+std::unique_ptr<FairChild> threads_child(const std::string &name, const std::string &url,
+                                         const std::vector<std::string> &opts)
+{
+    std::vector<std::string> args = {"threads", name};
+    args.insert(args.end(), opts.begin(), opts.end());
+    auto c = std::make_unique<FairChild>(args, url);
+    if (!c->expect_line("ready", ms(10000))) {
+        ADD_FAILURE() << "the fair child did not start";
+        return nullptr;
+    }
+    return c;
+}
+
+std::string fair_lua_source()
+{
+    std::ifstream in(RMUTEX_FAIR_LUA);
+    std::stringstream ss;
+    ss << in.rdbuf();
+    EXPECT_FALSE(ss.str().empty()) << "cannot read " << RMUTEX_FAIR_LUA;
+    return ss.str();
+}
+
+/* ---- the fixture ------------------------------------------------------- */
+
+void FairTest::init_fair(rmutex_t *m, const std::string &name, int type, int robust, unsigned long lease_ms)
+{
+    rmutexattr_t a;
+    ASSERT_EQ(0, rmutexattr_init(&a));
+    ASSERT_EQ(0, rmutexattr_settype(&a, type));
+    ASSERT_EQ(0, rmutexattr_setrobust(&a, robust));
+    ASSERT_EQ(0, rmutexattr_setlease(&a, lease_ms));
+    ASSERT_EQ(0, rmutexattr_setfair(&a, 1));
+    ASSERT_EQ(0, rmutex_init(m, name.c_str(), &a)) << rmutex_detail();
+    ASSERT_EQ(0, rmutexattr_destroy(&a));
+}
+
+std::string FairTest::enqueue(FairChild &c, const FairKeys &k, const std::string &cmd, ms bound)
+{
+    std::set<std::string> before;
+    for (auto &e : read_queue(redis(), k).queue)
+        before.insert(e.member);
+    if (!c.send(cmd)) {
+        ADD_FAILURE() << "cannot talk to the child";
+        return "";
+    }
+    std::string found;
+    bool ok = wait_until(
+        [&] {
+            for (auto &e : read_queue(redis(), k).queue)
+                if (!before.count(e.member)) {
+                    found = e.member;
+                    return true;
+                }
+            return false;
+        },
+        bound);
+    if (!ok)
+        ADD_FAILURE() << "no new queue entry after \"" << cmd << "\"";
+    return found;
+}
+
+bool FairTest::wait_queued(const FairKeys &k, const std::string &member, ms bound)
+{
+    return wait_until([&] { return read_queue(redis(), k).has(member); }, bound);
+}
+
+bool FairTest::wait_queue_size(const FairKeys &k, size_t n, ms bound)
+{
+    return wait_until([&] { return read_queue(redis(), k).queue.size() == n; }, bound);
+}
+
+std::vector<std::string> FairTest::keys_of(const std::string &name)
+{
+    std::vector<std::string> out;
+    std::string cursor = "0";
+    do {
+        Reply r = redis().cmd({"SCAN", cursor, "MATCH", "*" + name + "*", "COUNT", "1000"});
+        if (!r || r->type != REDIS_REPLY_ARRAY || r->elements != 2)
+            break;
+        cursor = std::string(r->element[0]->str, r->element[0]->len);
+        for (size_t i = 0; i < r->element[1]->elements; i++)
+            out.emplace_back(r->element[1]->element[i]->str, r->element[1]->element[i]->len);
+    } while (cursor != "0");
+    std::sort(out.begin(), out.end());
+    return out;
+}
+
+int rc_of(const std::string &line)
+{
+    std::string v = field(line, "rc");
+    return v.empty() ? INT32_MIN : atoi(v.c_str());
+}
+
+long long num_field(const std::string &line, const std::string &key, long long dflt)
+{
+    std::string v = field(line, key);
+    return v.empty() ? dflt : atoll(v.c_str());
+}
+
+} // namespace fair
