@@ -120,7 +120,7 @@ typedef struct rmutex_pthread_mutexattr {
 /* type: 0 normal, 1 recursive, 2 errorcheck (glibc's values); flags:
  * RMUTEX_FLAG_FAIR or 0. */
 #define RMUTEX_PTHREAD_MUTEX_INITIALIZER_NAMED_NP(name, type, flags)                  \
-    { RMUTEX_INITIALIZER_NP(name, RMUTEX_NORMAL, flags), RMUTEX_PTHREAD_LOCAL_INIT_(type), \
+    { RMUTEX_INITIALIZER_NP(name, 0, flags), RMUTEX_PTHREAD_LOCAL_INIT_(type), \
       { 0, 0, 0 } }
 #define RMUTEX_PTHREAD_MUTEX_INITIALIZER_NAMED(name) \
     RMUTEX_PTHREAD_MUTEX_INITIALIZER_NAMED_NP(name, 0, 0)
