@@ -1,1 +1,304 @@
+/* fair_order_test.cc -- FIFO among live waiters (issue 3, "What must hold" 1
+ * and 2; "Tests": FIFO, and a holder that keeps the lock for 10 waiter
+ * leases).
+ *
+ * How the order is observed, without MONITOR: every holder, right after it
+ * acquired and right before it releases, runs one script on its own
+ * connection that appends to a Redis list the owner mark (which names the
+ * acquisition: "<uuid>:<thread>|<acquisition>"), the lock hash's fields and
+ * the whole queue with its tickets -- one atomic snapshot each time, in
+ * lock order.  An observer thread here also reads the queue and the
+ * liveness zset every millisecond.  From those:
+ *   - a waiter's ticket is its place of first enqueue; a member seen with
+ *     two different tickets was re-enqueued;
+ *   - whenever the queue was not empty right before a release, the next
+ *     acquisition must be by the head of that queue (nobody else is handed
+ *     the lock, nobody barges);
+ *   - the tickets of the acquisitions, in acquisition order, must increase.
+ * Waiter lease 1000 ms, hold lease 2000 ms. */
+#include <signal.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <map>
+#include <set>
+#include <sstream>
+#include <thread>
+
 #include "fair_util.h"
+
+namespace {
+
+using namespace rmt;
+using namespace fair;
+
+class FairOrder : public FairTest {};
+
+struct Snapshot {
+    char kind = '?';
+    std::string who, mark;
+    std::vector<std::string> fields;
+    std::vector<Entry> queue;
+};
+
+bool parse_snapshot(const std::string &s, Snapshot *out)
+{
+    auto w = words(s);
+    if (w.size() < 5)
+        return false;
+    out->kind = w[0][0];
+    out->who = w[1];
+    out->mark = w[2];
+    size_t i = 3, nf = std::stoul(w[i++]);
+    if (w.size() < i + nf + 1)
+        return false;
+    for (size_t j = 0; j < nf; j++)
+        out->fields.push_back(w[i++]);
+    size_t nq = std::stoul(w[i++]);
+    if (w.size() != i + 2 * nq)
+        return false;
+    for (size_t j = 0; j < nq; j++, i += 2)
+        out->queue.push_back({w[i], std::stoll(w[i + 1])});
+    return true;
+}
+
+TEST_F(FairOrder, FourProcessesOfTwoThreadsAcquireInTheOrderTheyFirstEnqueued)
+{
+    constexpr int kProcs = 4, kThreads = 2, kIters = 25, kHoldUs = 8000;
+    std::string name = lock_name();
+    FairKeys k(name);
+    std::string log = "rmt:fairlog:" + std::to_string(getpid());
+    redis().cmd({"DEL", log});
+
+    std::vector<std::unique_ptr<FairChild>> kids;
+    for (int p = 0; p < kProcs; p++) {
+        kids.push_back(std::make_unique<FairChild>(
+            std::vector<std::string>{"contend", name, "--threads=" + std::to_string(kThreads),
+                                     "--hold-us=" + std::to_string(kHoldUs), "--iters=" + std::to_string(kIters),
+                                     "--log=" + log, "--host=" + host(), "--port=" + std::to_string(port())},
+            url()));
+        ASSERT_TRUE(kids.back()->expect_line("ready", ms(10000)));
+    }
+
+    /* The observer: tickets as seen in the queue, and Q/A consistency. */
+    std::atomic<bool> stop{false};
+    std::map<std::string, std::set<long long>> seen; /* member -> tickets */
+    long long inconsistent = 0, polls = 0;
+    size_t observer_depth = 0;
+    std::thread observer([&] {
+        Redis r(host(), port(), password_);
+        while (!stop) {
+            auto s = read_queue(r, k);
+            polls++;
+            if (!s.consistent())
+                inconsistent++;
+            observer_depth = std::max(observer_depth, s.queue.size());
+            for (auto &e : s.queue)
+                seen[e.member].insert(e.ticket);
+            std::this_thread::sleep_for(std::chrono::microseconds(500));
+        }
+    });
+
+    for (auto &c : kids)
+        ASSERT_TRUE(c->send("go"));
+    long long total = 0;
+    for (auto &c : kids) {
+        auto line = c->expect_line("done", ms(60000));
+        ASSERT_TRUE(line) << "a contender did not finish";
+        EXPECT_EQ(0, num_field(*line, "errors")) << *line;
+        EXPECT_EQ(0, num_field(*line, "lost")) << *line;
+        total += num_field(*line, "acquisitions");
+    }
+    stop = true;
+    observer.join();
+    ASSERT_EQ(kProcs * kThreads * kIters, total);
+
+    Reply lr = redis().cmd({"LRANGE", log, "0", "-1"});
+    ASSERT_TRUE(lr && lr->type == REDIS_REPLY_ARRAY);
+    std::vector<Snapshot> snaps;
+    for (size_t i = 0; i < lr->elements; i++) {
+        Snapshot s;
+        ASSERT_TRUE(parse_snapshot(std::string(lr->element[i]->str, lr->element[i]->len), &s))
+            << lr->element[i]->str;
+        snaps.push_back(std::move(s));
+    }
+    ASSERT_EQ(static_cast<size_t>(2 * total), snaps.size());
+    for (auto &s : snaps)
+        for (auto &e : s.queue)
+            seen[e.member].insert(e.ticket);
+
+    long long reenqueued = 0;
+    for (auto &[member, tickets] : seen)
+        if (tickets.size() != 1) {
+            reenqueued++;
+            ADD_FAILURE() << member << " was queued under " << tickets.size() << " tickets";
+        }
+
+    long long exclusion = 0, ghosts = 0, succession = 0, order = 0, queued = 0;
+    size_t depth = observer_depth;
+    long long last_ticket = -1;
+    std::set<std::string> acquired;
+    std::map<std::string, int> per_thread;
+    for (size_t i = 0; i + 1 < snaps.size(); i += 2) {
+        const Snapshot &a = snaps[i], &r = snaps[i + 1];
+        ASSERT_EQ('A', a.kind);
+        ASSERT_EQ('R', r.kind);
+        std::string member = strip_mark(a.mark);
+        /* Exclusion: one field, ours, the mark names us, until the release. */
+        if (a.who != r.who || a.fields.size() != 1 || a.fields[0] != owner_of(member) ||
+            strip_mark(r.mark) != member || r.fields != a.fields) {
+            exclusion++;
+            ADD_FAILURE() << "hold " << i / 2 << " by " << a.who << ": mark " << a.mark << " / " << r.mark
+                          << ", " << a.fields.size() << " fields";
+        }
+        per_thread[a.who]++;
+        EXPECT_TRUE(acquired.insert(member).second) << member << " acquired twice";
+        depth = std::max({depth, a.queue.size(), r.queue.size()});
+        for (auto &e : a.queue)
+            if (e.member == member) {
+                ghosts++;
+                ADD_FAILURE() << member << " is still queued while it holds the lock";
+            }
+        /* The acquisition's ticket, if it ever queued. */
+        auto it = seen.find(member);
+        if (it != seen.end()) {
+            queued++;
+            long long t = *it->second.begin();
+            if (t <= last_ticket) {
+                order++;
+                ADD_FAILURE() << "hold " << i / 2 << ": ticket " << t << " acquired after ticket " << last_ticket;
+            }
+            last_ticket = std::max(last_ticket, t);
+            for (auto &e : a.queue)
+                if (e.ticket < t) {
+                    order++;
+                    ADD_FAILURE() << "hold " << i / 2 << " (ticket " << t << ") while " << e.member
+                                  << " (ticket " << e.ticket << ") waits ahead of it";
+                }
+        }
+        /* The head of the queue right before a release is the next owner. */
+        if (i + 2 < snaps.size() && !r.queue.empty()) {
+            std::string next = strip_mark(snaps[i + 2].mark);
+            if (next != r.queue.front().member) {
+                succession++;
+                ADD_FAILURE() << "hold " << i / 2 + 1 << " went to " << next << ", not to the head "
+                              << r.queue.front().member << " (ticket " << r.queue.front().ticket << ")";
+            }
+        }
+    }
+    EXPECT_EQ(0, exclusion);
+    EXPECT_EQ(0, ghosts);
+    EXPECT_EQ(0, succession) << "acquisitions not by the head of the queue";
+    EXPECT_EQ(0, order) << "FIFO violations";
+    EXPECT_EQ(0, reenqueued) << "re-enqueues";
+    EXPECT_EQ(0, inconsistent) << "reads where the queue and the liveness zset disagreed (of " << polls << ")";
+    EXPECT_GE(depth, 3u) << "the queue was never 3 deep: the test did not test much";
+    EXPECT_GE(queued, total * 3 / 4) << "most acquisitions went through the queue";
+    EXPECT_EQ(static_cast<size_t>(kProcs * kThreads), per_thread.size());
+    for (auto &[who, n] : per_thread)
+        EXPECT_EQ(kIters, n) << who;
+    auto end = read_queue(redis(), k);
+    EXPECT_TRUE(end.queue.empty() && end.alive.empty()) << "entries left after everybody finished";
+    for (auto &c : kids)
+        c->send("exit");
+    redis().cmd({"DEL", log});
+}
+
+/* A holder keeps the lock for 10 waiter leases, its watchdog renewing the
+ * hold and each waiter's process renewing its place: nobody alive is
+ * evicted or reordered (Redisson's RFairLock evicts live waiters behind a
+ * long hold), and on release they acquire in the order they came. */
+TEST_F(FairOrder, AHoldOfTenWaiterLeasesNeitherEvictsNorReordersLiveWaiters)
+{
+    std::string name = lock_name();
+    FairKeys k(name);
+    rmutex_t m;
+    init_fair(&m, name);
+    ASSERT_RC(0, rmutex_lock(&m));
+    std::string me = redis().hgetall(name).begin()->first;
+
+    std::vector<std::unique_ptr<FairChild>> kids;
+    for (int p = 0; p < 3; p++) {
+        kids.push_back(threads_child(name, url()));
+        ASSERT_TRUE(kids.back());
+    }
+    /* Four waiters in three processes: (process, thread) in arrival order. */
+    const std::vector<std::pair<int, int>> order = {{0, 0}, {1, 0}, {2, 0}, {0, 1}};
+    std::vector<std::string> members;
+    for (auto [p, t] : order) {
+        members.push_back(enqueue(*kids[static_cast<size_t>(p)], k, "lock " + std::to_string(t)));
+        ASSERT_FALSE(members.back().empty());
+    }
+    auto first = read_queue(redis(), k);
+    ASSERT_EQ(4u, first.queue.size());
+    for (size_t i = 0; i < members.size(); i++)
+        ASSERT_EQ(members[i], first.queue[i].member) << "queue order is arrival order";
+    std::map<std::string, long long> first_deadline;
+    for (auto &e : first.alive)
+        first_deadline[e.first] = e.second;
+
+    /* Hold for ten waiter leases; stop at the first sign of trouble. */
+    std::string trouble;
+    long long renewed_min = INT64_MAX;
+    auto t0 = Clock::now();
+    bool broke = wait_until_unscaled([&] {
+        auto s = read_queue(redis(), k);
+        if (!s.consistent()) {
+            trouble = "queue and liveness zset disagree";
+            return true;
+        }
+        if (s.queue.size() != first.queue.size()) {
+            trouble = "a waiter left the queue";
+            return true;
+        }
+        for (size_t i = 0; i < s.queue.size(); i++)
+            if (s.queue[i].member != first.queue[i].member || s.queue[i].ticket != first.queue[i].ticket) {
+                trouble = "the queue changed: " + s.queue[i].member + " at " + std::to_string(i);
+                return true;
+            }
+        long long least = INT64_MAX;
+        for (auto &e : s.alive) {
+            if (e.second <= s.server_ms) {
+                trouble = e.first + "'s liveness deadline passed while it waited";
+                return true;
+            }
+            least = std::min(least, e.second - first_deadline[e.first]);
+        }
+        renewed_min = least;
+        auto h = redis().hgetall(name);
+        if (h.size() != 1 || h.begin()->first != me) {
+            trouble = "the holder lost the lock";
+            return true;
+        }
+        for (auto &c : kids)
+            if (auto l = c->poll_line()) {
+                trouble = "a waiter returned: " + *l;
+                return true;
+            }
+        return false;
+    }, ms(10 * kWaiterLease));
+    EXPECT_FALSE(broke) << trouble << " after " << elapsed_ms(t0) << " ms of the hold";
+    EXPECT_GE(renewed_min, 8 * kWaiterLease) << "every waiter's deadline kept moving forward";
+    EXPECT_GT(stats().renewals, 10u) << "the holder's watchdog renewed the hold";
+
+    EXPECT_RC(0, rmutex_unlock(&m));
+    for (size_t i = 0; i < order.size(); i++) {
+        auto [p, t] = order[i];
+        FairChild &c = *kids[static_cast<size_t>(p)];
+        auto line = c.expect_line("lock t=" + std::to_string(t) + " ", ms(2000));
+        ASSERT_TRUE(line) << "waiter " << i << " (" << members[i] << ") did not get the lock next";
+        EXPECT_EQ(0, rc_of(*line)) << *line;
+        auto h = redis().hgetall(name);
+        ASSERT_EQ(1u, h.size());
+        EXPECT_EQ(owner_of(members[i]), h.begin()->first);
+        for (auto &other : kids)
+            if (auto l = other->poll_line(ms(50)))
+                ADD_FAILURE() << "waiter " << i << " holds, yet another returned: " << *l;
+        c.send("unlock " + std::to_string(t));
+        ASSERT_TRUE(c.expect_line("unlock t=" + std::to_string(t) + " rc=0", ms(2000)));
+    }
+    auto end = read_queue(redis(), k);
+    EXPECT_TRUE(end.queue.empty() && end.alive.empty());
+}
+
+} // namespace
