@@ -7,10 +7,11 @@
  *       One mutex on NAME (fair unless --nonfair), any number of threads,
  *       numbered by the commands, each running its commands in order:
  *         lock T | trylock T | timedlock T MS | unlock T | consistent T
- *       and, process-wide, "exit" (a normal exit).  Each result is printed as
- *         "<verb> t=T rc=RC fence=F rt=R pubsub=P poll=Q sub=S ms=D detail=..."
- *       where rt/pubsub/poll/sub are the process's stats.round_trips,
- *       wakeups_pubsub, wakeups_poll and wakeups_subscribe counted during
+ *       and, process-wide, "exit" (a normal exit) and "clock" (prints
+ *       "clock realtime=<CLOCK_REALTIME seconds>").  Each result is printed as
+ *         "<verb> t=T rc=RC fence=F rt=R pubsub=P poll=Q sub=S rcalls=N ms=D detail=..."
+ *       where rt/pubsub/poll/sub/rcalls are the process's stats.round_trips,
+ *       wakeups_pubsub, wakeups_poll, wakeups_subscribe and renewal_calls during
  *       the call (meaningful when one thread at a time works), ms the call's
  *       duration and fence the token after an acquisition ("none" without).
  *       Prints "ready" first.
@@ -23,7 +24,8 @@
  *       sub=.. renewals=..".  With --log, every hold pushes two records onto
  *       the Redis list KEY, each written by one script so it is one moment
  *       of the lock's state:
- *         "A <pid>:<t> <owner-mark> <nfields> <fields...> <qlen> <member ticket>..."
+ *         "A <pid>:<t> <owner-mark> <our-token> <token-counter> <nfields> <fields...>
+ *          <qlen> <member ticket>..."
  *       right after the acquisition, and the same with "R" right before the
  *       release.  With --out, each hold is a line "t acq_ns rel_ns fence"
  *       (CLOCK_MONOTONIC) in FILE. */
@@ -203,6 +205,7 @@ void run_command(int idx, const std::vector<std::string> &c)
         " pubsub=" + std::to_string(s1.wakeups_pubsub - s0.wakeups_pubsub) +
         " poll=" + std::to_string(s1.wakeups_poll - s0.wakeups_poll) +
         " sub=" + std::to_string(s1.wakeups_subscribe - s0.wakeups_subscribe) +
+        " rcalls=" + std::to_string(s1.renewal_calls - s0.renewal_calls) +
         " ms=" + std::to_string(took) + " detail=" + detail);
 }
 
@@ -219,6 +222,12 @@ int cmd_threads(const char *name, int argc, char **argv)
             continue;
         if (w[0] == "exit")
             exit(0);
+        if (w[0] == "clock") {
+            struct timespec ts;
+            clock_gettime(CLOCK_REALTIME, &ts);
+            say("clock realtime=" + std::to_string(ts.tv_sec));
+            continue;
+        }
         if (w.size() < 2) {
             say("error usage");
             continue;
@@ -255,7 +264,8 @@ const char *kLogScript =
     "local mark = redis.call('get', KEYS[1]) or '-' "
     "local f = redis.call('hkeys', KEYS[2]) "
     "local q = redis.call('zrange', KEYS[3], 0, -1, 'withscores') "
-    "local s = ARGV[1] .. ' ' .. ARGV[2] .. ' ' .. mark .. ' ' .. #f "
+    "local t = redis.call('get', KEYS[5]) or '0' "
+    "local s = ARGV[1] .. ' ' .. ARGV[2] .. ' ' .. mark .. ' ' .. ARGV[3] .. ' ' .. t .. ' ' .. #f "
     "for _, x in ipairs(f) do s = s .. ' ' .. x end "
     "s = s .. ' ' .. (#q / 2) "
     "for _, x in ipairs(q) do s = s .. ' ' .. x end "
@@ -292,7 +302,8 @@ int cmd_contend(const char *name_c, int argc, char **argv)
     std::string host = opt(argc, argv, "--host", "127.0.0.1");
     int port = atoi(opt(argc, argv, "--port", "6379").c_str());
     std::string out = opt(argc, argv, "--out", "");
-    std::string owner_key = derived("rmutex_owner", name), queue_key = derived("rmutex_fair_queue", name);
+    std::string owner_key = derived("rmutex_owner", name), queue_key = derived("rmutex_fair_queue", name),
+                token_key = derived("redisson_lock_token", name);
 
     if (!init_from_args(&g_m, name_c, argc, argv))
         return 2;
@@ -320,10 +331,10 @@ int cmd_contend(const char *name_c, int argc, char **argv)
             }
             std::string me = std::to_string(getpid()) + ":" + std::to_string(t);
             long long end = duration_ms ? now_ns() + duration_ms * 1000000LL : 0;
-            auto record = [&](const char *what) {
+            auto record = [&](const char *what, unsigned long long fence) {
                 auto *r = static_cast<redisReply *>(redisCommand(
-                    c, "EVAL %s 4 %s %s %s %s %s %s", kLogScript, owner_key.c_str(), name.c_str(),
-                    queue_key.c_str(), log.c_str(), what, me.c_str()));
+                    c, "EVAL %s 5 %s %s %s %s %s %s %s %llu", kLogScript, owner_key.c_str(), name.c_str(),
+                    queue_key.c_str(), log.c_str(), token_key.c_str(), what, me.c_str(), fence));
                 if (!r || r->type == REDIS_REPLY_ERROR) {
                     errors++;
                     say(std::string("error log ") + (r && r->str ? r->str : "no reply"));
@@ -347,11 +358,11 @@ int cmd_contend(const char *name_c, int argc, char **argv)
                 h.fence = f;
                 acquisitions++;
                 if (c)
-                    record("A");
+                    record("A", h.fence);
                 if (hold_us > 0)
                     std::this_thread::sleep_for(std::chrono::microseconds(hold_us));
                 if (c)
-                    record("R");
+                    record("R", h.fence);
                 h.rel = now_ns();
                 rc = rmutex_unlock(&g_m);
                 if (rc != 0) {

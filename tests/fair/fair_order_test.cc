@@ -37,6 +37,7 @@ class FairOrder : public FairTest {};
 struct Snapshot {
     char kind = '?';
     std::string who, mark;
+    unsigned long long fence = 0, counter = 0; /* our token, the counter's value */
     std::vector<std::string> fields;
     std::vector<Entry> queue;
 };
@@ -44,12 +45,14 @@ struct Snapshot {
 bool parse_snapshot(const std::string &s, Snapshot *out)
 {
     auto w = words(s);
-    if (w.size() < 5)
+    if (w.size() < 7)
         return false;
     out->kind = w[0][0];
     out->who = w[1];
     out->mark = w[2];
-    size_t i = 3, nf = std::stoul(w[i++]);
+    out->fence = std::stoull(w[3]);
+    out->counter = std::stoull(w[4]);
+    size_t i = 5, nf = std::stoul(w[i++]);
     if (w.size() < i + nf + 1)
         return false;
     for (size_t j = 0; j < nf; j++)
@@ -134,7 +137,8 @@ TEST_F(FairOrder, FourProcessesOfTwoThreadsAcquireInTheOrderTheyFirstEnqueued)
             ADD_FAILURE() << member << " was queued under " << tickets.size() << " tickets";
         }
 
-    long long exclusion = 0, ghosts = 0, succession = 0, order = 0, queued = 0;
+    long long exclusion = 0, ghosts = 0, succession = 0, order = 0, queued = 0, tokens = 0;
+    unsigned long long last_fence = 0;
     size_t depth = observer_depth;
     long long last_ticket = -1;
     std::set<std::string> acquired;
@@ -151,6 +155,13 @@ TEST_F(FairOrder, FourProcessesOfTwoThreadsAcquireInTheOrderTheyFirstEnqueued)
             ADD_FAILURE() << "hold " << i / 2 << " by " << a.who << ": mark " << a.mark << " / " << r.mark
                           << ", " << a.fields.size() << " fields";
         }
+        /* Each new owner, by hand-off too, has a new token: the counter's. */
+        if (a.fence != a.counter || r.fence != a.fence || r.counter != a.counter || a.fence <= last_fence) {
+            tokens++;
+            ADD_FAILURE() << "hold " << i / 2 << ": token " << a.fence << ", counter " << a.counter << " / "
+                          << r.counter << ", previous token " << last_fence;
+        }
+        last_fence = a.fence;
         per_thread[a.who]++;
         EXPECT_TRUE(acquired.insert(member).second) << member << " acquired twice";
         depth = std::max({depth, a.queue.size(), r.queue.size()});
@@ -186,8 +197,11 @@ TEST_F(FairOrder, FourProcessesOfTwoThreadsAcquireInTheOrderTheyFirstEnqueued)
             }
         }
     }
+    fprintf(stderr, "[fair] FIFO: %lld holds, %lld through the queue, deepest queue %zu, %lld observer reads\n",
+            total, queued, depth, polls);
     EXPECT_EQ(0, exclusion);
     EXPECT_EQ(0, ghosts);
+    EXPECT_EQ(0, tokens) << "holds without a new fencing token";
     EXPECT_EQ(0, succession) << "acquisitions not by the head of the queue";
     EXPECT_EQ(0, order) << "FIFO violations";
     EXPECT_EQ(0, reenqueued) << "re-enqueues";
@@ -288,6 +302,9 @@ TEST_F(FairOrder, AHoldOfTenWaiterLeasesNeitherEvictsNorReordersLiveWaiters)
         auto line = c.expect_line("lock t=" + std::to_string(t) + " ", ms(2000));
         ASSERT_TRUE(line) << "waiter " << i << " (" << members[i] << ") did not get the lock next";
         EXPECT_EQ(0, rc_of(*line)) << *line;
+        if (i < 3) /* each process's first waiter: its call spanned the whole hold */
+            EXPECT_GE(num_field(*line, "rcalls"), 10 * 3 * 6 / 10)
+                << "its process's watchdog renewed the place (every waiter lease / 3): " << *line;
         auto h = redis().hgetall(name);
         ASSERT_EQ(1u, h.size());
         EXPECT_EQ(owner_of(members[i]), h.begin()->first);
@@ -299,6 +316,87 @@ TEST_F(FairOrder, AHoldOfTenWaiterLeasesNeitherEvictsNorReordersLiveWaiters)
     }
     auto end = read_queue(redis(), k);
     EXPECT_TRUE(end.queue.empty() && end.alive.empty());
+}
+
+} // namespace
+
+namespace {
+
+/* Queue deadlines come from Redis TIME only ("What must hold" 3): clients
+ * whose wall clocks are an hour ahead or behind (LD_PRELOAD shim) hold and
+ * wait beside a normal one for several waiter leases; nobody is evicted or
+ * reordered, every deadline is the server's time plus the waiter lease, and
+ * they acquire in the order they came. */
+TEST_F(FairOrder, ClientsWithSkewedClocksNeitherEvictNorAreEvicted)
+{
+    std::string name = lock_name();
+    FairKeys k(name);
+    auto ahead = threads_child(name, url(), {}, skew_env(3600));
+    auto behind = threads_child(name, url(), {}, skew_env(-3600));
+    auto normal = threads_child(name, url());
+    ASSERT_TRUE(ahead && behind && normal);
+    /* The shim works: the children's wall clocks are off by an hour. */
+    long long now = static_cast<long long>(time(nullptr));
+    for (auto [c, skew] : {std::pair<FairChild *, long long>{ahead.get(), 3600}, {behind.get(), -3600}}) {
+        ASSERT_TRUE(c->send("clock"));
+        auto line = c->expect_line("clock", ms(3000));
+        ASSERT_TRUE(line);
+        EXPECT_NEAR(static_cast<double>(now + skew), static_cast<double>(num_field(*line, "realtime")), 10.0)
+            << "precondition: the clock-skew shim is not in effect";
+    }
+    /* The clock ahead holds; the one behind, a normal one, and the one ahead
+     * again (second thread, timed, with a deadline on its own clock) wait. */
+    ahead->send("lock 0");
+    auto held = ahead->expect_line("lock t=0 ", ms(3000));
+    ASSERT_TRUE(held);
+    ASSERT_EQ(0, rc_of(*held));
+    std::vector<std::pair<FairChild *, int>> order = {{behind.get(), 0}, {normal.get(), 0}, {ahead.get(), 1}};
+    std::vector<std::string> members;
+    members.push_back(enqueue(*behind, k, "lock 0"));
+    members.push_back(enqueue(*normal, k, "lock 0"));
+    members.push_back(enqueue(*ahead, k, "timedlock 1 60000"));
+    for (auto &mb : members)
+        ASSERT_FALSE(mb.empty());
+    auto first = read_queue(redis(), k);
+    std::string trouble;
+    bool broke = wait_until_unscaled([&] {
+        auto s = read_queue(redis(), k);
+        if (s.queue.size() != 3 || !s.consistent()) {
+            trouble = "the queue lost an entry";
+            return true;
+        }
+        for (size_t i = 0; i < 3; i++) {
+            if (s.queue[i].member != members[i] || s.queue[i].ticket != first.queue[i].ticket) {
+                trouble = "the queue changed";
+                return true;
+            }
+            long long d = s.deadline_of(members[i]);
+            if (d <= s.server_ms || d > s.server_ms + kWaiterLease) {
+                trouble = members[i] + "'s deadline " + std::to_string(d) + " is not within a waiter lease of " +
+                          "the server's time " + std::to_string(s.server_ms);
+                return true;
+            }
+        }
+        for (FairChild *c : {behind.get(), normal.get(), ahead.get()})
+            if (auto l = c->poll_line()) {
+                trouble = "a waiter returned: " + *l;
+                return true;
+            }
+        return false;
+    }, ms(4 * kWaiterLease));
+    EXPECT_FALSE(broke) << trouble;
+    ahead->send("unlock 0");
+    ASSERT_TRUE(ahead->expect_line("unlock t=0 rc=0", ms(2000)));
+    for (size_t i = 0; i < order.size(); i++) {
+        auto [c, t] = order[i];
+        std::string verb = i == 2 ? "timedlock" : "lock";
+        auto line = c->expect_line(verb + " t=" + std::to_string(t) + " ", ms(2000));
+        ASSERT_TRUE(line) << "waiter " << i << " did not get the lock next";
+        EXPECT_EQ(0, rc_of(*line)) << *line;
+        EXPECT_EQ(owner_of(members[i]), redis().hgetall(name).begin()->first);
+        c->send("unlock " + std::to_string(t));
+        ASSERT_TRUE(c->expect_line("unlock t=" + std::to_string(t) + " rc=0", ms(2000)));
+    }
 }
 
 } // namespace

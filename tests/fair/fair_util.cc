@@ -21,6 +21,9 @@ extern char **environ;
 #ifndef RMUTEX_FAIR_CHILD
 #error "RMUTEX_FAIR_CHILD must name the rmutex_fair_child binary"
 #endif
+#ifndef RMUTEX_FAIR_SKEW
+#error "RMUTEX_FAIR_SKEW must name the clock-skew preload library"
+#endif
 #ifndef RMUTEX_FAIR_LUA
 #error "RMUTEX_FAIR_LUA must name src/lua/fair.lua"
 #endif
@@ -125,8 +128,18 @@ FairChild::FairChild(const std::vector<std::string> &args, const std::string &ur
         return;
     }
     std::vector<std::string> env;
+    auto overridden = [&](const char *e) {
+        if (strncmp(e, "RMUTEX_URL=", 11) == 0)
+            return true;
+        for (auto &x : extra_env) {
+            size_t eq = x.find('=');
+            if (eq != std::string::npos && strncmp(e, x.c_str(), eq + 1) == 0)
+                return true;
+        }
+        return false;
+    };
     for (char **e = environ; *e; e++)
-        if (strncmp(*e, "RMUTEX_URL=", 11) != 0)
+        if (!overridden(*e))
             env.push_back(*e);
     env.push_back("RMUTEX_URL=" + url);
     env.insert(env.end(), extra_env.begin(), extra_env.end());
@@ -248,16 +261,25 @@ int FairChild::wait(ms bound)
 }
 
 std::unique_ptr<FairChild> threads_child(const std::string &name, const std::string &url,
-                                         const std::vector<std::string> &opts)
+                                         const std::vector<std::string> &opts,
+                                         const std::vector<std::string> &env)
 {
     std::vector<std::string> args = {"threads", name};
     args.insert(args.end(), opts.begin(), opts.end());
-    auto c = std::make_unique<FairChild>(args, url);
+    auto c = std::make_unique<FairChild>(args, url, env);
     if (!c->expect_line("ready", ms(10000))) {
         ADD_FAILURE() << "the fair child did not start";
         return nullptr;
     }
     return c;
+}
+
+std::vector<std::string> skew_env(long seconds)
+{
+    const char *asan = getenv("ASAN_OPTIONS");
+    std::string a = asan && *asan ? std::string(asan) + ":" : "";
+    return {std::string("LD_PRELOAD=") + RMUTEX_FAIR_SKEW, "RMUTEX_TEST_CLOCK_SKEW_S=" + std::to_string(seconds),
+            "ASAN_OPTIONS=" + a + "verify_asan_link_order=0"};
 }
 
 std::string fair_lua_source()

@@ -84,9 +84,14 @@ class FairChild {
     std::string buf_;
 };
 
-/* "threads NAME opts..." child. */
+/* "threads NAME opts..." child, with extra environment entries. */
 std::unique_ptr<FairChild> threads_child(const std::string &name, const std::string &url,
-                                         const std::vector<std::string> &opts = {});
+                                         const std::vector<std::string> &opts = {},
+                                         const std::vector<std::string> &env = {});
+
+/* Environment entries that move a child's wall clock by seconds
+ * (skew_preload.c through LD_PRELOAD). */
+std::vector<std::string> skew_env(long seconds);
 
 /* ---- fair.lua, called directly (the depth test builds its queue with the
  * very script the library runs, so the state is one it can produce) ---- */

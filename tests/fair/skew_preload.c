@@ -1,0 +1,48 @@
+/* skew_preload.c -- LD_PRELOAD shim that moves a process's wall clock by
+ * RMUTEX_TEST_CLOCK_SKEW_S seconds (CLOCK_REALTIME and its coarse variant,
+ * gettimeofday, time).  CLOCK_MONOTONIC is left alone.  The fair-lock tests
+ * use it to check that queue deadlines come from Redis only ("What must
+ * hold" 3 of issue 3): a client with a skewed clock neither evicts nor is
+ * evicted. */
+#define _GNU_SOURCE
+#include <dlfcn.h>
+#include <stdlib.h>
+#include <sys/time.h>
+#include <time.h>
+
+static long skew(void)
+{
+    const char *s = getenv("RMUTEX_TEST_CLOCK_SKEW_S");
+    return s ? atol(s) : 0;
+}
+
+__attribute__((visibility("default"))) int clock_gettime(clockid_t c, struct timespec *ts)
+{
+    static int (*real)(clockid_t, struct timespec *);
+    if (!real)
+        real = (int (*)(clockid_t, struct timespec *))dlsym(RTLD_NEXT, "clock_gettime");
+    int r = real(c, ts);
+    if (r == 0 && ts && (c == CLOCK_REALTIME || c == CLOCK_REALTIME_COARSE))
+        ts->tv_sec += skew();
+    return r;
+}
+
+__attribute__((visibility("default"))) int gettimeofday(struct timeval *tv, void *tz)
+{
+    static int (*real)(struct timeval *, void *);
+    if (!real)
+        real = (int (*)(struct timeval *, void *))dlsym(RTLD_NEXT, "gettimeofday");
+    int r = real(tv, tz);
+    if (r == 0 && tv)
+        tv->tv_sec += skew();
+    return r;
+}
+
+__attribute__((visibility("default"))) time_t time(time_t *t)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    if (t)
+        *t = ts.tv_sec;
+    return ts.tv_sec;
+}
