@@ -787,6 +787,20 @@ void RedisTest::TearDown()
     /* Each ctest test runs in its own process; this only matters when the
      * binary is run by hand with several tests in one process. */
     rmutex_shutdown();
+    /* On a shared server (RMUTEX_TEST_URL), remove what this test left:
+     * fencing counters never expire by design. */
+    if (!server_ && redis_) {
+        std::string pattern = "*" + lock_name("") + "*";
+        std::string cursor = "0";
+        do {
+            Reply r = redis_->cmd({"SCAN", cursor, "MATCH", pattern, "COUNT", "1000"});
+            if (!r || r->type != REDIS_REPLY_ARRAY || r->elements != 2)
+                break;
+            cursor = std::string(r->element[0]->str, r->element[0]->len);
+            for (size_t i = 0; i < r->element[1]->elements; i++)
+                redis_->cmd({"DEL", std::string(r->element[1]->element[i]->str, r->element[1]->element[i]->len)});
+        } while (cursor != "0");
+    }
 }
 
 std::string RedisTest::lock_name(const std::string &suffix)
