@@ -1,2 +1,322 @@
+/* w4_queue.c -- W4: the Redis-side cost of the fair lock's script against
+ * the depth of its queue.
+ *
+ * For N = 1, 100, 1 000 and 10 000 queued waiters, fair.lua (read from
+ * src/lua and loaded with SCRIPT LOAD) is called directly with synthetic
+ * owners -- the queue is built with one pipelined acquire per waiter, their
+ * liveness deadlines 10 minutes ahead, behind a synthetic holder -- and
+ * each operation is timed by Redis itself: SLOWLOG with threshold 0, the
+ * entries grouped by script SHA, lock key and op argument (INFO
+ * commandstats would lump every script together).  Three phases, each
+ * keeping the depth at N, SLOWLOG RESET between them:
+ *
+ *   enqueue  acquire by a newcomer while the lock is held (joins the tail)
+ *   cancel   cancel by the waiter in the middle of the queue
+ *   unlock   release by the holder, which grants the lock to the head
+ *            (the direct hand-off), followed by an enqueue to refill
+ *   grant    acquire by a newcomer after the lock key was deleted (as when
+ *            a lease runs out): the script grants the head, then queues
+ *            the newcomer
+ *
+ * A figure is the interquartile mean of the per-call microseconds
+ * (SLOWLOG's unit), median over the repetitions.  The limit of an N=1 row
+ * is EVALSHA of "return 1" timed the same way; every other row is held
+ * against its N=1 row (target: N=10 000 at most twice N=1).  The medians go
+ * to --data DIR/w4_queue.dat for the chart. */
 #include "bench.h"
-void w4_run(void) {}
+#include "report.h"
+#include "server.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+enum { ENQ, CANCEL, UNLOCK, GRANT, NOPS };
+static const char *const op_name[NOPS] = { "enqueue", "cancel", "unlock (hand-off to head)",
+                                           "grant (lock found free)" };
+static const int depth[] = { 1, 100, 1000, 10000 };
+#define NDEPTH 4
+
+struct fair {
+    redisContext *c;
+    char sha[41];
+    char keys[10][256];
+};
+
+/* Append one fair.lua call (pipelined; read with redisGetReply). */
+static void call(struct fair *f, const char *op, const char *owner, long acq, const char *latch)
+{
+    char acqs[24], lkey[300];
+    snprintf(acqs, sizeof acqs, "%ld", acq);
+    snprintf(lkey, sizeof lkey, "%s:%s", f->keys[9], latch ? latch : "x");
+    const char *argv[23] = { "EVALSHA", f->sha, "10" };
+    for (int i = 0; i < 9; i++) argv[3 + i] = f->keys[i];
+    argv[12] = lkey;
+    const char *rest[] = { op, owner, acqs, "30000", "600000", "0", "0", "10000", "0", "86400000" };
+    memcpy(argv + 13, rest, sizeof rest);
+    redisAppendCommandArgv(f->c, 23, argv, NULL);
+}
+
+static int replies(struct fair *f, int n)
+{
+    int ok = 1;
+    for (int i = 0; i < n; i++) {
+        redisReply *r = NULL;
+        if (redisGetReply(f->c, (void **)&r) != REDIS_OK || !r) {
+            fprintf(stderr, "bench W4: %s\n", f->c->errstr);
+            return -1;
+        }
+        if (r->type == REDIS_REPLY_ERROR) {
+            fprintf(stderr, "bench W4: fair.lua: %s\n", r->str);
+            ok = 0;
+        }
+        freeReplyObject(r);
+    }
+    return ok ? 0 : -1;
+}
+
+/* Interquartile mean of the SLOWLOG durations of our lock's calls with op
+ * (or of EVALSHA sha without keys when op is NULL). */
+static double slowlog(struct fair *f, const char *sha, const char *op)
+{
+    redisReply *r = rcmd(f->c, "SLOWLOG GET -1");
+    if (!r) return NAN;
+    double *v = malloc(sizeof *v * (r->elements + 1));
+    size_t n = 0;
+    for (size_t i = 0; i < r->elements; i++) {
+        redisReply *e = r->element[i];
+        if (e->type != REDIS_REPLY_ARRAY || e->elements < 4) continue;
+        redisReply *a = e->element[3];
+        if (a->elements < 3 || strcasecmp(a->element[0]->str, "EVALSHA") || strcmp(a->element[1]->str, sha))
+            continue;
+        if (op && (a->elements < 14 || strcmp(a->element[3]->str, f->keys[0]) ||
+                   strcmp(a->element[13]->str, op)))
+            continue;
+        v[n++] = (double)e->element[2]->integer;
+    }
+    freeReplyObject(r);
+    sort_doubles(v, n);
+    double m = n ? iq_mean_sorted(v, n) : NAN;
+    free(v);
+    return m;
+}
+
+static void reset(struct fair *f)
+{
+    redisReply *r = rcmd(f->c, "SLOWLOG RESET");
+    if (r) freeReplyObject(r);
+}
+
+static int load_fair(struct fair *f)
+{
+    char path[1024];
+    snprintf(path, sizeof path, "%s/fair.lua", opt.lua_dir);
+    FILE *fp = fopen(path, "rb");
+    if (!fp) {
+        perror(path);
+        return -1;
+    }
+    static char text[65536];
+    size_t n = fread(text, 1, sizeof text - 1, fp);
+    fclose(fp);
+    text[n] = 0;
+    redisReply *r = redisCommand(f->c, "SCRIPT LOAD %b", text, n);
+    if (!r || r->type != REDIS_REPLY_STRING) {
+        fprintf(stderr, "bench W4: SCRIPT LOAD fair.lua failed\n");
+        if (r) freeReplyObject(r);
+        return -1;
+    }
+    snprintf(f->sha, sizeof f->sha, "%s", r->str);
+    freeReplyObject(r);
+    return 0;
+}
+
+static void set_keys(struct fair *f, const char *name)
+{
+    static const char *const prefix[10] = { NULL, "rmutex_fair_queue", "rmutex_fair_alive",
+                                            "rmutex_fair_seq", "redisson_lock_token", "rmutex_owner",
+                                            "rmutex_notrecoverable", "rmutex_fair_channel",
+                                            "redisson_lock__channel", "redisson_unlock_latch" };
+    snprintf(f->keys[0], sizeof f->keys[0], "%s", name);
+    for (int i = 1; i < 10; i++) snprintf(f->keys[i], sizeof f->keys[i], "%s:{%s}", prefix[i], name);
+}
+
+/* The waiters in queue order, as owner numbers (owner "w<k>", acquisition 1). */
+struct deque {
+    long *v;
+    size_t head, n, cap;
+};
+
+static long dq_at(struct deque *d, size_t i) { return d->v[(d->head + i) % d->cap]; }
+static void dq_push(struct deque *d, long x) { d->v[(d->head + d->n++) % d->cap] = x; }
+static long dq_pop(struct deque *d)
+{
+    long x = d->v[d->head];
+    d->head = (d->head + 1) % d->cap;
+    d->n--;
+    return x;
+}
+static void dq_remove(struct deque *d, size_t i)
+{
+    for (size_t k = i; k + 1 < d->n; k++) d->v[(d->head + k) % d->cap] = d->v[(d->head + k + 1) % d->cap];
+    d->n--;
+}
+
+static void owner(char *buf, size_t n, long k) { snprintf(buf, n, "w%ld", k); }
+
+/* One depth, one repetition: the four figures in out[NOPS]. */
+static int measure(struct fair *f, int rep, int N, int K, double out[NOPS])
+{
+    char name[128], what[64], o[32], latch[32];
+    snprintf(what, sizeof what, "w4:%d:%d", N, rep);
+    lock_name(name, sizeof name, what);
+    set_keys(f, name);
+    struct deque d = { calloc((size_t)N + 2, sizeof(long)), 0, 0, (size_t)N + 2 };
+    long next = 0, holder = -1;
+    int r = 0;
+
+    call(f, "acquire", "holder", 1, NULL); /* lock free, queue empty: taken */
+    for (int i = 0; i < N; i++) {
+        owner(o, sizeof o, next);
+        call(f, "acquire", o, 1, NULL);
+        dq_push(&d, next++);
+    }
+    r |= replies(f, N + 1);
+    reset(f);
+
+    for (int k = 0; k < K && !r; k++) { /* enqueue, cancel */
+        owner(o, sizeof o, next);
+        call(f, "acquire", o, 1, NULL);
+        dq_push(&d, next++);
+        size_t mid = d.n / 2;
+        owner(o, sizeof o, dq_at(&d, mid));
+        call(f, "cancel", o, 1, NULL);
+        dq_remove(&d, mid);
+        r |= replies(f, 2);
+    }
+    out[ENQ] = slowlog(f, f->sha, "acquire");
+    out[CANCEL] = slowlog(f, f->sha, "cancel");
+    reset(f);
+
+    for (int k = 0; k < K && !r; k++) { /* unlock with hand-off, refill */
+        if (holder < 0) snprintf(o, sizeof o, "holder");
+        else owner(o, sizeof o, holder);
+        snprintf(latch, sizeof latch, "u%d", k);
+        call(f, "release", o, 0, latch);
+        holder = dq_pop(&d);
+        owner(o, sizeof o, next);
+        call(f, "acquire", o, 1, NULL);
+        dq_push(&d, next++);
+        r |= replies(f, 2);
+    }
+    out[UNLOCK] = slowlog(f, f->sha, "release");
+    reset(f);
+
+    for (int k = 0; k < K && !r; k++) { /* grant on a lock found free */
+        redisAppendCommand(f->c, "DEL %s", f->keys[0]);
+        owner(o, sizeof o, next);
+        call(f, "acquire", o, 1, NULL);
+        dq_pop(&d);
+        dq_push(&d, next++);
+        r |= replies(f, 2);
+    }
+    out[GRANT] = slowlog(f, f->sha, "acquire");
+    reset(f);
+
+    redisReply *x = rcmd(f->c, "DEL %s %s %s %s %s %s", f->keys[0], f->keys[1], f->keys[2], f->keys[3],
+                         f->keys[4], f->keys[5]);
+    if (x) freeReplyObject(x);
+    free(d.v);
+    return r;
+}
+
+static double trivial(struct fair *f, int K)
+{
+    reset(f);
+    for (int k = 0; k < K; k++) redisAppendCommand(f->c, "EVALSHA %s 0", lim.sha);
+    if (replies(f, K)) return NAN;
+    double v = slowlog(f, lim.sha, NULL);
+    reset(f);
+    return v;
+}
+
+static double base[NOPS], trivial_med;
+
+void w4_run(void)
+{
+    struct fair f = { server_connect() };
+    struct sample s[NOPS][NDEPTH], triv = { .n = 0 };
+    memset(s, 0, sizeof s);
+    int K = opt.quick ? 100 : 300, ok = f.c && !load_fair(&f);
+    char old_slower[32] = "10000", old_len[32] = "128";
+    if (ok) {
+        redisReply *r = rcmd(f.c, "CONFIG GET slowlog-log-slower-than");
+        if (r && r->elements == 2) snprintf(old_slower, sizeof old_slower, "%s", r->element[1]->str);
+        if (r) freeReplyObject(r);
+        r = rcmd(f.c, "CONFIG GET slowlog-max-len");
+        if (r && r->elements == 2) snprintf(old_len, sizeof old_len, "%s", r->element[1]->str);
+        if (r) freeReplyObject(r);
+        r = rcmd(f.c, "CONFIG SET slowlog-log-slower-than 0");
+        ok = r != NULL;
+        if (r) freeReplyObject(r);
+        r = rcmd(f.c, "CONFIG SET slowlog-max-len 100000");
+        if (r) freeReplyObject(r);
+    }
+    for (int rep = 0; ok && rep < opt.reps; rep++) {
+        sample_add(&triv, trivial(&f, K));
+        for (int i = 0; ok && i < NDEPTH; i++) {
+            double out[NOPS];
+            if (measure(&f, rep, depth[i], K, out)) {
+                ok = 0;
+                break;
+            }
+            printf("  W4 N=%d: enqueue %.1f cancel %.1f unlock %.1f grant %.1f us\n", depth[i],
+                   out[ENQ], out[CANCEL], out[UNLOCK], out[GRANT]);
+            for (int op = 0; op < NOPS; op++) sample_add(&s[op][i], out[op]);
+        }
+    }
+    if (f.c) {
+        redisReply *r = rcmd(f.c, "CONFIG SET slowlog-log-slower-than %s", old_slower);
+        if (r) freeReplyObject(r);
+        r = rcmd(f.c, "CONFIG SET slowlog-max-len %s", old_len);
+        if (r) freeReplyObject(r);
+        reset(&f);
+        redisFree(f.c);
+    }
+
+    trivial_med = sample_median(&triv);
+    struct row *row = report_row("W4", "EVALSHA 'return 1', Redis-side (SLOWLOG)", "µs", ok ? &triv : NULL);
+    if (!ok) row_na(row, "error, see stderr");
+    for (int op = 0; op < NOPS; op++) {
+        base[op] = sample_median(&s[op][0]);
+        for (int i = 0; i < NDEPTH; i++) {
+            char fig[96];
+            snprintf(fig, sizeof fig, "fair.lua %s, N=%d queued", op_name[op], depth[i]);
+            row = report_row("W4", fig, "µs", ok ? &s[op][i] : NULL);
+            if (i == 0) row_limit_ref(row, &trivial_med, 1, "'return 1'");
+            else row_limit_ref(row, &base[op], 1, "N=1");
+            if (depth[i] == 10000) row_target(row, "ratio ≤ 2", ON_RATIO, J_LE, 2, 0);
+        }
+    }
+    if (!ok || !opt.data_dir) return;
+    char path[1024];
+    snprintf(path, sizeof path, "%s/w4_queue.dat", opt.data_dir);
+    FILE *fp = fopen(path, "w");
+    if (!fp) {
+        perror(path);
+        return;
+    }
+    fprintf(fp, "# W4 fair.lua Redis-side time (SLOWLOG, interquartile mean per call, median of %d "
+                "repetitions, min, max) against queue depth N\n# 'return 1' script: %.2f us\n"
+                "# N enqueue min max cancel min max unlock min max grant min max\n",
+            opt.reps, trivial_med);
+    for (int i = 0; i < NDEPTH; i++) {
+        fprintf(fp, "%d", depth[i]);
+        for (int op = 0; op < NOPS; op++)
+            fprintf(fp, " %.3f %.3f %.3f", sample_median(&s[op][i]), sample_min(&s[op][i]),
+                    sample_max(&s[op][i]));
+        fprintf(fp, "\n");
+    }
+    fclose(fp);
+}
