@@ -155,6 +155,75 @@ TEST_F(FairCrash, AWaiterKilledAtTheHeadDelaysTheNextByAtMostOneWaiterLease)
     EXPECT_TRUE(l->expect_line("unlock t=0 rc=0", ms(2000)));
 }
 
+/* The holder dies; the lock is granted to the head, which has died too
+ * (its liveness had not run out yet) and never confirms.  That lapsed grant
+ * is no death of its own, but it does not wash out the holder's: the next
+ * robust waiter gets EOWNERDEAD. */
+TEST_F(FairCrash, AnOwnerDeathIsStillReportedAfterAGrantToADeadHeadLapsed)
+{
+    std::string name = lock_name();
+    FairKeys k(name);
+    auto h = child(name, {"--robust"}), d = child(name, {"--robust"}), l = child(name, {"--robust"});
+    ASSERT_TRUE(h && d && l);
+    h->send("lock 0");
+    auto held = h->expect_line("lock t=0 ", ms(3000));
+    ASSERT_TRUE(held);
+    ASSERT_EQ(0, rc_of(*held));
+    std::string dm = enqueue(*d, k, "lock 0"), lm = enqueue(*l, k, "lock 0");
+    ASSERT_FALSE(dm.empty() || lm.empty());
+    kill9(*h);
+    /* Kill the head shortly before the holder's lease runs out: its place
+     * is still alive when the lock is found free, so it is granted. */
+    ASSERT_TRUE(wait_until([&] { return redis().pttl(name) < 150; }, ms(kLease + 1000)));
+    kill9(*d);
+    bool granted_to_dead = wait_until([&] {
+        auto hh = redis().hgetall(name);
+        return hh.size() == 1 && hh.begin()->first == owner_of(dm);
+    }, ms(1000));
+    EXPECT_TRUE(granted_to_dead) << "precondition: the free lock should have been granted to the dead head";
+    std::string line;
+    ASSERT_GE(lock_delay(*l, Clock::now(), &line, ms(kLease + 3000)), 0);
+    EXPECT_EQ(EOWNERDEAD, rc_of(line)) << "the holder died; a lapsed grant in between does not make that "
+                                          "consistent: "
+                                       << line;
+    l->send("consistent 0");
+    EXPECT_TRUE(l->expect_line("consistent t=0 rc=0", ms(2000)));
+    l->send("unlock 0");
+    EXPECT_TRUE(l->expect_line("unlock t=0 rc=0", ms(2000)));
+}
+
+/* A grant message that never arrives (the waiter's pub/sub connection was
+ * dropped just before the release) costs at most the waiter's next look,
+ * which finds and confirms the grant before it lapses. */
+TEST_F(FairCrash, ALostGrantMessageIsFoundByTheWaitersNextLook)
+{
+    std::string name = lock_name();
+    FairKeys k(name);
+    rmutex_t m;
+    init_fair(&m, name);
+    ASSERT_RC(0, rmutex_lock(&m));
+    auto w = child(name);
+    ASSERT_TRUE(w);
+    std::string wm = enqueue(*w, k, "lock 0");
+    ASSERT_FALSE(wm.empty());
+    auto ids = redis().client_ids("rmutex:sub:" + std::to_string(w->pid()));
+    ASSERT_EQ(1u, ids.size());
+    ASSERT_TRUE(redis().client_kill_id(ids[0]));
+    auto t_rel = Clock::now();
+    EXPECT_RC(0, rmutex_unlock(&m));
+    std::string line;
+    long long waited = lock_delay(*w, t_rel, &line, ms(3000));
+    ASSERT_GE(waited, 0) << "the waiter never found its grant";
+    EXPECT_EQ(0, rc_of(line)) << line;
+    EXPECT_LE(waited, kWaiterLease / 2 + slack().count());
+    EXPECT_FALSE(wait_until_unscaled([&] {
+        auto hh = redis().hgetall(name);
+        return hh.size() != 1 || hh.begin()->first != owner_of(wm);
+    }, ms(2 * kWaiterLease))) << "the grant lapsed although its waiter had found it";
+    w->send("unlock 0");
+    EXPECT_TRUE(w->expect_line("unlock t=0 rc=0", ms(2000)));
+}
+
 TEST_F(FairCrash, ATimedlockTimingOutMidQueueLeavesNoEntryAndDelaysNobody)
 {
     std::string name = lock_name();

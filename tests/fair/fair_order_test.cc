@@ -67,7 +67,7 @@ bool parse_snapshot(const std::string &s, Snapshot *out)
 
 TEST_F(FairOrder, FourProcessesOfTwoThreadsAcquireInTheOrderTheyFirstEnqueued)
 {
-    constexpr int kProcs = 4, kThreads = 2, kIters = 25, kHoldUs = 8000;
+    constexpr int kProcs = 4, kThreads = 2, kIters = 50, kHoldUs = 8000;
     std::string name = lock_name();
     FairKeys k(name);
     std::string log = "rmt:fairlog:" + std::to_string(getpid());

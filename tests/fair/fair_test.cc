@@ -653,6 +653,28 @@ TEST_F(FairLock, DroppedConnectionsKeepTheWaitersPlace)
     ASSERT_EQ(0, rc_of(child_do(*w2, "unlock")));
 }
 
+/* A process that exits normally while holding releases its holds at exit;
+ * for a fair lock that release hands the lock to the next waiter at once
+ * (here the hold lease is 30 s: waiting for it would be obvious). */
+TEST_F(FairLock, ANormalExitHandsTheLockToTheNextWaiterPromptly)
+{
+    std::string name = lock_name();
+    FairKeys k(name);
+    auto h = child(name, {"--robust"}, "lease=30000&waiter_lease=1000");
+    ASSERT_TRUE(h);
+    ASSERT_EQ(0, rc_of(child_lock(*h)));
+    ASSERT_GT(redis().pttl(name), 20000);
+    rmutex_t m;
+    init_fair(&m, name, RMUTEX_NORMAL, RMUTEX_ROBUST);
+    HolderThread w(&m);
+    ASSERT_TRUE(wait_queue_size(k, 1));
+    auto t0 = Clock::now();
+    ASSERT_TRUE(h->send("exit"));
+    ASSERT_RC(0, w.wait_locked(ms(3000))) << "a clean exit is no owner death, and hands over";
+    EXPECT_LE(elapsed_ms(t0), scaled(ms(500)).count());
+    EXPECT_RC(0, w.release());
+}
+
 /* fork() without exec: the child has its own identity, holds nothing of the
  * parent's, and queues behind the parent like any other process. */
 struct ForkReport {
