@@ -27,7 +27,12 @@ struct limits {
 };
 extern struct limits lim;
 
+/* Add reps measurements of each kind. */
 int limits_measure(int reps);
+/* The limit from the measurements so far (the workloads' progress lines and
+ * chart data use it; the table's figures are divided by the final one). */
+void limits_compute(void);
+/* Compute the final limit and add its rows to the report. */
 void limits_finish(void);
 
 /* rmutex_shutdown(), then rmutex_configure() with the server and opts. */

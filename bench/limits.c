@@ -115,12 +115,17 @@ static double pick(const struct sample *rb, const struct sample *hr, char *by, s
     return a;
 }
 
-void limits_finish(void)
+void limits_compute(void)
 {
     lim.ping_rate = pick(&lim.ping_rb, &lim.ping_hr, lim.ping_by, sizeof lim.ping_by);
     lim.eval_rate = pick(&lim.eval_rb, &lim.eval_hr, lim.eval_by, sizeof lim.eval_by);
     lim.ping_rtt_us = 1e6 / lim.ping_rate;
     lim.eval_rtt_us = 1e6 / lim.eval_rate;
+}
+
+void limits_finish(void)
+{
+    limits_compute();
     struct row *r;
     report_row("RTT", "PING, redis-benchmark -c 1 -P 1", "req/s", &lim.ping_rb);
     report_row("RTT", "PING, hiredis loop", "req/s", &lim.ping_hr);

@@ -18,6 +18,8 @@
 #include "report.h"
 #include "server.h"
 
+#include <hiredis/hiredis.h>
+
 #include <errno.h>
 #include <signal.h>
 #include <stdio.h>
@@ -73,6 +75,34 @@ rmutex_stats_t stats_now(void)
     memset(&s, 0, sizeof s);
     rmutex_stats(&s, sizeof s);
     return s;
+}
+
+/* Every key this run made has "bench:<pid>:" in its name (the fencing
+ * counters never expire): remove them, for servers given by --url. */
+static void cleanup_keys(void)
+{
+    redisContext *c = server_connect();
+    if (!c) return;
+    char pattern[64], cursor[32] = "0";
+    snprintf(pattern, sizeof pattern, "*bench:%d:*", (int)getpid());
+    long removed = 0;
+    do {
+        redisReply *r = rcmd(c, "SCAN %s MATCH %s COUNT 1000", cursor, pattern);
+        if (!r || r->type != REDIS_REPLY_ARRAY || r->elements != 2) {
+            if (r) freeReplyObject(r);
+            break;
+        }
+        snprintf(cursor, sizeof cursor, "%s", r->element[0]->str);
+        redisReply *keys = r->element[1];
+        for (size_t i = 0; i < keys->elements; i++) {
+            redisReply *d = rcmd(c, "UNLINK %b", keys->element[i]->str, keys->element[i]->len);
+            if (d) freeReplyObject(d);
+            removed++;
+        }
+        freeReplyObject(r);
+    } while (strcmp(cursor, "0"));
+    redisFree(c);
+    if (removed) printf("removed %ld keys of this run\n", removed);
 }
 
 static void on_signal(int sig)
@@ -136,6 +166,7 @@ int main(int argc, char **argv)
 
     printf("RTT limit ...\n");
     if (limits_measure(opt.reps)) return 1;
+    limits_compute();
     struct {
         const char *id;
         void (*run)(void);
@@ -150,6 +181,7 @@ int main(int argc, char **argv)
     limits_measure(opt.reps);
     limits_finish();
     rmutex_shutdown();
+    if (!srv.pid) cleanup_keys();
     machine_end((double)(now_ns() - t0) / 1e9);
 
     report_judge();
