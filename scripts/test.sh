@@ -157,7 +157,10 @@ run_stage() { # NAME
             fi
             if [ "$found" = clang ]; then cc=clang cxx=clang++ dir=build/tsan-clang
             else cc=gcc cxx=g++; fi
-            export TSAN_OPTIONS="halt_on_error=1:second_deadlock_stack=1${TSAN_OPTIONS:+:$TSAN_OPTIONS}"
+            # die_after_fork=0: the library starts threads in a forked child
+            # (after-fork semantics are part of its API); TSan would kill such
+            # a child by default.
+            export TSAN_OPTIONS="halt_on_error=1:second_deadlock_stack=1:die_after_fork=0${TSAN_OPTIONS:+:$TSAN_OPTIONS}"
             export RMUTEX_TEST_TIME_SCALE=5
             timeout=1500 ;;
     esac
