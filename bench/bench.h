@@ -32,6 +32,10 @@ int limits_measure(int reps);
 /* The limit from the measurements so far (the workloads' progress lines and
  * chart data use it; the table's figures are divided by the final one). */
 void limits_compute(void);
+/* n sequential PINGs (eval 0) or EVALSHAs of "return 1" (eval 1) on c, by
+ * hiredis: requests per second, and the median request time if p50_us. */
+struct redisContext;
+double limit_loop(struct redisContext *c, int n, int eval, double *p50_us);
 /* Compute the final limit and add its rows to the report. */
 void limits_finish(void);
 

@@ -48,7 +48,7 @@ static double benchmark_rate(int n, int eval)
     return q ? strtod(q + 3, NULL) : NAN;
 }
 
-static double hiredis_rate(redisContext *c, int n, int eval, double *p50_us)
+double limit_loop(redisContext *c, int n, int eval, double *p50_us)
 {
     const char *pa[] = { "PING" }, *ea[] = { "EVALSHA", lim.sha, "0" };
     size_t pl[] = { 4 }, el[] = { 7, 40, 1 };
@@ -90,15 +90,15 @@ int limits_measure(int reps)
     freeReplyObject(r);
     int n = opt.quick ? 10000 : 30000;
     /* Warm both paths up once. */
-    hiredis_rate(c, 1000, 0, NULL);
-    hiredis_rate(c, 1000, 1, NULL);
+    limit_loop(c, 1000, 0, NULL);
+    limit_loop(c, 1000, 1, NULL);
     for (int i = 0; i < reps; i++) {
         double p50;
         sample_add(&lim.ping_rb, benchmark_rate(n, 0));
-        sample_add(&lim.ping_hr, hiredis_rate(c, n, 0, &p50));
+        sample_add(&lim.ping_hr, limit_loop(c, n, 0, &p50));
         sample_add(&lim.ping_p50_us, p50);
         sample_add(&lim.eval_rb, benchmark_rate(n, 1));
-        sample_add(&lim.eval_hr, hiredis_rate(c, n, 1, NULL));
+        sample_add(&lim.eval_hr, limit_loop(c, n, 1, NULL));
     }
     redisFree(c);
     return 0;

@@ -2,28 +2,31 @@
  * the depth of its queue.
  *
  * For N = 1, 100, 1 000 and 10 000 queued waiters, fair.lua (read from
- * src/lua and loaded with SCRIPT LOAD) is called directly with synthetic
- * owners -- the queue is built with one pipelined acquire per waiter, their
- * liveness deadlines 10 minutes ahead, behind a synthetic holder -- and
- * each operation is timed by Redis itself: SLOWLOG with threshold 0, the
- * entries grouped by script SHA, lock key and op argument (INFO
- * commandstats would lump every script together).  Three phases, each
- * keeping the depth at N, SLOWLOG RESET between them:
+ * src/lua) is called directly with synthetic owners: the queue is built
+ * with one acquire per waiter, their liveness deadlines 10 minutes ahead,
+ * behind a synthetic holder.  Each operation is timed by Redis itself:
+ * INFO commandstats before and after a chunk of 25 calls (cmdstats.c), the
+ * timed calls made with EVALSHA and everything else (refills, clean-ups)
+ * with EVAL, which Redis counts apart.  Four phases, each keeping the
+ * depth at N:
  *
- *   enqueue  acquire by a newcomer while the lock is held (joins the tail)
- *   cancel   cancel by the waiter in the middle of the queue
- *   unlock   release by the holder, which grants the lock to the head
- *            (the direct hand-off), followed by an enqueue to refill
+ *   enqueue  acquire by a newcomer while the lock is held (joins the tail);
+ *            the newcomer is cancelled again (EVAL)
+ *   cancel   cancel by the waiter in the middle of the queue; a newcomer
+ *            refills (EVAL)
+ *   unlock   release by the holder, which grants the lock to the head (the
+ *            direct hand-off); a newcomer refills (EVAL)
  *   grant    acquire by a newcomer after the lock key was deleted (as when
- *            a lease runs out): the script grants the head, then queues
- *            the newcomer
+ *            a lease runs out): the script grants the head, then queues the
+ *            newcomer
  *
- * A figure is the interquartile mean of the per-call microseconds
- * (SLOWLOG's unit), median over the repetitions.  The limit of an N=1 row
- * is EVALSHA of "return 1" timed the same way; every other row is held
+ * A repetition's figure is the median of its chunks' mean microseconds per
+ * call; the table has the median over the repetitions.  The limit of an N=1
+ * row is EVALSHA of "return 1" timed the same way; every other row is held
  * against its N=1 row (target: N=10 000 at most twice N=1).  The medians go
  * to --data DIR/w4_queue.dat for the chart. */
 #include "bench.h"
+#include "cmdstats.h"
 #include "report.h"
 #include "server.h"
 
@@ -42,20 +45,29 @@ struct fair {
     redisContext *c;
     char sha[41];
     char keys[10][256];
+    char *text; /* the script, for EVAL */
+    size_t len;
 };
 
-/* Append one fair.lua call (pipelined; read with redisGetReply). */
-static void call(struct fair *f, const char *op, const char *owner, long acq, const char *latch)
+#define CHUNK 25
+
+/* Append one fair.lua call (pipelined; read with redisGetReply): by
+ * EVALSHA when it is to be timed, else by EVAL. */
+static void call(struct fair *f, int timed, const char *op, const char *owner, long acq,
+                 const char *latch)
 {
     char acqs[24], lkey[300];
     snprintf(acqs, sizeof acqs, "%ld", acq);
     snprintf(lkey, sizeof lkey, "%s:%s", f->keys[9], latch ? latch : "x");
-    const char *argv[23] = { "EVALSHA", f->sha, "10" };
+    const char *argv[23] = { timed ? "EVALSHA" : "EVAL", timed ? f->sha : f->text, "10" };
+    size_t lens[23];
     for (int i = 0; i < 9; i++) argv[3 + i] = f->keys[i];
     argv[12] = lkey;
     const char *rest[] = { op, owner, acqs, "30000", "600000", "0", "0", "10000", "0", "86400000" };
     memcpy(argv + 13, rest, sizeof rest);
-    redisAppendCommandArgv(f->c, 23, argv, NULL);
+    for (int i = 0; i < 23; i++) lens[i] = strlen(argv[i]);
+    if (!timed) lens[1] = f->len;
+    redisAppendCommandArgv(f->c, 23, argv, lens);
 }
 
 static int replies(struct fair *f, int n)
@@ -76,36 +88,28 @@ static int replies(struct fair *f, int n)
     return ok ? 0 : -1;
 }
 
-/* Interquartile mean of the SLOWLOG durations of our lock's calls with op
- * (or of EVALSHA sha without keys when op is NULL). */
-static double slowlog(struct fair *f, const char *sha, const char *op)
+/* Timing by chunks: chunk_begin() before CHUNK steps, chunk_end() after;
+ * the mean microseconds per EVALSHA of each chunk are collected. */
+struct timing {
+    double calls, usec;
+    double v[64];
+    int n;
+};
+
+static void chunk_begin(struct fair *f, struct timing *t) { evalsha_totals(f->c, &t->calls, &t->usec); }
+
+static void chunk_end(struct fair *f, struct timing *t)
 {
-    redisReply *r = rcmd(f->c, "SLOWLOG GET -1");
-    if (!r) return NAN;
-    double *v = malloc(sizeof *v * (r->elements + 1));
-    size_t n = 0;
-    for (size_t i = 0; i < r->elements; i++) {
-        redisReply *e = r->element[i];
-        if (e->type != REDIS_REPLY_ARRAY || e->elements < 4) continue;
-        redisReply *a = e->element[3];
-        if (a->elements < 3 || strcasecmp(a->element[0]->str, "EVALSHA") || strcmp(a->element[1]->str, sha))
-            continue;
-        if (op && (a->elements < 14 || strcmp(a->element[3]->str, f->keys[0]) ||
-                   strcmp(a->element[13]->str, op)))
-            continue;
-        v[n++] = (double)e->element[2]->integer;
-    }
-    freeReplyObject(r);
-    sort_doubles(v, n);
-    double m = n ? iq_mean_sorted(v, n) : NAN;
-    free(v);
-    return m;
+    double calls, usec;
+    if (evalsha_totals(f->c, &calls, &usec) || calls <= t->calls || t->n >= 64) return;
+    t->v[t->n++] = (usec - t->usec) / (calls - t->calls);
 }
 
-static void reset(struct fair *f)
+static double timing_median(struct timing *t)
 {
-    redisReply *r = rcmd(f->c, "SLOWLOG RESET");
-    if (r) freeReplyObject(r);
+    struct sample s = { .n = 0 };
+    for (int i = 0; i < t->n; i++) sample_add(&s, t->v[i]);
+    return sample_median(&s);
 }
 
 static int load_fair(struct fair *f)
@@ -121,6 +125,8 @@ static int load_fair(struct fair *f)
     size_t n = fread(text, 1, sizeof text - 1, fp);
     fclose(fp);
     text[n] = 0;
+    f->text = text;
+    f->len = n;
     redisReply *r = redisCommand(f->c, "SCRIPT LOAD %b", text, n);
     if (!r || r->type != REDIS_REPLY_STRING) {
         fprintf(stderr, "bench W4: SCRIPT LOAD fair.lua failed\n");
@@ -174,55 +180,64 @@ static int measure(struct fair *f, int rep, int N, int K, double out[NOPS])
     set_keys(f, name);
     struct deque d = { calloc((size_t)N + 2, sizeof(long)), 0, 0, (size_t)N + 2 };
     long next = 0, holder = -1;
-    int r = 0;
+    int r = 0, step = 0;
+    struct timing t[NOPS];
+    memset(t, 0, sizeof t);
 
-    call(f, "acquire", "holder", 1, NULL); /* lock free, queue empty: taken */
-    for (int i = 0; i < N; i++) {
-        owner(o, sizeof o, next);
-        call(f, "acquire", o, 1, NULL);
-        dq_push(&d, next++);
+    call(f, 0, "acquire", "holder", 1, NULL); /* lock free, queue empty: taken */
+    r |= replies(f, 1);
+    for (int i = 0; i < N && !r; i += 1000) {
+        int n = N - i < 1000 ? N - i : 1000;
+        for (int k = 0; k < n; k++) {
+            owner(o, sizeof o, next);
+            call(f, 0, "acquire", o, 1, NULL);
+            dq_push(&d, next++);
+        }
+        r |= replies(f, n);
     }
-    r |= replies(f, N + 1);
-    reset(f);
 
-    for (int k = 0; k < K && !r; k++) { /* enqueue, cancel */
-        owner(o, sizeof o, next);
-        call(f, "acquire", o, 1, NULL);
-        dq_push(&d, next++);
-        size_t mid = d.n / 2;
-        owner(o, sizeof o, dq_at(&d, mid));
-        call(f, "cancel", o, 1, NULL);
-        dq_remove(&d, mid);
-        r |= replies(f, 2);
+    for (int op = 0; op < NOPS && !r; op++) {
+        for (int k = 0; k < K && !r; k++, step++) {
+            if (k % CHUNK == 0) chunk_begin(f, &t[op]);
+            switch (op) {
+            case ENQ: /* timed enqueue at the tail, then the newcomer leaves */
+                owner(o, sizeof o, next++);
+                call(f, 1, "acquire", o, 1, NULL);
+                call(f, 0, "cancel", o, 1, NULL);
+                break;
+            case CANCEL: { /* timed cancel in the middle, then a refill */
+                size_t mid = d.n / 2;
+                owner(o, sizeof o, dq_at(&d, mid));
+                call(f, 1, "cancel", o, 1, NULL);
+                dq_remove(&d, mid);
+                owner(o, sizeof o, next);
+                call(f, 0, "acquire", o, 1, NULL);
+                dq_push(&d, next++);
+                break;
+            }
+            case UNLOCK: /* timed release with hand-off to the head, refill */
+                if (holder < 0) snprintf(o, sizeof o, "holder");
+                else owner(o, sizeof o, holder);
+                snprintf(latch, sizeof latch, "u%d", step);
+                call(f, 1, "release", o, 0, latch);
+                holder = dq_pop(&d);
+                owner(o, sizeof o, next);
+                call(f, 0, "acquire", o, 1, NULL);
+                dq_push(&d, next++);
+                break;
+            default: /* GRANT: the lock key vanishes; a timed acquire grants the head */
+                redisAppendCommand(f->c, "DEL %s", f->keys[0]);
+                owner(o, sizeof o, next);
+                call(f, 1, "acquire", o, 1, NULL);
+                holder = dq_pop(&d);
+                dq_push(&d, next++);
+                break;
+            }
+            r |= replies(f, 2);
+            if (k % CHUNK == CHUNK - 1 || k == K - 1) chunk_end(f, &t[op]);
+        }
+        out[op] = timing_median(&t[op]);
     }
-    out[ENQ] = slowlog(f, f->sha, "acquire");
-    out[CANCEL] = slowlog(f, f->sha, "cancel");
-    reset(f);
-
-    for (int k = 0; k < K && !r; k++) { /* unlock with hand-off, refill */
-        if (holder < 0) snprintf(o, sizeof o, "holder");
-        else owner(o, sizeof o, holder);
-        snprintf(latch, sizeof latch, "u%d", k);
-        call(f, "release", o, 0, latch);
-        holder = dq_pop(&d);
-        owner(o, sizeof o, next);
-        call(f, "acquire", o, 1, NULL);
-        dq_push(&d, next++);
-        r |= replies(f, 2);
-    }
-    out[UNLOCK] = slowlog(f, f->sha, "release");
-    reset(f);
-
-    for (int k = 0; k < K && !r; k++) { /* grant on a lock found free */
-        redisAppendCommand(f->c, "DEL %s", f->keys[0]);
-        owner(o, sizeof o, next);
-        call(f, "acquire", o, 1, NULL);
-        dq_pop(&d);
-        dq_push(&d, next++);
-        r |= replies(f, 2);
-    }
-    out[GRANT] = slowlog(f, f->sha, "acquire");
-    reset(f);
 
     redisReply *x = rcmd(f->c, "DEL %s %s %s %s %s %s", f->keys[0], f->keys[1], f->keys[2], f->keys[3],
                          f->keys[4], f->keys[5]);
@@ -233,12 +248,14 @@ static int measure(struct fair *f, int rep, int N, int K, double out[NOPS])
 
 static double trivial(struct fair *f, int K)
 {
-    reset(f);
-    for (int k = 0; k < K; k++) redisAppendCommand(f->c, "EVALSHA %s 0", lim.sha);
-    if (replies(f, K)) return NAN;
-    double v = slowlog(f, lim.sha, NULL);
-    reset(f);
-    return v;
+    struct timing t = { .n = 0 };
+    for (int k = 0; k < K; k++) {
+        if (k % CHUNK == 0) chunk_begin(f, &t);
+        redisAppendCommand(f->c, "EVALSHA %s 0", lim.sha);
+        if (replies(f, 1)) return NAN;
+        if (k % CHUNK == CHUNK - 1 || k == K - 1) chunk_end(f, &t);
+    }
+    return timing_median(&t);
 }
 
 static double base[NOPS], trivial_med;
@@ -249,20 +266,6 @@ void w4_run(void)
     struct sample s[NOPS][NDEPTH], triv = { .n = 0 };
     memset(s, 0, sizeof s);
     int K = opt.quick ? 100 : 300, ok = f.c && !load_fair(&f);
-    char old_slower[32] = "10000", old_len[32] = "128";
-    if (ok) {
-        redisReply *r = rcmd(f.c, "CONFIG GET slowlog-log-slower-than");
-        if (r && r->elements == 2) snprintf(old_slower, sizeof old_slower, "%s", r->element[1]->str);
-        if (r) freeReplyObject(r);
-        r = rcmd(f.c, "CONFIG GET slowlog-max-len");
-        if (r && r->elements == 2) snprintf(old_len, sizeof old_len, "%s", r->element[1]->str);
-        if (r) freeReplyObject(r);
-        r = rcmd(f.c, "CONFIG SET slowlog-log-slower-than 0");
-        ok = r != NULL;
-        if (r) freeReplyObject(r);
-        r = rcmd(f.c, "CONFIG SET slowlog-max-len 100000");
-        if (r) freeReplyObject(r);
-    }
     for (int rep = 0; ok && rep < opt.reps; rep++) {
         sample_add(&triv, trivial(&f, K));
         for (int i = 0; ok && i < NDEPTH; i++) {
@@ -276,17 +279,10 @@ void w4_run(void)
             for (int op = 0; op < NOPS; op++) sample_add(&s[op][i], out[op]);
         }
     }
-    if (f.c) {
-        redisReply *r = rcmd(f.c, "CONFIG SET slowlog-log-slower-than %s", old_slower);
-        if (r) freeReplyObject(r);
-        r = rcmd(f.c, "CONFIG SET slowlog-max-len %s", old_len);
-        if (r) freeReplyObject(r);
-        reset(&f);
-        redisFree(f.c);
-    }
+    if (f.c) redisFree(f.c);
 
     trivial_med = sample_median(&triv);
-    struct row *row = report_row("W4", "EVALSHA 'return 1', Redis-side (SLOWLOG)", "µs", ok ? &triv : NULL);
+    struct row *row = report_row("W4", "EVALSHA 'return 1', Redis-side (INFO commandstats)", "µs", ok ? &triv : NULL);
     if (!ok) row_na(row, "error, see stderr");
     for (int op = 0; op < NOPS; op++) {
         base[op] = sample_median(&s[op][0]);
@@ -307,7 +303,7 @@ void w4_run(void)
         perror(path);
         return;
     }
-    fprintf(fp, "# W4 fair.lua Redis-side time (SLOWLOG, interquartile mean per call, median of %d "
+    fprintf(fp, "# W4 fair.lua Redis-side time (INFO commandstats, median of chunk means, median of %d "
                 "repetitions, min, max) against queue depth N\n# 'return 1' script: %.2f us\n"
                 "# N enqueue min max cancel min max unlock min max grant min max\n",
             opt.reps, trivial_med);
