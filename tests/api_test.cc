@@ -1474,4 +1474,113 @@ TEST_F(RmutexUnreachable, LockKeepsWaitingAndSucceedsOnceAServerAppears)
     EXPECT_RC(0, rmutex_force_unlock("rmt:unreachable"));
 }
 
+/* ===================================================================== */
+/* Refusals by the server: replica, OOM, missing replicas                  */
+/* ===================================================================== */
+
+class RmutexServerRefuses : public RedisTest {
+  protected:
+    RmutexServerRefuses() : RedisTest(/*own_server=*/true, "", /*configure=*/false) {}
+};
+
+TEST_F(RmutexServerRefuses, AReadOnlyReplicaIsErofs)
+{
+    auto replica = RedisServer::start({"--replicaof", host(), std::to_string(port())});
+    ASSERT_TRUE(replica);
+    ASSERT_RC(0, rmutex_configure(replica->url().c_str()));
+    rmutex_t m;
+    init_mutex(&m, lock_name());
+    EXPECT_RC(EROFS, rmutex_trylock(&m));
+    EXPECT_STRNE("", rmutex_detail());
+    EXPECT_RC(EROFS, rmutex_lock(&m));
+    struct timespec dl = abs_after(CLOCK_REALTIME, 2000);
+    EXPECT_RC(EROFS, rmutex_timedlock(&m, &dl));
+    EXPECT_FALSE(redis().exists(lock_name()));
+}
+
+TEST_F(RmutexServerRefuses, OutOfMemoryIsEnomemAndPassesWhenMemoryIsBack)
+{
+    ASSERT_RC(0, rmutex_configure(url().c_str()));
+    rmutex_t m;
+    init_mutex(&m, lock_name());
+    ASSERT_RC(0, rmutex_trylock(&m)); /* connections and scripts are in place */
+    ASSERT_RC(0, rmutex_unlock(&m));
+    ASSERT_EQ("OK", redis().cmd({"CONFIG", "SET", "maxmemory-policy", "noeviction"}).str());
+    ASSERT_EQ("OK", redis().cmd({"CONFIG", "SET", "maxmemory", "1"}).str());
+    EXPECT_RC(ENOMEM, rmutex_trylock(&m));
+    EXPECT_STRNE("", rmutex_detail());
+    EXPECT_RC(ENOMEM, rmutex_lock(&m));
+    EXPECT_FALSE(redis().exists(lock_name()));
+    ASSERT_EQ("OK", redis().cmd({"CONFIG", "SET", "maxmemory", "0"}).str());
+    EXPECT_RC(0, rmutex_trylock(&m));
+    EXPECT_RC(0, rmutex_unlock(&m));
+}
+
+TEST_F(RmutexServerRefuses, AUserWithoutScriptPermissionIsEacces)
+{
+    ASSERT_EQ("OK", redis().cmd({"ACL", "SETUSER", "noscripts", "on", ">NoScriptPw1", "~*", "&*", "+@all",
+                                 "-@scripting"}).str());
+    ASSERT_RC(0, rmutex_configure(("redis://noscripts:NoScriptPw1@" + host() + ":" + std::to_string(port())).c_str()));
+    rmutex_t m;
+    init_mutex(&m, lock_name());
+    EXPECT_RC(EACCES, rmutex_trylock(&m));
+    std::string d = rmutex_detail();
+    EXPECT_NE("", d);
+    EXPECT_EQ(std::string::npos, d.find("NoScriptPw1")) << d;
+    EXPECT_RC(EACCES, rmutex_lock(&m));
+    EXPECT_FALSE(redis().exists(lock_name()));
+}
+
+TEST_F(RmutexServerRefuses, TooFewReplicasIsEnoreplicasAndTheHoldIsGivenBack)
+{
+    /* The server has no replica at all; WAIT 1 can only time out. */
+    ASSERT_RC(0, rmutex_configure(url_with("replicas=1&wait_timeout=100").c_str()));
+    std::string name = lock_name();
+    rmutex_t m;
+    init_mutex(&m, name);
+    EXPECT_RC(RMUTEX_ENOREPLICAS, rmutex_trylock(&m));
+    EXPECT_STRNE("", rmutex_detail());
+    EXPECT_FALSE(redis().exists(name)) << "the unacknowledged hold was not given back";
+    EXPECT_RC(RMUTEX_ENOREPLICAS, rmutex_lock(&m));
+    EXPECT_FALSE(redis().exists(name));
+    unsigned count = 9;
+    EXPECT_RC(0, rmutex_holdcount(&m, &count));
+    EXPECT_EQ(0u, count);
+    EXPECT_RC(EPERM, rmutex_unlock(&m));
+}
+
+TEST_F(RmutexServerRefuses, WaitReplicasSetAtRunTimeAppliesToo)
+{
+    ASSERT_RC(0, rmutex_configure(url().c_str()));
+    ASSERT_RC(0, rmutex_set_wait_replicas(1, 100));
+    std::string name = lock_name();
+    rmutex_t m;
+    init_mutex(&m, name);
+    EXPECT_RC(RMUTEX_ENOREPLICAS, rmutex_trylock(&m));
+    EXPECT_FALSE(redis().exists(name));
+    ASSERT_RC(0, rmutex_set_wait_replicas(0, 0));
+    EXPECT_RC(0, rmutex_trylock(&m));
+    EXPECT_RC(0, rmutex_unlock(&m));
+}
+
+TEST_F(RmutexServerRefuses, WaitForAReplicaThatExistsSucceeds)
+{
+    /* Redis 7 waits 5 s before a diskless full sync by default. */
+    ASSERT_EQ("OK", redis().cmd({"CONFIG", "SET", "repl-diskless-sync-delay", "0"}).str());
+    auto replica = RedisServer::start({"--replicaof", host(), std::to_string(port())});
+    ASSERT_TRUE(replica);
+    ASSERT_TRUE(wait_until(
+        [&] { return redis().cmd({"INFO", "replication"}).str().find("state=online") != std::string::npos; },
+        ms(10000)))
+        << "the replica did not connect";
+    ASSERT_RC(0, rmutex_configure(url_with("replicas=1&wait_timeout=2000").c_str()));
+    std::string name = lock_name();
+    rmutex_t m;
+    init_mutex(&m, name);
+    ASSERT_RC(0, rmutex_trylock(&m));
+    Redis r(replica->host(), replica->port());
+    EXPECT_EQ("hash", r.type(name)) << "acknowledged means the replica has it";
+    EXPECT_RC(0, rmutex_unlock(&m));
+}
+
 } // namespace
