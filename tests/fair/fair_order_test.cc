@@ -302,9 +302,10 @@ TEST_F(FairOrder, AHoldOfTenWaiterLeasesNeitherEvictsNorReordersLiveWaiters)
         auto line = c.expect_line("lock t=" + std::to_string(t) + " ", ms(2000));
         ASSERT_TRUE(line) << "waiter " << i << " (" << members[i] << ") did not get the lock next";
         EXPECT_EQ(0, rc_of(*line)) << *line;
-        if (i < 3) /* each process's first waiter: its call spanned the whole hold */
+        if (i < 3) { /* each process's first waiter: its call spanned the whole hold */
             EXPECT_GE(num_field(*line, "rcalls"), 10 * 3 * 6 / 10)
                 << "its process's watchdog renewed the place (every waiter lease / 3): " << *line;
+        }
         auto h = redis().hgetall(name);
         ASSERT_EQ(1u, h.size());
         EXPECT_EQ(owner_of(members[i]), h.begin()->first);

@@ -227,13 +227,14 @@ TEST_F(FairLock, TimedlockThatTimesOutInTheQueueLeavesNoEntry)
  * The lock is left free with fair waiters queued when a non-fair holder
  * releases it (a non-fair release does not know the queue; the waiter
  * finds out by its bounded poll).  The waiter here runs with a long waiter
- * lease and poll, so that it does not look again for seconds: whoever
- * comes along in between must hand the lock to it, not take it. */
+ * lease and poll, and the non-fair holder with a long lease, so that the
+ * waiter does not look again for seconds: whoever comes along in between
+ * must hand the lock to it, not take it. */
 TEST_F(FairLock, TrylockIsEbusyWhileOthersAreQueuedEvenWithTheLockFree)
 {
     std::string name = lock_name();
     FairKeys k(name);
-    auto nonfair = child(name, {"--nonfair"});
+    auto nonfair = child(name, {"--nonfair"}, "lease=30000");
     ASSERT_TRUE(nonfair);
     ASSERT_EQ(0, rc_of(child_lock(*nonfair)));
     auto w = child(name, {}, "lease=30000&waiter_lease=20000&poll=20000");
@@ -266,7 +267,7 @@ TEST_F(FairLock, ANewcomerFindingTheLockFreeQueuesBehindTheWaiters)
 {
     std::string name = lock_name();
     FairKeys k(name);
-    auto nonfair = child(name, {"--nonfair"});
+    auto nonfair = child(name, {"--nonfair"}, "lease=30000");
     ASSERT_TRUE(nonfair);
     ASSERT_EQ(0, rc_of(child_lock(*nonfair)));
     auto w = child(name, {}, "lease=30000&waiter_lease=20000&poll=20000");
