@@ -105,9 +105,16 @@ static void cleanup_keys(void)
     if (removed) printf("removed %ld keys of this run\n", removed);
 }
 
+static char log_path[320], rdb_path[320];
+
 static void on_signal(int sig)
 {
-    if (srv.pid && srv.owner == getpid()) kill(srv.pid, SIGKILL);
+    if (srv.pid && srv.owner == getpid()) {
+        kill(srv.pid, SIGKILL);
+        unlink(log_path);
+        unlink(rdb_path);
+        rmdir(srv.dir);
+    }
     signal(sig, SIG_DFL);
     raise(sig);
 }
@@ -159,6 +166,8 @@ int main(int argc, char **argv)
     signal(SIGPIPE, SIG_IGN);
     if (opt.url ? server_use_url(opt.url) : server_start(opt.redis_server)) return 1;
     atexit(server_stop);
+    snprintf(log_path, sizeof log_path, "%s/redis.log", srv.dir);
+    snprintf(rdb_path, sizeof rdb_path, "%s/dump.rdb", srv.dir);
     int64_t t0 = now_ns();
     machine_facts(argc, argv);
     printf("rmutex-bench: server %s, %d repetitions%s\n", srv.base, opt.reps,

@@ -14,10 +14,15 @@
  *
  * Limits: throughput against the EVALSHA-trivial rate (a direct hand-off
  * needs about one round trip per acquisition), hand-off latency against
- * the RTT limit. */
+ * the RTT limit.  To see what limits them, the CPU time per acquisition is
+ * reported too: of the worker processes (getrusage of the waited-for
+ * children: their whole life, warm-up included, over every acquisition
+ * they made) with their voluntary context switches, and of redis-server
+ * (INFO cpu) over the same stretch. */
 #include "bench.h"
 #include "clock.h"
 #include "report.h"
+#include "server.h"
 #include "w3.h"
 
 #include <errno.h>
@@ -29,6 +34,7 @@
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/prctl.h>
+#include <sys/resource.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -111,9 +117,31 @@ static void child(struct shared *sh, const char *name, int fair, int proc, int t
 }
 
 /* One repetition.  0 and *out filled, or -1. */
-static int rep(const char *name, int fair, int procs, int threads, double seconds,
-               struct w3_result *out, long *lost)
+struct cost {
+    double client_us, redis_us, switches; /* per acquisition */
+};
+
+static double rusage_us(const struct rusage *r)
 {
+    return (double)(r->ru_utime.tv_sec + r->ru_stime.tv_sec) * 1e6 +
+           (double)(r->ru_utime.tv_usec + r->ru_stime.tv_usec);
+}
+
+static double redis_cpu_us(void)
+{
+    redisContext *c = server_connect();
+    if (!c) return 0;
+    double v = (info_field(c, "cpu", "used_cpu_user") + info_field(c, "cpu", "used_cpu_sys")) * 1e6;
+    redisFree(c);
+    return v;
+}
+
+static int rep(const char *name, int fair, int procs, int threads, double seconds,
+               struct w3_result *out, long *lost, struct cost *cost)
+{
+    struct rusage ru0, ru1;
+    getrusage(RUSAGE_CHILDREN, &ru0);
+    double redis0 = redis_cpu_us();
     uint64_t cap = (uint64_t)((seconds + 10) * 60000);
     size_t size = sizeof(struct shared) + cap * sizeof(struct w3_rec);
     struct shared *sh = mmap(NULL, size, PROT_READ | PROT_WRITE,
@@ -157,6 +185,11 @@ static int rep(const char *name, int fair, int procs, int threads, double second
         }
     }
     if (atomic_load(&sh->failed)) ok = 0;
+    getrusage(RUSAGE_CHILDREN, &ru1);
+    double redis1 = redis_cpu_us(), acqs = (double)sh->counter + nthreads;
+    cost->client_us = (rusage_us(&ru1) - rusage_us(&ru0)) / acqs;
+    cost->redis_us = (redis1 - redis0) / acqs;
+    cost->switches = (double)(ru1.ru_nvcsw - ru0.ru_nvcsw) / acqs;
     if (ok) {
         uint64_t written = sh->counter < cap ? sh->counter : cap;
         w3_analyze(sh->rec, written, nthreads, t0, t1, opt.fifo_slack_ms * 1e6, out);
@@ -197,21 +230,27 @@ static void config(int fair, int procs, int threads)
     lock_name(name, sizeof name, what);
     snprintf(tag, sizeof tag, "%dx%d", procs, threads);
     struct sample rate = { .n = 0 }, p50 = { .n = 0 }, p99 = { .n = 0 }, p50c = { .n = 0 },
-                  gap = { .n = 0 }, fifo = { .n = 0 }, mins = { .n = 0 }, lostv = { .n = 0 };
+                  gap = { .n = 0 }, fifo = { .n = 0 }, mins = { .n = 0 }, lostv = { .n = 0 },
+                  ccpu = { .n = 0 }, rcpu = { .n = 0 }, csw = { .n = 0 };
     double *all = NULL;
     size_t nall = 0;
     int ok = !bench_configure("");
     for (int i = 0; ok && i < opt.reps; i++) {
         struct w3_result res;
+        struct cost cost;
         long lost = 0;
-        if (rep(name, fair, procs, threads, seconds, &res, &lost)) {
+        if (rep(name, fair, procs, threads, seconds, &res, &lost, &cost)) {
             ok = 0;
             break;
         }
         printf("  W3 %s %s: %.0f acq/s, hand-off p50 %.1f us p99 %.1f us, gap %.1f ms, "
-               "fifo %.0f, shares %.2f..%.2f, lost %ld\n",
+               "fifo %.0f, shares %.2f..%.2f, lost %ld; per acquisition: client CPU %.1f us, "
+               "%.2f switches, redis CPU %.1f us\n",
                kind, tag, res.rate, res.p50_us, res.p99_us, res.gap_ms, res.fifo, res.min_share,
-               res.max_share, lost);
+               res.max_share, lost, cost.client_us, cost.switches, cost.redis_us);
+        sample_add(&ccpu, cost.client_us);
+        sample_add(&rcpu, cost.redis_us);
+        sample_add(&csw, cost.switches);
         sample_add(&rate, res.rate);
         sample_add(&p50, res.p50_us);
         sample_add(&p99, res.p99_us);
@@ -258,6 +297,12 @@ static void config(int fair, int procs, int threads)
     snprintf(fig, sizeof fig, "%s %s fewest acquisitions of a thread ÷ mean", kind, tag);
     r = report_row("W3", fig, "share", ok ? &mins : NULL);
     if (!fair) row_target(r, "≥ 0.25", ON_VALUE, J_GE, 0.25, 1);
+    snprintf(fig, sizeof fig, "%s %s client CPU per acquisition (all processes)", kind, tag);
+    report_row("W3", fig, "µs", ok ? &ccpu : NULL);
+    snprintf(fig, sizeof fig, "%s %s client context switches per acquisition", kind, tag);
+    report_row("W3", fig, "switches", ok ? &csw : NULL);
+    snprintf(fig, sizeof fig, "%s %s redis-server CPU per acquisition", kind, tag);
+    report_row("W3", fig, "µs", ok ? &rcpu : NULL);
     snprintf(fig, sizeof fig, "%s %s lost updates (exclusion check)", kind, tag);
     r = report_row("W3", fig, "updates", ok ? &lostv : NULL);
     row_target(r, "0", ON_VALUE, J_LE, 0, 1);
