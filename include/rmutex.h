@@ -103,7 +103,7 @@ enum { RMUTEX_FLAG_ROBUST = 0x100, RMUTEX_FLAG_FAIR = 0x200 };
  */
 #define RMUTEX_INITIALIZER(name) { (name), 0, 0, 0, { 0, 0, 0, 0, 0 } }
 #define RMUTEX_INITIALIZER_NP(name, type, flags) \
-    { (name), (int)((type) | (flags)), 0, 0, { 0, 0, 0, 0, 0 } }
+    { (name), (int)(type) | (int)(flags), 0, 0, { 0, 0, 0, 0, 0 } }
 
 /* The longest accepted lock name, in bytes. */
 #define RMUTEX_NAME_MAX 1024

@@ -23,9 +23,11 @@
  *    on a grant, an acquire that finds it free) grants it to the first live
  *    waiter in the same script: writes its field into the lock hash, takes a
  *    fencing token, and publishes one message naming it on the lock's fair
- *    channel.  The process that has that waiter (one subscription per
- *    process and lock, in the multiplexer) wakes exactly that thread, which
- *    owns the lock on receipt -- no round trip of its own.  The grant's
+ *    channel of the waiter's process (rmutex_fair_channel:{NAME}:<uuid>:
+ *    one subscription per process and lock, in the multiplexer), which
+ *    wakes exactly that thread; it owns the lock on receipt -- no round trip
+ *    of its own.  (A fixed-lease hold, which no watchdog renews, confirms
+ *    its grant with one call instead.)  The grant's
  *    PEXPIRE is no longer than the waiter's remaining liveness; the
  *    watchdog's first renewal, a third into that time, confirms it
  *    (renew.lua), as does any later call of the waiter.  A dead head thus delays the queue by at most
@@ -184,7 +186,11 @@ static int fair_lock(struct rm_mutex *mx, struct rm_thread *self, struct rm_endp
     /* Subscribe before the first attempt: a grant can follow the enqueue at
      * once.  Until the subscription is confirmed the bounded wait (and the
      * wake-up on confirmation) covers a message we could not hear. */
-    if (!try_only) joined = rm_sub_join(ep->sub, mx->keys.fchannel, &waiter, member, (size_t)mlen) ? -1 : 1;
+    char channel[RMUTEX_NAME_MAX + 96];
+    const char *colon = strrchr(self->owner, ':');
+    snprintf(channel, sizeof channel, "%s:%.*s", mx->keys.fchannel, (int)(colon - self->owner),
+             self->owner);
+    if (!try_only) joined = rm_sub_join(ep->sub, channel, &waiter, member, (size_t)mlen) ? -1 : 1;
 
     for (int first = 1;; first = 0) {
         r = attempt(mx, self, ep, acq, try_only, rm_attempt_deadline(w, first), &o);
@@ -214,7 +220,10 @@ static int fair_lock(struct rm_mutex *mx, struct rm_thread *self, struct rm_endp
         if (o.pttl >= 0 && RM_MSEC(o.pttl + 1) < bound) bound = RM_MSEC(o.pttl + 1);
         rm_nsec until = rm_min(w->deadline, rm_after(bound));
         if (joined > 0) {
-            if (rm_sub_wait(&waiter, until) == RM_WAKE_MESSAGE && !granted(mx, waiter.msg, &o))
+            /* A fixed-lease hold must be confirmed by us (no watchdog will):
+             * take the message as a hint and confirm it with one call. */
+            if (rm_sub_wait(&waiter, until) == RM_WAKE_MESSAGE && !mx->lease_ms &&
+                !granted(mx, waiter.msg, &o))
                 break;
         } else {
             rm_sleep_until(until);

@@ -17,7 +17,7 @@ struct rm_keys {
     const char *queue;   /* rmutex_fair_queue:{NAME}: zset waiter -> ticket */
     const char *alive;   /* rmutex_fair_alive:{NAME}: zset waiter -> liveness deadline */
     const char *seq;     /* rmutex_fair_seq:{NAME}: ticket counter */
-    const char *fchannel; /* rmutex_fair_channel:{NAME}: "<waiter> <token> <dead> <ms>" on a grant */
+    const char *fchannel; /* rmutex_fair_channel:{NAME}: + ":<uuid>", a process's grants */
     unsigned slot;       /* cluster hash slot of all of them */
     char *buf;           /* one allocation holding the strings */
 };

@@ -435,6 +435,11 @@ std::optional<std::pair<std::string, std::string>> Redis::next_message(ms bound)
             std::string(r->element[0]->str) == "message")
             return std::make_pair(std::string(r->element[1]->str, r->element[1]->len),
                                   std::string(r->element[2]->str, r->element[2]->len));
+        /* A PSUBSCRIBE's message: ["pmessage", pattern, channel, payload]. */
+        if (r->type == REDIS_REPLY_ARRAY && r->elements == 4 && r->element[0]->str &&
+            std::string(r->element[0]->str) == "pmessage")
+            return std::make_pair(std::string(r->element[2]->str, r->element[2]->len),
+                                  std::string(r->element[3]->str, r->element[3]->len));
     }
 }
 

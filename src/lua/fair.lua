@@ -8,7 +8,9 @@
 --       5 T  redisson_lock_token:{NAME}  fencing counter (never expires)
 --       6 O  rmutex_owner:{NAME}         owner mark, see below
 --       7 N  rmutex_notrecoverable:{NAME}
---       8 C  rmutex_fair_channel:{NAME}  grants: "<waiter> <token> <dead> <ms> <notrec>"
+--       8 C  rmutex_fair_channel:{NAME}  prefix of the grant channels, one per
+--                                        process: C:<uuid> gets "<waiter> <token>
+--                                        <dead> <ms> <notrec>"
 --       9 R  redisson_lock__channel:{NAME}  "0" when the lock is left free
 --      10 X  the release latch (op release; unused otherwise)
 -- ARGV  1 op: acquire | release | cancel
@@ -58,7 +60,11 @@ local function mine(mark)
   return mark == member or mark == member .. '!' or mark == member .. '?' or mark == member .. '?!'
 end
 
--- The lock is free: grant it to the first live waiter.  Returns it, or nil.
+-- The lock is free: grant it to the first live waiter.  Returns the waiter
+-- granted, false when the queue is empty, or 'more' when this call's share
+-- of purging (PURGE dead entries, PURGE dead heads) ran out before a live
+-- waiter was found: the lock stays free but nobody may take it past the
+-- queue; the next call goes on purging.
 local function settle()
   local dead = redis.call('zrangebyscore', A, '-inf', now, 'limit', 0, PURGE)
   if #dead > 0 then
@@ -67,27 +73,39 @@ local function settle()
   end
   for _ = 1, PURGE do
     local head = redis.call('zrange', Q, 0, 0)[1]
-    if not head then return nil end
+    if not head then return false end
     redis.call('zrem', Q, head)
     local deadline = tonumber(redis.call('zscore', A, head))
     redis.call('zrem', A, head)
     if deadline and deadline > now then
       local left = deadline - now
       local flag = died(redis.call('get', O)) and '?!' or '?'
-      redis.call('hset', L, string.match(head, '^(.*)|'), 1)
+      local owner = string.match(head, '^(.*)|')
+      redis.call('hset', L, owner, 1)
       redis.call('pexpire', L, left)
       redis.call('set', O, head .. flag, 'px', 2 * left + 1000)
       local token = redis.call('incr', T)
-      redis.call('publish', C, head .. ' ' .. token .. ' ' .. (flag == '?!' and 1 or 0) .. ' ' ..
-                               left .. ' ' .. redis.call('exists', N))
+      -- One message, on the channel of the waiter's process only.
+      redis.call('publish', C .. ':' .. string.match(owner, '^(.*):'),
+                 head .. ' ' .. token .. ' ' .. (flag == '?!' and 1 or 0) .. ' ' ..
+                 left .. ' ' .. redis.call('exists', N))
       return head
     end
   end
-  return nil
+  if redis.call('zcard', Q) == 0 then return false end
+  return 'more'
 end
 
+-- Leave the lock to the next live waiter, or announce it free.  Up to four
+-- shares of purging: a crowd of dead waiters costs the releaser a little
+-- and the live waiter behind them (who continues it) rarely a poll.
 local function settle_or_announce()
-  if not settle() then redis.call('publish', R, '0') end
+  local granted = settle()
+  for _ = 1, 3 do
+    if granted ~= 'more' then break end
+    granted = settle()
+  end
+  if granted == false then redis.call('publish', R, '0') end
 end
 
 -- This acquisition holds L (granted or taken): make it a full hold.
@@ -117,11 +135,14 @@ if op == 'acquire' then
     return {2}
   end
   if redis.call('hexists', L, me) == 1 then return confirm(hold) end
-  if redis.call('exists', L) == 0 then
+  local free = redis.call('exists', L) == 0
+  if free then
     local granted = settle()
     if granted == member then return confirm(hold) end
-    if not granted then
+    if granted == false then
       -- Nobody is queued: take it.
+      redis.call('zrem', Q, member)
+      redis.call('zrem', A, member)
       local dead = died(redis.call('get', O)) and 1 or 0
       redis.call('hset', L, me, 1)
       redis.call('pexpire', L, hold)
@@ -129,7 +150,9 @@ if op == 'acquire' then
       return {0, redis.call('incr', T), dead}
     end
   end
-  if ARGV[7] == '1' then return {1, redis.call('pttl', L)} end
+  -- Busy; or free with dead waiters still to purge ('more'): come back at once.
+  local pttl = free and redis.call('exists', L) == 0 and 0 or redis.call('pttl', L)
+  if ARGV[7] == '1' then return {1, pttl} end
   if not redis.call('zscore', Q, member) then
     redis.call('zadd', Q, redis.call('incr', S), member)
   end
@@ -137,7 +160,7 @@ if op == 'acquire' then
   keep(Q, 2 * wlease)
   keep(A, 2 * wlease)
   keep(S, 2 * wlease)
-  return {1, redis.call('pttl', L)}
+  return {1, pttl}
 
 elseif op == 'release' then
   local done = redis.call('get', X)

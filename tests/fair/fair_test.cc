@@ -352,7 +352,8 @@ TEST_F(FairLock, HandOffWakesOnlyTheHeadWhichNeedsNoRoundTripOfItsOwn)
     EXPECT_LT(read_queue(redis(), k).ticket_of(m1), t2);
 
     Redis sub(host(), port(), password_);
-    ASSERT_TRUE(sub.cmd({"SUBSCRIBE", k.fchannel}));
+    /* Grants go to one channel per process, rmutex_fair_channel:{NAME}:<uuid>. */
+    ASSERT_TRUE(sub.cmd({"PSUBSCRIBE", k.fchannel + ":*"}));
 
     EXPECT_RC(0, rmutex_unlock(&m));
     auto l1 = w1->expect_line("lock t=0 ", ms(2000));
@@ -371,6 +372,8 @@ TEST_F(FairLock, HandOffWakesOnlyTheHeadWhichNeedsNoRoundTripOfItsOwn)
     auto wds = words(msg->second);
     ASSERT_EQ(5u, wds.size()) << msg->second;
     EXPECT_EQ(m1, wds[0]) << "the message names the head";
+    EXPECT_EQ(k.fchannel + ":" + m1.substr(0, m1.find(':')), msg->first)
+        << "the grant goes to the head's process only";
     EXPECT_EQ(std::to_string(f1), wds[1]);
     EXPECT_EQ("0", wds[2]);
     EXPECT_GT(std::stoll(wds[3]), 0);
@@ -428,7 +431,9 @@ TEST_F(FairLock, ThreadsOfOneProcessShareOneSubscriptionAndWakeOneAtATime)
         << "subscriptions of the child: " << subscriptions_of(c->pid());
     EXPECT_FALSE(wait_until_unscaled([&] { return subscriptions_of(c->pid()) != 1; }, ms(300)))
         << "three waiting threads, one subscription per process and lock";
-    EXPECT_EQ(2, redis().numsub(k.fchannel)) << "the child's and this process's";
+    std::string child_uuid = members[0].substr(0, members[0].find(':'));
+    EXPECT_EQ(1, redis().numsub(k.fchannel + ":" + child_uuid))
+        << "one subscription to the child's own grant channel";
     EXPECT_RC(0, rmutex_unlock(&m));
     for (int t = 0; t < 3; t++) {
         std::string tag = "lock t=" + std::to_string(t) + " ";
