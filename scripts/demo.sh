@@ -7,7 +7,9 @@
 #      rmutex and the total is exact; then the same without the lock, which
 #      loses updates;
 #   2. the worker pool: 3 processes share 12 jobs with rmutex_trylock() and
-#      give up on a slow one with rmutex_timedlock().
+#      give up on a slow one with rmutex_timedlock();
+#   3. an unmodified pthread program (no rmutex in it), 4 copies: plainly
+#      they lose updates, under the LD_PRELOAD shim the total is exact.
 #
 # usage: scripts/demo.sh [--no-deps]
 set -euo pipefail
@@ -43,7 +45,8 @@ cmake -S . -B build/demo -DCMAKE_BUILD_TYPE=RelWithDebInfo \
     exit 1
 }
 cmake --build build/demo -j "$(nproc 2>/dev/null || echo 2)" \
-    --target rmutex_example_counter rmutex_example_worker_pool
+    --target rmutex_example_counter rmutex_example_worker_pool rmutex_example_preload_counter \
+    rmutex_example_port_pthread rmutex_example_port_rmutex rmutex_preload
 BIN=build/demo/examples
 
 trap rmutex_redis_stop EXIT
@@ -66,6 +69,9 @@ step "The same without the lock: updates get lost"
 
 step "Worker pool: 3 processes, 12 jobs, trylock + timedlock"
 "$BIN/worker_pool" --workers 3 --jobs 12
+
+step "An unmodified pthread program, 4 copies, plainly and under the LD_PRELOAD shim"
+examples/preload/run.sh "$BIN/preload/preload_counter" build/demo/shim/librmutex_preload.so
 
 if [ -n "$RMUTEX_REDIS_PID" ]; then
     step "Stopping redis-server"
