@@ -148,7 +148,7 @@ static void set_keys(struct fair *f, const char *name)
     for (int i = 1; i < 10; i++) snprintf(f->keys[i], sizeof f->keys[i], "%s:{%s}", prefix[i], name);
 }
 
-/* The waiters in queue order, as owner numbers (owner "w<k>", acquisition 1). */
+/* The waiters in queue order, as owner numbers (owner(k), acquisition 1). */
 struct deque {
     long *v;
     size_t head, n, cap;
@@ -169,7 +169,10 @@ static void dq_remove(struct deque *d, size_t i)
     d->n--;
 }
 
-static void owner(char *buf, size_t n, long k) { snprintf(buf, n, "w%ld", k); }
+/* Owners shaped as the library's, "<process>:<thread>" (the script finds a
+ * waiter's process, and its grant channel, before the last colon). */
+#define HOLDER "bench-holder:1"
+static void owner(char *buf, size_t n, long k) { snprintf(buf, n, "bench-w%ld:1", k); }
 
 /* One depth, one repetition: the four figures in out[NOPS]. */
 static int measure(struct fair *f, int rep, int N, int K, double out[NOPS])
@@ -184,7 +187,7 @@ static int measure(struct fair *f, int rep, int N, int K, double out[NOPS])
     struct timing t[NOPS];
     memset(t, 0, sizeof t);
 
-    call(f, 0, "acquire", "holder", 1, NULL); /* lock free, queue empty: taken */
+    call(f, 0, "acquire", HOLDER, 1, NULL); /* lock free, queue empty: taken */
     r |= replies(f, 1);
     for (int i = 0; i < N && !r; i += 1000) {
         int n = N - i < 1000 ? N - i : 1000;
@@ -216,7 +219,7 @@ static int measure(struct fair *f, int rep, int N, int K, double out[NOPS])
                 break;
             }
             case UNLOCK: /* timed release with hand-off to the head, refill */
-                if (holder < 0) snprintf(o, sizeof o, "holder");
+                if (holder < 0) snprintf(o, sizeof o, HOLDER);
                 else owner(o, sizeof o, holder);
                 snprintf(latch, sizeof latch, "u%d", step);
                 call(f, 1, "release", o, 0, latch);
