@@ -80,13 +80,13 @@ local function settle()
     if deadline and deadline > now then
       local left = deadline - now
       local flag = died(redis.call('get', O)) and '?!' or '?'
-      local owner = string.match(head, '^(.*)|')
+      local owner = string.match(head, '^(.*)|') or head
       redis.call('hset', L, owner, 1)
       redis.call('pexpire', L, left)
       redis.call('set', O, head .. flag, 'px', 2 * left + 1000)
       local token = redis.call('incr', T)
       -- One message, on the channel of the waiter's process only.
-      redis.call('publish', C .. ':' .. string.match(owner, '^(.*):'),
+      redis.call('publish', C .. ':' .. (string.match(owner, '^(.*):') or owner),
                  head .. ' ' .. token .. ' ' .. (flag == '?!' and 1 or 0) .. ' ' ..
                  left .. ' ' .. redis.call('exists', N))
       return head
