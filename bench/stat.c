@@ -62,13 +62,3 @@ double quantile_sorted(const double *v, size_t n, double q)
     double f = pos - (double)i;
     return i + 1 < n ? v[i] * (1 - f) + v[i + 1] * f : v[i];
 }
-
-double iq_mean_sorted(const double *v, size_t n)
-{
-    if (n == 0) return NAN;
-    size_t lo = n / 4, hi = n - n / 4;
-    if (hi <= lo) hi = lo + 1;
-    double sum = 0;
-    for (size_t i = lo; i < hi; i++) sum += v[i];
-    return sum / (double)(hi - lo);
-}

@@ -22,9 +22,5 @@ double sample_max(const struct sample *s);
 void sort_doubles(double *v, size_t n);
 /* The q-quantile (0..1) of sorted v, by linear interpolation. */
 double quantile_sorted(const double *v, size_t n, double q);
-/* The mean of the values between the first and third quartile of sorted v:
- * robust against the scheduler's outliers, finer than the median when the
- * values are whole microseconds. */
-double iq_mean_sorted(const double *v, size_t n);
 
 #endif

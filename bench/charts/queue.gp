@@ -3,9 +3,9 @@
 #   gnuplot -e "dir='DATA'; out='FILE.svg'; machine='...'" queue.gp
 set terminal svg size 960,560 dynamic enhanced font 'sans,12' background rgb 'white'
 set output out
-set title sprintf("W4 fair.lua Redis-side time per call (SLOWLOG) against queue depth\n%s", machine) noenhanced
+set title sprintf("W4 fair.lua Redis-side time per call (INFO commandstats) against queue depth\n%s", machine) noenhanced
 set xlabel 'waiters queued (N)'
-set ylabel 'µs per call (interquartile mean; bars: min–max over repetitions)'
+set ylabel 'µs per call (median of 25-call chunks; bars: min–max over repetitions)'
 set logscale x
 set xrange [0.5:20000]
 set yrange [0:*]
