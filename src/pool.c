@@ -15,8 +15,8 @@
  * once while the server is known to be down.
  *
  * Any error on a connection closes it: a stream in an unknown state is never
- * reused.  A connection dialled by another process (we are a forked child
- * and somehow still hold it) is closed without a byte being written.
+ * reused.  After fork() the child's handler closes every connection of
+ * the pool without writing a byte (rm_pool_atfork).
  *
  * The first connection also reads maxmemory-policy: anything but noeviction
  * lets Redis evict lock keys under memory pressure, which breaks mutual
@@ -168,7 +168,7 @@ int rm_pool_get(struct rm_endpoint *ep, rm_nsec deadline, int flags, struct rm_c
 void rm_pool_put(struct rm_endpoint *ep, struct rm_conn *c, int ok)
 {
     pthread_mutex_lock(&ep->mu);
-    if (ok && c->pid == getpid() && c->wlen == 0) {
+    if (ok && c->wlen == 0) {
         c->idle_next = ep->idle;
         ep->idle = c;
         pthread_cond_signal(&ep->cv);
@@ -176,7 +176,7 @@ void rm_pool_put(struct rm_endpoint *ep, struct rm_conn *c, int ok)
         return;
     }
     forget(ep, c);
-    if (c->pid == getpid()) ep->broken++; /* its replacement is a reconnect */
+    ep->broken++; /* its replacement is a reconnect */
     pthread_cond_broadcast(&ep->cv);
     pthread_mutex_unlock(&ep->mu);
     rm_conn_close(c);

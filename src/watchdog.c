@@ -117,7 +117,8 @@ static int renewed(const struct rm_wd_entry *e) { return e->kind != KIND_DEFERRE
 
 static rm_nsec window(const struct rm_wd_entry *e) { return e->window; }
 
-/* Renewed entries are due every lease/3 and may go a quarter of that early. */
+/* Renewed entries are due every lease/3; one woken for an earlier entry
+ * takes them along up to a quarter of that early. */
 static void schedule(struct rm_wd_entry *e, rm_nsec due, rm_nsec period)
 {
     e->next_due = due;
@@ -148,7 +149,7 @@ static void add_locked(struct rm_wd_entry *e)
         /* No thread (out of resources): the hold is still correct, only not
          * renewed; the next add tries again. */
     }
-    if (e->next_due - window(e) < wd.planned) pthread_cond_signal(&wd.cv);
+    if (e->next_due < wd.planned) pthread_cond_signal(&wd.cv);
 }
 
 static void unlink_locked(struct rm_wd_entry *e)
@@ -433,11 +434,11 @@ static void *wd_main(void *arg)
             for (struct rm_wd_entry *e = wd.head; e; e = e->next) {
                 if (e->inflight || e->lost || e->cancelled) continue;
                 if ((pass == 0) != renewed(e)) continue;
-                /* Woken window(e) before the earliest due entry: take every
-                 * entry due within a window after it, so entries acquired
-                 * close together are renewed -- and stay -- together. */
-                if (e->next_due - 2 * window(e) > now || (ep && e->ep != ep)) {
-                    if (e->next_due - window(e) < next) next = e->next_due - window(e);
+                /* Woken at the earliest due entry: take every entry due
+                 * within its window after now, so entries acquired close
+                 * together are renewed -- and stay -- together. */
+                if (e->next_due - window(e) > now || (ep && e->ep != ep)) {
+                    if (e->next_due < next) next = e->next_due;
                     continue;
                 }
                 if (n == cap) {

@@ -27,16 +27,16 @@ if ARGV[3] == '1' and redis.call('exists', notrec) == 1 then
   return {2}
 end
 
-if redis.call('hexists', lock, me) == 1 then
+local pttl = redis.call('pttl', lock)
+if pttl ~= -2 then
+  if redis.call('hexists', lock, me) == 0 then
+    return {1, pttl}
+  end
   local mark = redis.call('get', owner)
   local dead = (mark and string.sub(mark, -1) == '!') and 1 or 0
   redis.call('pexpire', lock, lease)
   redis.call('set', owner, dead == 1 and (mine .. '!') or mine, 'px', 2 * lease)
   return {0, tonumber(redis.call('get', token)) or 0, dead}
-end
-
-if redis.call('exists', lock) == 1 then
-  return {1, redis.call('pttl', lock)}
 end
 
 -- Free.  A surviving owner mark means the last holder never unlocked.

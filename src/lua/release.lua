@@ -29,8 +29,7 @@ if ARGV[5] ~= '' then
     return 0
   end
 end
-redis.call('del', KEYS[1])
-redis.call('del', KEYS[4])
+redis.call('del', KEYS[1], KEYS[4])
 if ARGV[3] == '1' then
   redis.call('set', KEYS[5], '1', 'px', ARGV[4])
 end
