@@ -327,6 +327,17 @@ typedef void (*rmutex_lost_fn)(rmutex_t *m, const char *name, void *arg);
 /* Install fn (NULL: none) as the lost-lock callback.  Returns 0. */
 RMUTEX_API int rmutex_set_lost_callback(rmutex_lost_fn fn, void *arg);
 
+/* Called when this process finds Redis unreachable (down = 1: a connection
+ * could not be made; detail says why, without a password) and when it
+ * reaches it again (down = 0, detail ""), once per change, from whichever
+ * thread noticed it, with no lock held.  Waiting calls go on waiting (lock),
+ * or time out (timedlock); this only tells.  The callback must not block
+ * for long. */
+typedef void (*rmutex_outage_fn)(int down, const char *detail, void *arg);
+
+/* Install fn (NULL: none) as the outage callback.  Returns 0. */
+RMUTEX_API int rmutex_set_outage_callback(rmutex_outage_fn fn, void *arg);
+
 /* Release the lock called name whoever holds it, and clear its robust state
  * (the owner-died and not-recoverable marks).  The fencing counter is kept.
  * Waiters are woken.  A holder in any process finds out at its next renewal

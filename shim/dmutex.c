@@ -46,7 +46,9 @@
  * reached, and a blocking wait for a non-fair lock is cut into slices of
  * SLICE_MS, each followed by another trylock, so an outage that starts
  * while a thread waits is noticed too.  A fair lock is not sliced (giving
- * up a wait would lose the place in the queue); its outages are only
+ * up a wait would lose the place in the queue); the library's outage
+ * callback (installed by setup.c) reports the outages of its waits, and
+ * its outages are also
  * noticed when a wait starts.  Nothing is ever given up because Redis is
  * down: lock keeps waiting, trylock says EBUSY, timedlock times out. */
 #include "dmutex.h"

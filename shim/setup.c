@@ -21,6 +21,12 @@
 #include <string.h>
 #include <unistd.h>
 
+static void outage_from_library(int down, const char *detail, void *arg)
+{
+    (void)arg;
+    rm_shim_outage(down, detail);
+}
+
 static void config_error(void *arg, const char *msg)
 {
     (void)arg;
@@ -113,7 +119,12 @@ __attribute__((constructor)) static void rm_shim_start(void)
     }
     if (cfg.n && !v) rm_shim_say("out of memory reading RMUTEX_PRELOAD; no mutex is distributed");
     rm_shim_config_free(&cfg);
-    if (used) rmutex_set_lost_callback(rm_shim_lost_callback, NULL);
+    if (used) {
+        rmutex_set_lost_callback(rm_shim_lost_callback, NULL);
+        /* Outages found by any of the library's threads, also those that
+         * begin while a fair lock waits (which is not cut into slices). */
+        rmutex_set_outage_callback(outage_from_library, NULL);
+    }
     rm_shim_publish(v, used);
     errno = saved;
 }

@@ -32,6 +32,32 @@
 #include <string.h>
 #include <unistd.h>
 
+static struct {
+    pthread_mutex_t mu;
+    rmutex_outage_fn fn;
+    void *arg;
+} outage = { .mu = PTHREAD_MUTEX_INITIALIZER };
+
+RMUTEX_API int rmutex_set_outage_callback(rmutex_outage_fn fn, void *arg)
+{
+    pthread_mutex_lock(&outage.mu);
+    outage.fn = fn;
+    outage.arg = arg;
+    pthread_mutex_unlock(&outage.mu);
+    return 0;
+}
+
+void rm_endpoint_reachable(struct rm_endpoint *ep, int ok)
+{
+    if (atomic_exchange(&ep->down, !ok) == !ok) return; /* no change */
+    rm_log("Redis at %s is %s", ep->addr.display, ok ? "reachable again" : "unreachable");
+    pthread_mutex_lock(&outage.mu);
+    rmutex_outage_fn fn = outage.fn;
+    void *arg = outage.arg;
+    pthread_mutex_unlock(&outage.mu);
+    if (fn) fn(!ok, ok ? "" : rmutex_detail(), arg);
+}
+
 int rm_endpoint_create(const struct rm_server_addr *addr, struct rm_endpoint **out)
 {
     struct rm_endpoint *ep = calloc(1, sizeof *ep);
@@ -132,6 +158,7 @@ int rm_pool_get(struct rm_endpoint *ep, rm_nsec deadline, int flags, struct rm_c
                 if (ep->broken) ep->broken--;
                 ep->dial_failures = 0;
                 pthread_mutex_unlock(&ep->mu);
+                rm_endpoint_reachable(ep, 1);
                 *out = c;
                 return 0;
             }
@@ -141,6 +168,7 @@ int rm_pool_get(struct rm_endpoint *ep, rm_nsec deadline, int flags, struct rm_c
                                                         RM_MSEC(1000), &ep->rng);
             pthread_cond_broadcast(&ep->cv);
             pthread_mutex_unlock(&ep->mu);
+            if (r == RM_E_UNSENT) rm_endpoint_reachable(ep, 0);
             /* One dial per call: the caller decides whether and when to try
              * again (its own backoff and deadline). */
             return r;
@@ -202,6 +230,7 @@ void rm_pool_atfork(struct rm_endpoint *ep, int who)
     ep->open = 0;
     ep->dial_failures = 0;
     ep->broken = 0;
+    atomic_store(&ep->down, 0);
     ep->dial_not_before = 0;
     ep->rng ^= (uint32_t)getpid();
     rm_cond_init(&ep->cv);

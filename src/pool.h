@@ -27,6 +27,7 @@ struct rm_endpoint {
     unsigned broken;           /* connections dropped after errors, not yet replaced */
     uint32_t rng;
     int policy_checked;        /* maxmemory-policy was read */
+    _Atomic int down;          /* the last dial failed (outage reported) */
 
     struct rm_sub *sub;        /* created with the endpoint, started lazily */
 };
@@ -49,6 +50,10 @@ int rm_pool_get(struct rm_endpoint *ep, rm_nsec deadline, int flags, struct rm_c
 
 /* Give c back.  ok = 0 after any error: c is closed, never reused. */
 void rm_pool_put(struct rm_endpoint *ep, struct rm_conn *c, int ok);
+
+/* A dial to ep by any module (pool, multiplexer, watchdog) succeeded (ok)
+ * or could not reach the server: on a change, tell the outage callback. */
+void rm_endpoint_reachable(struct rm_endpoint *ep, int ok);
 
 /* fork(): lock the pool in the prepare handler, unlock in the parent; the
  * child closes the parent's sockets (without sending) and starts empty. */

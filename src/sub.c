@@ -298,6 +298,7 @@ static void connect_locked(struct rm_sub *s)
     pthread_mutex_unlock(&s->mu);
     struct rm_conn *c = NULL;
     int r = rm_conn_dial(&s->ep->addr, "sub", RM_FOREVER, &c);
+    if (!r || r == RM_E_UNSENT) rm_endpoint_reachable(s->ep, !r);
     pthread_mutex_lock(&s->mu);
     rm_nsec now = rm_now();
     if (r) {

@@ -281,12 +281,15 @@ static void exchange(struct link *l, struct rm_wd_entry **e, int n, int *res, rm
 {
     for (int i = 0; i < n; i++) res[i] = -1;
     if (!l->conn) {
-        if (rm_conn_dial(&l->ep->addr, "wd", deadline, &l->conn)) {
+        int r = rm_conn_dial(&l->ep->addr, "wd", deadline, &l->conn);
+        if (r) {
             l->conn = NULL;
             l->failures++;
             rm_log("watchdog cannot connect: %s", rmutex_detail());
+            if (r == RM_E_UNSENT) rm_endpoint_reachable(l->ep, 0);
             return;
         }
+        rm_endpoint_reachable(l->ep, 1);
         if (l->failures) RM_COUNT(reconnects);
         l->failures = 0;
     }

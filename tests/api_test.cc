@@ -12,6 +12,7 @@
 #include <cerrno>
 #include <climits>
 #include <cstring>
+#include <mutex>
 #include <regex>
 
 #include "harness.h"
@@ -1472,6 +1473,41 @@ TEST_F(RmutexUnreachable, LockKeepsWaitingAndSucceedsOnceAServerAppears)
     /* The hold belongs to the locker thread, which has ended; force it free
      * so the test leaves nothing behind. */
     EXPECT_RC(0, rmutex_force_unlock("rmt:unreachable"));
+}
+
+struct OutageLog {
+    std::mutex mu;
+    std::vector<int> calls; /* the down argument of each call, in order */
+    std::string first_detail;
+};
+
+static void on_outage(int down, const char *detail, void *arg)
+{
+    auto *log = static_cast<OutageLog *>(arg);
+    std::lock_guard<std::mutex> g(log->mu);
+    if (log->calls.empty()) log->first_detail = detail ? detail : "(null)";
+    log->calls.push_back(down);
+}
+
+TEST_F(RmutexUnreachable, OutageCallbackSaysDownOnceThenUpOnce)
+{
+    OutageLog log;
+    ASSERT_RC(0, rmutex_set_outage_callback(on_outage, &log));
+    auto calls = [&] { std::lock_guard<std::mutex> g(log.mu); return log.calls; };
+    EXPECT_RC(EAGAIN, rmutex_trylock(&m_));
+    Async locker([&] { return rmutex_lock(&m_); });
+    /* The lock keeps dialling; the callback must not repeat itself. */
+    EXPECT_FALSE(wait_until_unscaled([&] { return calls().size() > 1; }, ms(1500)));
+    ASSERT_EQ(std::vector<int>{1}, calls()) << "one call, down = 1";
+    EXPECT_NE(std::string::npos, log.first_detail.find("127.0.0.1")) << log.first_detail;
+    auto srv = RedisServer::start({}, port_);
+    ASSERT_TRUE(srv);
+    ASSERT_TRUE(locker.wait(ms(10000)));
+    EXPECT_RC(0, locker.rc());
+    ASSERT_TRUE(wait_until([&] { return calls().size() >= 2; }, ms(3000)));
+    EXPECT_EQ((std::vector<int>{1, 0}), calls()) << "then one call, down = 0";
+    EXPECT_RC(0, rmutex_force_unlock("rmt:unreachable"));
+    EXPECT_RC(0, rmutex_set_outage_callback(nullptr, nullptr));
 }
 
 /* ===================================================================== */
