@@ -13,6 +13,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstdarg>
 #include <cstdlib>
@@ -447,19 +448,36 @@ std::optional<std::pair<std::string, std::string>> Redis::next_message(ms bound)
 
 Child::Child(const std::vector<std::string> &args, const std::string &url,
              const std::vector<std::string> &extra_env)
+    : Child(RMUTEX_TEST_CHILD, args, url, extra_env)
+{
+}
+
+Child::Child(const std::string &program, const std::vector<std::string> &args,
+             const std::string &url, const std::vector<std::string> &extra_env)
 {
     int to_child[2], from_child[2];
     if (pipe2(to_child, O_CLOEXEC) != 0 || pipe2(from_child, O_CLOEXEC) != 0) {
         ADD_FAILURE() << "pipe: " << strerror(errno);
         return;
     }
+    /* The environment: ours, minus what RMUTEX_URL and extra_env replace. */
+    auto replaced = [&](const char *e) {
+        if (strncmp(e, "RMUTEX_URL=", 11) == 0)
+            return true;
+        for (auto &x : extra_env) {
+            size_t eq = x.find('=');
+            if (eq != std::string::npos && strncmp(e, x.c_str(), eq + 1) == 0)
+                return true;
+        }
+        return false;
+    };
     std::vector<std::string> env;
     for (char **e = environ; *e; e++)
-        if (strncmp(*e, "RMUTEX_URL=", 11) != 0)
+        if (!replaced(*e))
             env.push_back(*e);
     env.push_back("RMUTEX_URL=" + url);
     env.insert(env.end(), extra_env.begin(), extra_env.end());
-    std::vector<std::string> all = {RMUTEX_TEST_CHILD};
+    std::vector<std::string> all = {program};
     all.insert(all.end(), args.begin(), args.end());
     std::vector<char *> argv, envp;
     for (auto &a : all)
@@ -500,9 +518,11 @@ Child::~Child()
         close(out_);
 }
 
-std::optional<std::string> Child::read_line(ms bound)
+std::optional<std::string> Child::read_line(ms bound) { return read_line_unscaled(scaled(bound)); }
+
+std::optional<std::string> Child::read_line_unscaled(ms bound)
 {
-    auto end = Clock::now() + scaled(bound);
+    auto end = Clock::now() + bound;
     for (;;) {
         auto nl = buf_.find('\n');
         if (nl != std::string::npos) {
@@ -510,9 +530,10 @@ std::optional<std::string> Child::read_line(ms bound)
             buf_.erase(0, nl + 1);
             return line;
         }
-        auto left = std::chrono::duration_cast<ms>(end - Clock::now()).count();
-        if (left <= 0 || out_ < 0)
+        if (out_ < 0)
             return std::nullopt;
+        /* A bound already passed still looks once at what has arrived. */
+        auto left = std::max<int64_t>(0, std::chrono::duration_cast<ms>(end - Clock::now()).count());
         struct pollfd p = {out_, POLLIN, 0};
         int n = poll(&p, 1, static_cast<int>(left));
         if (n < 0 && errno == EINTR)
@@ -534,10 +555,9 @@ std::optional<std::string> Child::expect_line(const std::string &prefix, ms boun
     auto end = Clock::now() + scaled(bound);
     for (;;) {
         auto left = std::chrono::duration_cast<ms>(end - Clock::now());
-        if (left.count() <= 0)
-            return std::nullopt;
-        /* read_line scales its bound: hand it the unscaled remainder. */
-        auto line = read_line(ms(static_cast<int64_t>(static_cast<double>(left.count()) / time_scale()) + 1));
+        if (left.count() < 0)
+            left = ms(0);
+        auto line = read_line_unscaled(left);
         if (!line)
             return std::nullopt;
         if (line->compare(0, prefix.size(), prefix) == 0)

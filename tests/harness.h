@@ -172,9 +172,12 @@ class Redis {
 class Child {
   public:
     /* Spawn rmutex_test_child with args; RMUTEX_URL=url in its environment
-     * (plus extra_env "K=V" entries). */
+     * (plus extra_env "K=V" entries, which replace inherited ones). */
     Child(const std::vector<std::string> &args, const std::string &url,
           const std::vector<std::string> &extra_env = {});
+    /* The same with another helper program. */
+    Child(const std::string &program, const std::vector<std::string> &args,
+          const std::string &url, const std::vector<std::string> &extra_env = {});
     ~Child();
     Child(const Child &) = delete;
     Child &operator=(const Child &) = delete;
@@ -183,6 +186,10 @@ class Child {
     /* The next line on the child's stdout (without the newline), or nothing
      * when scaled(bound) passed or the child closed stdout. */
     std::optional<std::string> read_line(ms bound);
+    std::optional<std::string> read_line_unscaled(ms bound);
+    /* A complete line already received or arriving within bound (unscaled),
+     * without waiting longer: for "has it said anything yet?". */
+    std::optional<std::string> poll_line(ms bound = ms(0)) { return read_line_unscaled(bound); }
     /* Read lines until one starts with prefix; returns it. */
     std::optional<std::string> expect_line(const std::string &prefix, ms bound);
     bool write_line(const std::string &line);

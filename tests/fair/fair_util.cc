@@ -107,6 +107,12 @@ QueueState read_queue(Redis &r, const FairKeys &k)
     return s;
 }
 
+FairChild::FairChild(const std::vector<std::string> &args, const std::string &url,
+                     const std::vector<std::string> &extra_env)
+    : rmt::Child(RMUTEX_FAIR_CHILD, args, url, extra_env)
+{
+}
+
 std::string owner_of(const std::string &member) { return member.substr(0, member.rfind('|')); }
 
 std::string strip_mark(const std::string &mark)
@@ -117,148 +123,6 @@ std::string strip_mark(const std::string &mark)
     return m;
 }
 
-/* ---- the helper process ---------------------------------------------- */
-
-FairChild::FairChild(const std::vector<std::string> &args, const std::string &url,
-                     const std::vector<std::string> &extra_env)
-{
-    int to_child[2], from_child[2];
-    if (pipe2(to_child, O_CLOEXEC) != 0 || pipe2(from_child, O_CLOEXEC) != 0) {
-        ADD_FAILURE() << "pipe: " << strerror(errno);
-        return;
-    }
-    std::vector<std::string> env;
-    auto overridden = [&](const char *e) {
-        if (strncmp(e, "RMUTEX_URL=", 11) == 0)
-            return true;
-        for (auto &x : extra_env) {
-            size_t eq = x.find('=');
-            if (eq != std::string::npos && strncmp(e, x.c_str(), eq + 1) == 0)
-                return true;
-        }
-        return false;
-    };
-    for (char **e = environ; *e; e++)
-        if (!overridden(*e))
-            env.push_back(*e);
-    env.push_back("RMUTEX_URL=" + url);
-    env.insert(env.end(), extra_env.begin(), extra_env.end());
-    std::vector<std::string> all = {RMUTEX_FAIR_CHILD};
-    all.insert(all.end(), args.begin(), args.end());
-    std::vector<char *> argv, envp;
-    for (auto &a : all)
-        argv.push_back(a.data());
-    argv.push_back(nullptr);
-    for (auto &e : env)
-        envp.push_back(e.data());
-    envp.push_back(nullptr);
-    posix_spawn_file_actions_t fa;
-    posix_spawn_file_actions_init(&fa);
-    posix_spawn_file_actions_adddup2(&fa, to_child[0], 0);
-    posix_spawn_file_actions_adddup2(&fa, from_child[1], 1);
-    pid_t pid;
-    int rc = posix_spawn(&pid, argv[0], &fa, nullptr, argv.data(), envp.data());
-    posix_spawn_file_actions_destroy(&fa);
-    close(to_child[0]);
-    close(from_child[1]);
-    in_ = to_child[1];
-    out_ = from_child[0];
-    if (rc != 0) {
-        ADD_FAILURE() << "posix_spawn " << argv[0] << ": " << strerror(rc);
-        return;
-    }
-    pid_ = pid;
-}
-
-FairChild::~FairChild()
-{
-    if (pid_ > 0) {
-        ::kill(pid_, SIGKILL);
-        int status;
-        waitpid(pid_, &status, 0);
-    }
-    if (in_ >= 0)
-        close(in_);
-    if (out_ >= 0)
-        close(out_);
-}
-
-std::optional<std::string> FairChild::read_line_unscaled(ms bound)
-{
-    auto end = Clock::now() + bound;
-    for (;;) {
-        auto nl = buf_.find('\n');
-        if (nl != std::string::npos) {
-            std::string line = buf_.substr(0, nl);
-            buf_.erase(0, nl + 1);
-            return line;
-        }
-        auto left = std::chrono::duration_cast<ms>(end - Clock::now()).count();
-        if (left < 0)
-            left = 0;
-        struct pollfd p = {out_, POLLIN, 0};
-        int n = poll(&p, 1, static_cast<int>(left));
-        if (n < 0 && errno == EINTR)
-            continue;
-        if (n <= 0)
-            return std::nullopt;
-        char chunk[4096];
-        ssize_t got = read(out_, chunk, sizeof chunk);
-        if (got < 0 && errno == EINTR)
-            continue;
-        if (got <= 0)
-            return std::nullopt;
-        buf_.append(chunk, static_cast<size_t>(got));
-    }
-}
-
-std::optional<std::string> FairChild::read_line(ms bound) { return read_line_unscaled(scaled(bound)); }
-
-std::optional<std::string> FairChild::expect_line(const std::string &prefix, ms bound)
-{
-    auto end = Clock::now() + scaled(bound);
-    for (;;) {
-        auto left = std::chrono::duration_cast<ms>(end - Clock::now());
-        if (left.count() < 0)
-            left = ms(0);
-        auto line = read_line_unscaled(left);
-        if (!line)
-            return std::nullopt;
-        if (line->compare(0, prefix.size(), prefix) == 0)
-            return line;
-        fprintf(stderr, "[fair child %d] %s\n", static_cast<int>(pid_), line->c_str());
-    }
-}
-
-bool FairChild::send(const std::string &line)
-{
-    std::string s = line + "\n";
-    return write(in_, s.data(), s.size()) == static_cast<ssize_t>(s.size());
-}
-
-void FairChild::kill(int sig)
-{
-    if (pid_ > 0)
-        ::kill(pid_, sig);
-}
-
-int FairChild::wait(ms bound)
-{
-    if (pid_ <= 0)
-        return -1;
-    auto end = Clock::now() + scaled(bound);
-    int status;
-    for (;;) {
-        pid_t r = waitpid(pid_, &status, WNOHANG);
-        if (r == pid_) {
-            pid_ = -1;
-            return status;
-        }
-        if (Clock::now() >= end)
-            return -1;
-        std::this_thread::sleep_for(ms(2));
-    }
-}
 
 std::unique_ptr<FairChild> threads_child(const std::string &name, const std::string &url,
                                          const std::vector<std::string> &opts,

@@ -58,30 +58,12 @@ std::string strip_mark(const std::string &mark);
 
 /* ---- the helper process ---------------------------------------------- */
 
-class FairChild {
+class FairChild : public rmt::Child {
   public:
+    /* rmutex_fair_child with args. */
     FairChild(const std::vector<std::string> &args, const std::string &url,
               const std::vector<std::string> &extra_env = {});
-    ~FairChild();
-    FairChild(const FairChild &) = delete;
-    FairChild &operator=(const FairChild &) = delete;
-
-    pid_t pid() const { return pid_; }
-    std::optional<std::string> read_line(ms bound);           /* scaled */
-    std::optional<std::string> read_line_unscaled(ms bound);
-    /* Lines until one starts with prefix (others go to stderr). Scaled. */
-    std::optional<std::string> expect_line(const std::string &prefix, ms bound);
-    /* A complete line already received or arriving within bound (unscaled),
-     * without waiting longer: for "has it said anything yet?". */
-    std::optional<std::string> poll_line(ms bound = ms(0)) { return read_line_unscaled(bound); }
-    bool send(const std::string &line);
-    void kill(int sig);
-    int wait(ms bound); /* scaled; wait status or -1 */
-
-  private:
-    pid_t pid_ = -1;
-    int in_ = -1, out_ = -1;
-    std::string buf_;
+    bool send(const std::string &line) { return write_line(line); }
 };
 
 /* "threads NAME opts..." child, with extra environment entries. */
