@@ -3,17 +3,29 @@
  * gettimeofday, time).  CLOCK_MONOTONIC is left alone.  The fair-lock tests
  * use it to check that queue deadlines come from Redis only ("What must
  * hold" 3 of issue 3): a client with a skewed clock neither evicts nor is
- * evicted. */
+ * evicted.
+ *
+ * With RMUTEX_TEST_CLOCK_STEP_FILE and RMUTEX_TEST_CLOCK_STEP_S the clock
+ * also steps by that many seconds at the moment the file comes to exist, as
+ * settimeofday() or an NTP step would move it under a running program.  The
+ * clock-step tests use it to check that a timed wait, once begun, ignores
+ * wall-clock steps (its deadline is on CLOCK_MONOTONIC). */
 #define _GNU_SOURCE
 #include <dlfcn.h>
 #include <stdlib.h>
 #include <sys/time.h>
 #include <time.h>
+#include <unistd.h>
 
 static long skew(void)
 {
     const char *s = getenv("RMUTEX_TEST_CLOCK_SKEW_S");
-    return s ? atol(s) : 0;
+    long off = s ? atol(s) : 0;
+    const char *file = getenv("RMUTEX_TEST_CLOCK_STEP_FILE");
+    const char *step = getenv("RMUTEX_TEST_CLOCK_STEP_S");
+    if (file && step && access(file, F_OK) == 0)
+        off += atol(step);
+    return off;
 }
 
 __attribute__((visibility("default"))) int clock_gettime(clockid_t c, struct timespec *ts)
