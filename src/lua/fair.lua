@@ -44,9 +44,18 @@ local L, Q, A, S, T, O, N, C, R, X =
   KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6], KEYS[7], KEYS[8], KEYS[9], KEYS[10]
 local op, me = ARGV[1], ARGV[2]
 local member = me .. '|' .. ARGV[3]
-local time = redis.call('time')
-local now = tonumber(time[1]) * 1000 + math.floor(tonumber(time[2]) / 1000)
 local PURGE = 64
+
+-- Server time in ms, read once and only when a queue is involved: the
+-- common uncontended acquire and release never need it.
+local now
+local function clock()
+  if not now then
+    local time = redis.call('time')
+    now = tonumber(time[1]) * 1000 + math.floor(tonumber(time[2]) / 1000)
+  end
+  return now
+end
 
 -- Does the mark left by the previous hold say its owner died?
 local function died(mark)
@@ -66,6 +75,9 @@ end
 -- waiter was found: the lock stays free but nobody may take it past the
 -- queue; the next call goes on purging.
 local function settle()
+  -- Q and A are created, emptied and expire together: no Q, nobody queued.
+  if redis.call('exists', Q) == 0 then return false end
+  local now = clock()
   local dead = redis.call('zrangebyscore', A, '-inf', now, 'limit', 0, PURGE)
   if #dead > 0 then
     redis.call('zrem', A, unpack(dead))
@@ -134,15 +146,14 @@ if op == 'acquire' then
     end
     return {2}
   end
-  if redis.call('hexists', L, me) == 1 then return confirm(hold) end
   local free = redis.call('exists', L) == 0
+  if not free and redis.call('hexists', L, me) == 1 then return confirm(hold) end
   if free then
     local granted = settle()
     if granted == member then return confirm(hold) end
     if granted == false then
-      -- Nobody is queued: take it.
-      redis.call('zrem', Q, member)
-      redis.call('zrem', A, member)
+      -- Nobody is queued: take it (this acquisition is not queued either:
+      -- settle() leaves no queue behind when it returns false).
       local dead = died(redis.call('get', O)) and 1 or 0
       redis.call('hset', L, me, 1)
       redis.call('pexpire', L, hold)
@@ -156,7 +167,7 @@ if op == 'acquire' then
   if not redis.call('zscore', Q, member) then
     redis.call('zadd', Q, redis.call('incr', S), member)
   end
-  redis.call('zadd', A, now + wlease, member)
+  redis.call('zadd', A, clock() + wlease, member)
   keep(Q, 2 * wlease)
   keep(A, 2 * wlease)
   keep(S, 2 * wlease)
@@ -166,8 +177,7 @@ elseif op == 'release' then
   local done = redis.call('get', X)
   if done then return tonumber(done) end
   if redis.call('hexists', L, me) == 0 then return 0 end
-  redis.call('del', L)
-  redis.call('del', O)
+  redis.call('del', L, O)
   if ARGV[9] == '1' then redis.call('set', N, '1', 'px', ARGV[10]) end
   settle_or_announce()
   redis.call('set', X, '1', 'px', ARGV[8])
