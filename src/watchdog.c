@@ -10,7 +10,9 @@
  * window (lease/12) -- so entries acquired close together are renewed
  * together -- and renews them with renew.lua, up to BATCH entries per
  * script call, every call for one endpoint pipelined on the watchdog's own
- * connection.  The watchdog never borrows from the command pool: a pool
+ * connection.  A last call left part-filled is topped up with entries due
+ * within twice the window, so groups of holds taken further apart merge
+ * over a few periods into full calls.  The watchdog never borrows from the command pool: a pool
  * drained by callers cannot delay a renewal.  (A cluster will add one
  * connection per node and batch per slot; entries already carry their
  * endpoint.)
@@ -432,18 +434,27 @@ static void *wd_main(void *arg)
         rm_nsec now = rm_now(), next = RM_FOREVER;
         struct rm_endpoint *ep = NULL;
         size_t n = 0, holds = 0;
-        /* Collect what is due on one endpoint: holds first, then deferred. */
-        for (int pass = 0; pass < 2; pass++) {
+        /* Collect what is due on one endpoint: renewals (pass 0), renewals
+         * taken early to fill the last script call (pass 1), then deferred
+         * calls (pass 2). */
+        for (int pass = 0; pass < 3; pass++) {
+            if (pass == 1 && holds % BATCH == 0) continue;
             for (struct rm_wd_entry *e = wd.head; e; e = e->next) {
                 if (e->inflight || e->lost || e->cancelled) continue;
-                if ((pass == 0) != renewed(e)) continue;
+                if ((pass == 2) == renewed(e)) continue;
                 /* Woken at the earliest due entry: take every entry due
                  * within its window after now, so entries acquired close
-                 * together are renewed -- and stay -- together. */
-                if (e->next_due - window(e) > now || (ep && e->ep != ep)) {
-                    if (e->next_due < next) next = e->next_due;
+                 * together are renewed -- and stay -- together.  A call
+                 * that is not full takes entries due within twice that
+                 * window as well: groups acquired further apart than the
+                 * window thus merge over a few periods instead of costing
+                 * a part-filled call each forever. */
+                rm_nsec early = pass == 1 ? 2 * window(e) : window(e);
+                if (e->next_due - early > now || (ep && e->ep != ep)) {
+                    if (pass != 1 && e->next_due < next) next = e->next_due;
                     continue;
                 }
+                if (pass == 1 && holds % BATCH == 0) break;
                 if (n == cap) {
                     size_t nc = cap ? cap * 2 : 64;
                     void *a = realloc(due, nc * sizeof *due), *b = realloc(res, nc * sizeof *res);
@@ -455,7 +466,7 @@ static void *wd_main(void *arg)
                 ep = e->ep;
                 e->inflight = 1;
                 due[n++] = e;
-                if (pass == 0) holds++;
+                if (pass < 2) holds++;
             }
         }
         if (!n) {
