@@ -12,10 +12,10 @@
  * script call, every call for one endpoint pipelined on the watchdog's own
  * connection.  A last call left part-filled is topped up with entries due
  * within twice the window, so groups of holds taken further apart merge
- * over a few periods into full calls.  The watchdog never borrows from the command pool: a pool
- * drained by callers cannot delay a renewal.  (A cluster will add one
- * connection per node and batch per slot; entries already carry their
- * endpoint.)
+ * over a few periods into full calls.  The watchdog never borrows from the
+ * command pool: a pool drained by callers cannot delay a renewal.  (A
+ * cluster will add one connection per node and batch per slot; entries
+ * already carry their endpoint.)
  *
  * The answer for each entry is 1 (renewed: the lease now runs from the
  * send time of that call) or 0 (the owner's field is gone: expired,
