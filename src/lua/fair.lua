@@ -48,13 +48,13 @@ local PURGE = 64
 
 -- Server time in ms, read once and only when a queue is involved: the
 -- common uncontended acquire and release never need it.
-local now
+local server_ms
 local function clock()
-  if not now then
+  if not server_ms then
     local time = redis.call('time')
-    now = tonumber(time[1]) * 1000 + math.floor(tonumber(time[2]) / 1000)
+    server_ms = tonumber(time[1]) * 1000 + math.floor(tonumber(time[2]) / 1000)
   end
-  return now
+  return server_ms
 end
 
 -- Does the mark left by the previous hold say its owner died?

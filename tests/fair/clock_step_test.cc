@@ -61,15 +61,6 @@ class ClockStep : public FairTest {
         return f && fclose(f) == 0;
     }
 
-    /* The child's CLOCK_REALTIME, in seconds. */
-    long long child_clock(FairChild &c)
-    {
-        if (!c.send("clock"))
-            return -1;
-        auto line = c.expect_line("clock", ms(3000));
-        return line ? num_field(*line, "realtime") : -1;
-    }
-
     /* Wait until the child's thread is waiting on the lock in Redis: queued
      * (fair) or subscribed to the lock's channel (non-fair). */
     bool child_waits(const FairKeys &k, bool fair)
@@ -97,11 +88,11 @@ class ClockStep : public FairTest {
             ADD_FAILURE() << "the child did not start";
             return std::nullopt;
         }
-        long long before = child_clock(*c);
+        long long before = child_realtime(*c);
         EXPECT_TRUE(c->send("timedlock 0 " + std::to_string(wait_ms)));
         EXPECT_TRUE(child_waits(k, fair)) << "the child never waited on the lock";
         EXPECT_TRUE(step());
-        long long after = child_clock(*c);
+        long long after = child_realtime(*c);
         /* Precondition: the clock did step, while the wait was under way. */
         EXPECT_NEAR(static_cast<double>(before + step_s), static_cast<double>(after), 30.0)
             << "the clock shim did not step the child's clock";

@@ -146,6 +146,14 @@ std::vector<std::string> skew_env(long seconds)
             "ASAN_OPTIONS=" + a + "verify_asan_link_order=0"};
 }
 
+long long child_realtime(FairChild &c)
+{
+    if (!c.send("clock"))
+        return -1;
+    auto line = c.expect_line("clock", ms(3000));
+    return line ? num_field(*line, "realtime") : -1;
+}
+
 std::string fair_lua_source()
 {
     std::ifstream in(RMUTEX_FAIR_LUA);

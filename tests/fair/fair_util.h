@@ -75,6 +75,10 @@ std::unique_ptr<FairChild> threads_child(const std::string &name, const std::str
  * (skew_preload.c through LD_PRELOAD). */
 std::vector<std::string> skew_env(long seconds);
 
+/* The child's CLOCK_REALTIME in seconds (its "clock" command); -1 if it
+ * does not answer. */
+long long child_realtime(FairChild &c);
+
 /* ---- fair.lua, called directly (the depth test builds its queue with the
  * very script the library runs, so the state is one it can produce) ---- */
 
