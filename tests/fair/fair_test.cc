@@ -239,8 +239,14 @@ TEST_F(FairLock, TrylockIsEbusyWhileOthersAreQueuedEvenWithTheLockFree)
     ASSERT_EQ(0, rc_of(child_lock(*nonfair)));
     auto w = child(name, {}, "lease=30000&waiter_lease=20000&poll=20000");
     ASSERT_TRUE(w);
+    log_every_command();
     std::string wm = enqueue(*w, k, "lock 0");
     ASSERT_FALSE(wm.empty());
+    /* The waiter looks once more when its subscription is confirmed, which
+     * can come after the enqueue; only after that look does it stay still
+     * for seconds (else it could find the lock free by itself below). */
+    ASSERT_TRUE(wait_until([&] { return acquire_calls(wm) >= 2; }, ms(3000)))
+        << "the waiter's look after subscribing: " << acquire_calls(wm) << " acquire call(s) seen";
 
     rmutex_t m;
     init_fair(&m, name);

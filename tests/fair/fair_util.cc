@@ -228,6 +228,38 @@ std::vector<std::string> FairTest::keys_of(const std::string &name)
     return out;
 }
 
+void FairTest::log_every_command()
+{
+    EXPECT_FALSE(redis().cmd({"CONFIG", "SET", "slowlog-max-len", "100000"}).is_error());
+    EXPECT_FALSE(redis().cmd({"CONFIG", "SET", "slowlog-log-slower-than", "0"}).is_error());
+    EXPECT_FALSE(redis().cmd({"SLOWLOG", "RESET"}).is_error());
+}
+
+int FairTest::acquire_calls(const std::string &member)
+{
+    size_t bar = member.find('|');
+    std::string owner = member.substr(0, bar), acq = bar == std::string::npos ? "" : member.substr(bar + 1);
+    Reply r = redis().cmd({"SLOWLOG", "GET", "-1"});
+    if (!r || r->type != REDIS_REPLY_ARRAY)
+        return -1;
+    int n = 0;
+    /* Entry: id, time, duration, argv, client address, client name. */
+    for (size_t i = 0; i < r->elements; i++) {
+        const redisReply *e = r->element[i];
+        if (e->type != REDIS_REPLY_ARRAY || e->elements < 4 || e->element[3]->type != REDIS_REPLY_ARRAY)
+            continue;
+        const redisReply *argv = e->element[3];
+        std::vector<std::string> a;
+        for (size_t j = 0; j < argv->elements; j++)
+            a.emplace_back(argv->element[j]->str ? argv->element[j]->str : "");
+        /* EVALSHA sha 10 K1..K10 op owner acquisition ... */
+        if (a.size() > 15 && (a[0] == "EVALSHA" || a[0] == "EVAL") && a[13] == "acquire" &&
+            a[14] == owner && a[15] == acq)
+            n++;
+    }
+    return n;
+}
+
 int rc_of(const std::string &line)
 {
     std::string v = field(line, "rc");

@@ -109,6 +109,12 @@ class FairTest : public rmt::RedisTest {
 
     /* Every key of Redis whose name contains name, sorted. */
     std::vector<std::string> keys_of(const std::string &name);
+
+    /* Make the server log every command (SLOWLOG at threshold 0), from
+     * now on; then the acquire calls of one waiter can be counted. */
+    void log_every_command();
+    /* fair.lua acquire calls logged for member "<owner>|<acquisition>". */
+    int acquire_calls(const std::string &member);
 };
 
 /* "rc=16" -> 16; INT32_MIN if missing. */
