@@ -108,6 +108,14 @@ enum { RMUTEX_FLAG_ROBUST = 0x100, RMUTEX_FLAG_FAIR = 0x200 };
 /* The longest accepted lock name, in bytes. */
 #define RMUTEX_NAME_MAX 1024
 
+/* The most stack, in bytes, that any rmutex call uses in the calling
+ * thread, including the process's first call (which connects, loads the
+ * scripts and starts the library's own threads; those have stacks of their
+ * own).  Every call works on a thread created with a PTHREAD_STACK_MIN
+ * (16 KiB) stack; a program that gives its threads less than that plus its
+ * own use should allow for this much.  tests/stack_test measures it. */
+#define RMUTEX_STACK_NEED 8192
+
 /* The deepest recursion of a RECURSIVE mutex; one more lock gives EAGAIN. */
 #define RMUTEX_RECURSION_MAX 2147483647u
 

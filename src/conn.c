@@ -9,7 +9,12 @@
  * be retried freely; a sent one whose reply was lost is "indeterminate").
  *
  * A connection is used by one thread at a time and is thrown away after
- * any I/O error: a stream whose state is unknown is never reused. */
+ * any I/O error: a stream whose state is unknown is never reused.
+ *
+ * Nothing large lives on the caller's stack: the receive buffer belongs to
+ * the connection, because the calling thread may have been created with a
+ * PTHREAD_STACK_MIN (16 KiB) stack, of which the library promises to use
+ * no more than 8 KiB (rmutex.h). */
 #include "conn.h"
 #include "internal.h"
 
@@ -46,10 +51,6 @@ static int wait_fd(int fd, short ev, rm_nsec deadline)
     }
 }
 
-int rm_conn_wait_readable(struct rm_conn *c, rm_nsec deadline)
-{
-    return wait_fd(c->fd, POLLIN, deadline);
-}
 
 static int reserve(struct rm_conn *c, size_t more)
 {
@@ -130,12 +131,11 @@ int rm_conn_next_reply(struct rm_conn *c, redisReply **out)
 
 int rm_conn_read_available(struct rm_conn *c)
 {
-    char buf[16384];
     for (;;) {
-        ssize_t n = recv(c->fd, buf, sizeof buf, MSG_DONTWAIT);
+        ssize_t n = recv(c->fd, c->rbuf, RM_CONN_RBUF, MSG_DONTWAIT);
         if (n > 0) {
-            if (redisReaderFeed(c->reader, buf, (size_t)n) != REDIS_OK) return RM_E_LOST;
-            if ((size_t)n < sizeof buf) return 0;
+            if (redisReaderFeed(c->reader, c->rbuf, (size_t)n) != REDIS_OK) return RM_E_LOST;
+            if ((size_t)n < RM_CONN_RBUF) return 0;
             continue;
         }
         if (n < 0 && errno == EINTR) continue;
@@ -254,9 +254,10 @@ int rm_conn_dial(const struct rm_server_addr *a, const char *role, rm_nsec deadl
     if (!c) { rm_detail("out of memory"); return ENOMEM; }
     c->pid = getpid();
     c->reader = redisReaderCreate();
+    c->rbuf = malloc(RM_CONN_RBUF);
     c->fd = socket(a->sa.ss_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
-    if (!c->reader || c->fd < 0) {
-        int e = c->reader ? errno : ENOMEM;
+    if (!c->reader || !c->rbuf || c->fd < 0) {
+        int e = c->reader && c->rbuf ? errno : ENOMEM;
         rm_conn_close(c);
         rm_detail("cannot create a socket: %s", strerror(e));
         return e == ENOMEM ? ENOMEM : RM_E_UNSENT;
@@ -298,5 +299,6 @@ void rm_conn_close(struct rm_conn *c)
     if (c->fd >= 0) close(c->fd);
     if (c->reader) redisReaderFree(c->reader);
     free(c->wbuf);
+    free(c->rbuf);
     free(c);
 }

@@ -12,11 +12,14 @@
 struct redisReply;
 struct redisReader;
 
+enum { RM_CONN_RBUF = 16384 };
+
 struct rm_conn {
     int fd;
     struct redisReader *reader;
     char *wbuf;
     size_t wlen, wcap;
+    char *rbuf;            /* RM_CONN_RBUF bytes: recv() lands here */
     int broken;            /* an append ran out of memory */
     int count_round_trips; /* a calling thread's connection: count in stats */
     pid_t pid;             /* the process that dialled it */
@@ -51,8 +54,6 @@ int rm_conn_read(struct rm_conn *c, rm_nsec deadline, struct redisReply **out);
 int rm_conn_call(struct rm_conn *c, int argc, const char *const *argv, const size_t *lens,
                  rm_nsec deadline, struct redisReply **out);
 
-/* Wait until c's socket is readable or deadline; 0 or ETIMEDOUT. */
-int rm_conn_wait_readable(struct rm_conn *c, rm_nsec deadline);
 
 /* Read what the socket has without blocking and feed it to the parser.
  * Returns 0, or RM_E_LOST on EOF or error. */

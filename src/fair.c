@@ -64,28 +64,29 @@
 
 enum { ACQUIRED, BUSY, NOTRECOVERABLE };
 
-/* The arguments of one fair.lua call. */
+/* The arguments of one fair.lua call.  latch is the release's latch key,
+ * in a buffer of the caller's: only a release has one, and the acquiring
+ * path, the deepest in the library, need not carry its buffer (the caller
+ * may have a PTHREAD_STACK_MIN stack). */
 struct fair_req {
     const char *argv[NARGS];
     size_t lens[NARGS];
     char acq[24], hold[24], wlease[24], latch_ms[24];
-    char latch[RMUTEX_NAME_MAX + 160];
 };
+#define LATCH_MAX (RMUTEX_NAME_MAX + 160)
 
 static void fair_req_make(struct fair_req *q, const struct rm_mutex *mx, const char *op,
                           const char *owner, size_t owner_len, uint64_t acq, int try_only,
-                          uint64_t seq, int notrec)
+                          const char *latch, int notrec)
 {
     const struct rm_keys *k = &mx->keys;
     snprintf(q->acq, sizeof q->acq, "%llu", (unsigned long long)acq);
     snprintf(q->hold, sizeof q->hold, "%lu", rm_mutex_lease(mx));
     snprintf(q->wlease, sizeof q->wlease, "%lu", RM_SETTING(waiter_lease_ms));
     rm_latch_ms(mx, q->latch_ms, sizeof q->latch_ms);
-    snprintf(q->latch, sizeof q->latch, "%s:%.*s:%llu", k->latch, (int)owner_len, owner,
-             (unsigned long long)seq);
     const char *v[NARGS] = {
         k->lock, k->queue, k->alive, k->seq, k->token, k->owner, k->notrec, k->fchannel,
-        k->channel, q->latch,
+        k->channel, latch ? latch : k->latch,
         op, owner, q->acq, q->hold, q->wlease, mx->robust ? "1" : "0", try_only ? "1" : "0",
         q->latch_ms, notrec ? "1" : "0", NOTREC_MS_STR,
     };
@@ -102,7 +103,7 @@ static void cancel(struct rm_mutex *mx, struct rm_thread *self, struct rm_endpoi
 {
     struct fair_req q;
     long long answer;
-    fair_req_make(&q, mx, "cancel", self->owner, self->owner_len, acq, 0, 0, 0);
+    fair_req_make(&q, mx, "cancel", self->owner, self->owner_len, acq, 0, NULL, 0);
     rm_call_release(ep, RM_SCRIPT_FAIR, 10, NARGS, q.argv, q.lens, cmd_deadline(),
                     rm_after(RM_MSEC(rm_mutex_lease(mx))), &answer);
 }
@@ -121,7 +122,7 @@ static int attempt(struct rm_mutex *mx, struct rm_thread *self, struct rm_endpoi
 {
     struct fair_req q;
     redisReply *reply;
-    fair_req_make(&q, mx, "acquire", self->owner, self->owner_len, acq, try_only, 0, 0);
+    fair_req_make(&q, mx, "acquire", self->owner, self->owner_len, acq, try_only, NULL, 0);
     rm_nsec sent = rm_now();
     int r = rm_call(ep, RM_SCRIPT_FAIR, 10, NARGS, q.argv, q.lens, deadline,
                     try_only ? RM_POOL_FAILFAST : 0, &reply, NULL);
@@ -186,11 +187,20 @@ static int fair_lock(struct rm_mutex *mx, struct rm_thread *self, struct rm_endp
     /* Subscribe before the first attempt: a grant can follow the enqueue at
      * once.  Until the subscription is confirmed the bounded wait (and the
      * wake-up on confirmation) covers a message we could not hear. */
-    char channel[RMUTEX_NAME_MAX + 96];
-    const char *colon = strrchr(self->owner, ':');
-    snprintf(channel, sizeof channel, "%s:%.*s", mx->keys.fchannel, (int)(colon - self->owner),
-             self->owner);
-    if (!try_only) joined = rm_sub_join(ep->sub, channel, &waiter, member, (size_t)mlen) ? -1 : 1;
+    if (!try_only) {
+        /* On the heap: the caller's stack may be PTHREAD_STACK_MIN. */
+        const char *colon = strrchr(self->owner, ':');
+        size_t n = strlen(mx->keys.fchannel) + (size_t)(colon - self->owner) + 2;
+        char *channel = malloc(n);
+        if (channel) {
+            snprintf(channel, n, "%s:%.*s", mx->keys.fchannel, (int)(colon - self->owner),
+                     self->owner);
+            joined = rm_sub_join(ep->sub, channel, &waiter, member, (size_t)mlen) ? -1 : 1;
+            free(channel);
+        } else {
+            joined = -1; /* poll */
+        }
+    }
 
     for (int first = 1;; first = 0) {
         r = attempt(mx, self, ep, acq, try_only, rm_attempt_deadline(w, first), &o);
@@ -244,8 +254,11 @@ static int release(struct rm_mutex *mx, struct rm_endpoint *ep, const char *owne
                    size_t owner_len, uint64_t seq, int notrec, rm_nsec deadline, rm_nsec give_up)
 {
     struct fair_req q;
+    char latch[LATCH_MAX];
     long long released = 0;
-    fair_req_make(&q, mx, "release", owner, owner_len, 0, 0, seq, notrec);
+    snprintf(latch, sizeof latch, "%s:%.*s:%llu", mx->keys.latch, (int)owner_len, owner,
+             (unsigned long long)seq);
+    fair_req_make(&q, mx, "release", owner, owner_len, 0, 0, latch, notrec);
     int r = rm_call_release(ep, RM_SCRIPT_FAIR, 10, NARGS, q.argv, q.lens, deadline, give_up,
                             &released);
     if (r == RM_DEFERRED) return 0;

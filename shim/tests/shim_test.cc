@@ -88,6 +88,28 @@ class Shim : public RedisTest {
 
     /* Lock names unique to the test. */
     std::string n(const std::string &s = "m") { return lock_name(s); }
+
+    /* procs shimprogs of threads threads each add iters to a file's counter
+     * under the listed counter_lock (extra: more words for "count"). */
+    void count_under_shim(int procs, int threads, int iters, const std::vector<std::string> &extra)
+    {
+        TempDir dir;
+        std::string counter = dir / "counter";
+        std::ofstream(counter) << "0\n";
+        std::vector<std::string> args = { "count", counter, std::to_string(iters),
+                                          std::to_string(threads), "global" };
+        args.insert(args.end(), extra.begin(), extra.end());
+        std::vector<std::unique_ptr<Proc>> ps;
+        for (int i = 0; i < procs; i++)
+            ps.push_back(run(args, "shimprog: counter_lock=" + n("counter")));
+        for (auto &p : ps) {
+            EXPECT_TRUE(p->expect("done", ms(60000))) << p->err();
+            EXPECT_EQ(0, p->wait(ms(10000))) << "a stack overflow ends it with SIGSEGV";
+            EXPECT_EQ("", p->err());
+        }
+        EXPECT_EQ(std::to_string(procs * threads * iters) + "\n", read_file(counter));
+        EXPECT_FALSE(held(n("counter")));
+    }
 };
 
 /* ---- the library file ---- */
@@ -149,24 +171,11 @@ TEST(ShimProgram, BindsTrylockTimedlockClocklockToGlibc234)
 
 /* ---- mutual exclusion ---- */
 
-TEST_F(Shim, ListedMutexExcludesAcrossProcesses)
-{
-    TempDir dir;
-    std::string counter = dir / "counter";
-    std::ofstream(counter) << "0\n";
-    const int procs = 4, threads = 2, iters = 20;
-    std::vector<std::unique_ptr<Proc>> ps;
-    for (int i = 0; i < procs; i++)
-        ps.push_back(run({ "count", counter, std::to_string(iters), std::to_string(threads), "global" },
-                         "shimprog: counter_lock=" + n("counter")));
-    for (auto &p : ps) {
-        EXPECT_TRUE(p->expect("done", ms(60000))) << p->err();
-        EXPECT_EQ(0, p->wait(ms(10000)));
-        EXPECT_EQ("", p->err());
-    }
-    EXPECT_EQ(std::to_string(procs * threads * iters) + "\n", read_file(counter));
-    EXPECT_FALSE(held(n("counter")));
-}
+TEST_F(Shim, ListedMutexExcludesAcrossProcesses) { count_under_shim(4, 2, 20, {}); }
+
+/* The same on threads with a PTHREAD_STACK_MIN stack, on which the shim's
+ * set-up and rmutex's first connection run too. */
+TEST_F(Shim, ListedMutexWorksOnSmallStackThreads) { count_under_shim(2, 3, 10, { "small" }); }
 
 /* A holder in one process; trylock, timedlock and clocklock (all bound to
  * @GLIBC_2.34 in shimprog) in another see it. */

@@ -16,6 +16,8 @@
  *   libstatic  lib_static_lock  file-local in libshimlib.so
  */
 #define _GNU_SOURCE
+#include "../../tests/stack/small_stack.h"
+
 #include <errno.h>
 #include <stdarg.h>
 #include <pthread.h>
@@ -120,9 +122,17 @@ static int cmd_count(char **argv)
     count_iters = atoi(argv[1]);
     int threads = atoi(argv[2]);
     count_mu = mutex_named(argv[3]);
+    int small = argv[4] && !strcmp(argv[4], "small");
     pthread_t t[16];
+    pthread_attr_t a;
     if (threads < 1 || threads > 16) return 2;
-    for (int i = 0; i < threads; i++) pthread_create(&t[i], NULL, count_thread, NULL);
+    pthread_attr_init(&a);
+    /* "small": the threads have the smallest stack POSIX allows, and the
+     * process's first lock (the shim's and rmutex's cold path) runs there. */
+    if (small) pthread_attr_setstacksize(&a, SMALL_STACK_SANITIZED ? 65536 : PTHREAD_STACK_MIN);
+    for (int i = 0; i < threads; i++)
+        if (pthread_create(&t[i], &a, count_thread, NULL)) return 3;
+    pthread_attr_destroy(&a);
     for (int i = 0; i < threads; i++) pthread_join(t[i], NULL);
     say("done");
     return 0;
@@ -318,6 +328,9 @@ static int cmd_robust(char **argv)
 
 int main(int argc, char **argv)
 {
+    /* count ... small: no pthread call before the small-stack threads, so
+     * that the shim's set-up runs on one of them too. */
+    if (argc == 7 && !strcmp(argv[1], "count")) return cmd_count(argv + 2);
     pthread_mutexattr_t a;
     pthread_mutex_init(&dyn_lock, NULL);
     pthread_mutexattr_init(&a);
@@ -333,7 +346,7 @@ int main(int argc, char **argv)
     const char *c = argv[1];
     char **rest = argv + 2;
     int n = argc - 2;
-    if (!strcmp(c, "count") && n == 4) return cmd_count(rest);
+    if (!strcmp(c, "count") && n == 4) return cmd_count(rest); /* argv[4]: NULL */
     if (!strcmp(c, "hold") && n == 1) return cmd_hold(rest);
     if (!strcmp(c, "try") && n == 1) return cmd_try(rest, 0);
     if (!strcmp(c, "timed") && n == 2) return cmd_try(rest, 1);

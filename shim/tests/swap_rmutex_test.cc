@@ -75,8 +75,9 @@ TEST_F(SwapRmutex, ProcessSharedIsRefused)
     pthread_mutexattr_destroy(&a);
 }
 
-/* swapprog (C, built with the swap header) in three processes. */
-TEST_F(SwapRmutex, ExcludesAcrossProcesses)
+/* swapprog (C, built with the swap header) in three processes; with
+ * "small", on a thread with a PTHREAD_STACK_MIN stack. */
+static void count_in_three_processes(const std::string &url, bool small)
 {
     char dir[] = "/tmp/rmutex-swap-test.XXXXXX";
     ASSERT_TRUE(mkdtemp(dir));
@@ -85,11 +86,12 @@ TEST_F(SwapRmutex, ExcludesAcrossProcesses)
     std::vector<std::unique_ptr<shimt::Proc>> ps;
     for (int i = 0; i < 3; i++)
         ps.push_back(std::make_unique<shimt::Proc>(
-            std::vector<std::string>{ SWAP_PROG, counter, "20" },
-            std::map<std::string, std::string>{ { "RMUTEX_URL", url() } }));
+            small ? std::vector<std::string>{ SWAP_PROG, counter, "20", "small" }
+                  : std::vector<std::string>{ SWAP_PROG, counter, "20" },
+            std::map<std::string, std::string>{ { "RMUTEX_URL", url } }));
     for (auto &p : ps) {
         EXPECT_TRUE(p->expect("done", ms(60000))) << p->err();
-        EXPECT_EQ(0, p->wait(ms(10000)));
+        EXPECT_EQ(0, p->wait(ms(10000))) << "a stack overflow ends it with SIGSEGV";
     }
     std::ifstream f(counter);
     std::string v;
@@ -97,5 +99,9 @@ TEST_F(SwapRmutex, ExcludesAcrossProcesses)
     EXPECT_EQ("60", v);
     std::filesystem::remove_all(dir);
 }
+
+TEST_F(SwapRmutex, ExcludesAcrossProcesses) { count_in_three_processes(url(), false); }
+
+TEST_F(SwapRmutex, WorksOnASmallStack) { count_in_three_processes(url(), true); }
 
 } // namespace

@@ -1,34 +1,56 @@
 /* swapprog.c -- a pthread counter built with <rmutex/pthread.h>: each run
  * adds ITERS to the number in FILE under a static mutex (read, pause,
  * write), so runs in several processes lose updates unless the mutex
- * excludes them all.  usage: swapprog FILE ITERS */
-#define _POSIX_C_SOURCE 200809L
+ * excludes them all.  usage: swapprog FILE ITERS [small]; "small" runs the
+ * loop on a thread with a PTHREAD_STACK_MIN stack. */
+#define _GNU_SOURCE
 #include <rmutex/pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 #include <time.h>
 
-static pthread_mutex_t counter_lock = PTHREAD_MUTEX_INITIALIZER;
+#include "../../tests/stack/small_stack.h"
 
-int main(int argc, char **argv)
+static pthread_mutex_t counter_lock = PTHREAD_MUTEX_INITIALIZER;
+static const char *file;
+static int iters, failed;
+
+static void *count(void *arg)
 {
-    if (argc != 3) return 2;
-    for (int i = 0; i < atoi(argv[2]); i++) {
-        if (pthread_mutex_lock(&counter_lock)) return 1;
+    for (int i = 0; i < iters; i++) {
+        if (pthread_mutex_lock(&counter_lock)) {
+            failed = 1;
+            return arg;
+        }
         long v = 0;
-        FILE *f = fopen(argv[1], "r");
+        FILE *f = fopen(file, "r");
         if (f) {
             if (fscanf(f, "%ld", &v) != 1) v = 0;
             fclose(f);
         }
         struct timespec pause = { 0, 300000 };
         nanosleep(&pause, NULL);
-        if ((f = fopen(argv[1], "w"))) {
+        if ((f = fopen(file, "w"))) {
             fprintf(f, "%ld\n", v + 1);
             fclose(f);
         }
-        if (pthread_mutex_unlock(&counter_lock)) return 1;
+        if (pthread_mutex_unlock(&counter_lock)) {
+            failed = 1;
+            return arg;
+        }
     }
+    return arg;
+}
+
+int main(int argc, char **argv)
+{
+    int small = argc == 4 && !strcmp(argv[3], "small");
+    if (argc != 3 && !small) return 2;
+    file = argv[1];
+    iters = atoi(argv[2]);
+    if (small ? small_stack_run(count, NULL) != 0 : count(NULL) != NULL) return 1;
+    if (failed) return 1;
     printf("done\n");
     return 0;
 }

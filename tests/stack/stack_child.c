@@ -1,0 +1,231 @@
+/* stack_child.c -- every public rmutex call on a PTHREAD_STACK_MIN stack.
+ *
+ * usage: rmutex_stack_child nonfair|fair|robust|fair-robust NAME
+ * (RMUTEX_URL names the server).  The first phase runs on a small-stack
+ * thread before anything else of rmutex has run in the process (the cold
+ * path: configuration, the first connection, script loading, starting the
+ * watchdog and the multiplexer); the second phase runs the same calls again
+ * on a new small-stack thread (warm); the third waits on a small stack
+ * for a lock another thread holds, which is how a waiter meets the
+ * multiplexer.  For each phase it prints
+ *     <phase> <bytes> <call>
+ * the most stack one call used below the caller and which call that was,
+ * then "ok".  A call that fails prints "fail ..." and the process exits 1;
+ * a stack overflow kills it with SIGSEGV. */
+#include "small_stack.h"
+
+#include <errno.h>
+#include <rmutex.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+static const char *kind, *name;
+static rmutex_t m;
+static rmutexattr_t attr;
+
+struct step {
+    const char *what;
+    int rc;
+};
+
+static void check(const char *what, int rc, int want)
+{
+    if (rc == want) return;
+    printf("fail %s rc=%d want=%d detail=%s\n", what, rc, want, rmutex_detail());
+    fflush(stdout);
+    exit(1);
+}
+
+static struct timespec in_ms(clockid_t clock, long ms)
+{
+    struct timespec t;
+    clock_gettime(clock, &t);
+    t.tv_sec += ms / 1000;
+    t.tv_nsec += (ms % 1000) * 1000000L;
+    if (t.tv_nsec >= 1000000000L) t.tv_sec++, t.tv_nsec -= 1000000000L;
+    return t;
+}
+
+/* The calls, one per function so each is measured on its own. */
+static void do_configure(void *p) { *(int *)p = rmutex_configure(getenv("RMUTEX_URL")); }
+static void do_init(void *p) { *(int *)p = rmutex_init(&m, name, &attr); }
+static void do_lock(void *p) { *(int *)p = rmutex_lock(&m); }
+static void do_trylock(void *p) { *(int *)p = rmutex_trylock(&m); }
+static void do_unlock(void *p) { *(int *)p = rmutex_unlock(&m); }
+static void do_consistent(void *p) { *(int *)p = rmutex_consistent(&m); }
+static void do_destroy(void *p) { *(int *)p = rmutex_destroy(&m); }
+static void do_force(void *p) { *(int *)p = rmutex_force_unlock(name); }
+static void do_detail(void *p) { *(int *)p = rmutex_detail() ? 0 : EINVAL; }
+static void do_timedlock(void *p)
+{
+    struct timespec t = in_ms(CLOCK_REALTIME, 5000);
+    *(int *)p = rmutex_timedlock(&m, &t);
+}
+static void do_clocklock(void *p)
+{
+    struct timespec t = in_ms(CLOCK_MONOTONIC, 5000);
+    *(int *)p = rmutex_clocklock(&m, CLOCK_MONOTONIC, &t);
+}
+static void do_timeout(void *p)
+{
+    struct timespec t = in_ms(CLOCK_MONOTONIC, 300);
+    *(int *)p = rmutex_clocklock(&m, CLOCK_MONOTONIC, &t);
+}
+static void do_fence(void *p)
+{
+    uint64_t tok;
+    *(int *)p = rmutex_fence(&m, &tok);
+}
+static void do_holdcount(void *p)
+{
+    unsigned n;
+    *(int *)p = rmutex_holdcount(&m, &n);
+}
+static void do_stats(void *p)
+{
+    rmutex_stats_t s;
+    *(int *)p = rmutex_stats(&s, sizeof s);
+}
+
+struct phase {
+    const char *name;
+    size_t worst;
+    const char *worst_call;
+};
+
+static void run(struct phase *ph, const char *what, void (*fn)(void *), int want)
+{
+    int rc = -12345;
+    size_t used = small_stack_measure(fn, &rc);
+    check(what, rc, want);
+    if (used > ph->worst) {
+        ph->worst = used;
+        ph->worst_call = what;
+    }
+}
+
+static void report(const struct phase *ph)
+{
+    printf("%s %zu %s\n", ph->name, ph->worst, ph->worst_call ? ph->worst_call : "-");
+    fflush(stdout);
+}
+
+/* Every call, uncontended. */
+static void *all_calls(void *p)
+{
+    struct phase *ph = p;
+    int first = !strcmp(ph->name, "cold");
+    if (first) run(ph, "rmutex_configure", do_configure, 0);
+    run(ph, "rmutex_init", do_init, 0);
+    run(ph, "rmutex_lock", do_lock, 0);
+    run(ph, "rmutex_holdcount", do_holdcount, 0);
+    run(ph, "rmutex_fence", do_fence, 0);
+    run(ph, "rmutex_unlock", do_unlock, 0);
+    run(ph, "rmutex_trylock", do_trylock, 0);
+    run(ph, "rmutex_unlock", do_unlock, 0);
+    run(ph, "rmutex_timedlock", do_timedlock, 0);
+    run(ph, "rmutex_unlock", do_unlock, 0);
+    run(ph, "rmutex_clocklock", do_clocklock, 0);
+    run(ph, "rmutex_unlock", do_unlock, 0);
+    run(ph, "rmutex_stats", do_stats, 0);
+    run(ph, "rmutex_detail", do_detail, 0);
+    run(ph, "rmutex_force_unlock", do_force, 0);
+    run(ph, "rmutex_destroy", do_destroy, 0);
+    return NULL;
+}
+
+/* A thread of normal size that holds m until told. */
+static pthread_mutex_t hmu = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t hcv = PTHREAD_COND_INITIALIZER;
+static int held, release_it, exit_holding;
+
+static void *holder(void *p)
+{
+    (void)p;
+    check("holder lock", rmutex_lock(&m), 0);
+    pthread_mutex_lock(&hmu);
+    held = 1;
+    pthread_cond_broadcast(&hcv);
+    while (!release_it) pthread_cond_wait(&hcv, &hmu);
+    pthread_mutex_unlock(&hmu);
+    if (!exit_holding) {
+        struct timespec d = { 0, 200 * 1000000L }; /* let the waiter start waiting */
+        nanosleep(&d, NULL);
+        check("holder unlock", rmutex_unlock(&m), 0);
+    }
+    return NULL;
+}
+
+static void holder_start(pthread_t *t)
+{
+    held = release_it = 0;
+    pthread_create(t, NULL, holder, NULL);
+    pthread_mutex_lock(&hmu);
+    while (!held) pthread_cond_wait(&hcv, &hmu);
+    pthread_mutex_unlock(&hmu);
+}
+
+static void holder_release(void)
+{
+    pthread_mutex_lock(&hmu);
+    release_it = 1;
+    pthread_cond_broadcast(&hcv);
+    pthread_mutex_unlock(&hmu);
+}
+
+/* Wait on a small stack: a timeout, then a hand-off (and, robust, a dead
+ * holder: EOWNERDEAD and rmutex_consistent). */
+static void *contended(void *p)
+{
+    struct phase *ph = p;
+    pthread_t t;
+    holder_start(&t);
+    run(ph, "rmutex_clocklock (timeout)", do_timeout, ETIMEDOUT);
+    run(ph, "rmutex_trylock (busy)", do_trylock, EBUSY);
+    holder_release();
+    run(ph, "rmutex_lock (waits)", do_lock, 0);
+    run(ph, "rmutex_unlock", do_unlock, 0);
+    pthread_join(t, NULL);
+    if (strstr(kind, "robust")) {
+        exit_holding = 1;
+        holder_start(&t);
+        holder_release();
+        pthread_join(t, NULL); /* it exited holding m: its lease runs out */
+        run(ph, "rmutex_lock (owner died)", do_lock, EOWNERDEAD);
+        run(ph, "rmutex_consistent", do_consistent, 0);
+        run(ph, "rmutex_unlock", do_unlock, 0);
+    }
+    return NULL;
+}
+
+int main(int argc, char **argv)
+{
+    if (argc != 3) {
+        fprintf(stderr, "usage: %s nonfair|fair|robust|fair-robust NAME\n", argv[0]);
+        return 2;
+    }
+    kind = argv[1];
+    name = argv[2];
+    rmutexattr_init(&attr);
+    if (!strncmp(kind, "fair", 4)) rmutexattr_setfair(&attr, 1);
+    if (strstr(kind, "robust")) {
+        rmutexattr_setrobust(&attr, RMUTEX_ROBUST);
+        rmutexattr_setlease(&attr, 1000); /* a dead holder's lease runs out soon */
+    }
+    struct phase cold = { "cold", 0, NULL }, warm = { "warm", 0, NULL },
+                 wait = { "contended", 0, NULL };
+    if (small_stack_run(all_calls, &cold)) return 1;
+    report(&cold);
+    if (small_stack_run(all_calls, &warm)) return 1;
+    report(&warm);
+    check("rmutex_init", rmutex_init(&m, name, &attr), 0);
+    if (small_stack_run(contended, &wait)) return 1;
+    report(&wait);
+    check("rmutex_destroy", rmutex_destroy(&m), 0);
+    check("rmutex_shutdown", rmutex_shutdown(), 0);
+    printf("ok\n");
+    return 0;
+}
