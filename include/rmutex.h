@@ -192,13 +192,26 @@ RMUTEX_API int rmutexattr_getlease(const rmutexattr_t *attr, unsigned long *leas
  * keys in one cluster slot: "{user:1}:cart" is accepted, "a{b", "{}x" and
  * "a}b" are not.
  *
+ * A name is one lock.  Two rmutex_t initialized with the same name (in one
+ * process or in many) exclude each other, and in one process they share one
+ * hold: a thread that holds the name through one handle and locks it through
+ * another gets what the type of the handle it locks through says for a
+ * relock -- NORMAL deadlocks (trylock EBUSY, a timed lock ETIMEDOUT),
+ * ERRORCHECK returns EDEADLK, RECURSIVE counts one more level, released by
+ * an unlock through either handle.  The hold is released in Redis when its
+ * last level is.  rmutex_holdcount(), rmutex_fence() and rmutex_unlock()
+ * work through any handle of the name; the lock kind, robustness and lease
+ * are those of the handle the hold was taken through.
+ *
  * Returns 0, EINVAL (m NULL, name NULL, empty, too long or with bad braces,
  * attr not initialized), or ENOMEM. */
 RMUTEX_API int rmutex_init(rmutex_t *m, const char *name, const rmutexattr_t *attr);
 
 /* Destroy m.  Its storage may then be reused or initialized again.
- * Returns 0, EBUSY if a thread of this process holds it or waits for it
- * (nothing changes), or EINVAL if m is NULL or not initialized. */
+ * Returns 0, EBUSY if a thread of this process holds the name through m or
+ * waits in a call on m (nothing changes), or EINVAL if m is NULL or not
+ * initialized.  A hold taken through another handle of the same name does
+ * not make m busy. */
 RMUTEX_API int rmutex_destroy(rmutex_t *m);
 
 /* Acquire m, waiting as long as it takes.
@@ -255,7 +268,9 @@ RMUTEX_API int rmutex_clocklock(rmutex_t *m, clockid_t clock, const struct times
  * dropped); EINVAL if m is NULL or not initialized.
  *
  * Deviation: EPERM for every type, NORMAL included, and an EPERM unlock never
- * releases the lock in Redis.  A robust mutex acquired with EOWNERDEAD and
+ * releases the lock in Redis.  A thread whose hold was lost gets EPERM, and
+ * neither that unlock nor the thread's exit touches the hold of a thread
+ * that took the name after it: a hold belongs to one thread and ends once.  A robust mutex acquired with EOWNERDEAD and
  * released without rmutex_consistent() becomes ENOTRECOVERABLE for every
  * robust handle on the same name.  When Redis cannot be reached the release
  * is retried in the background until the lease would have run out, and the

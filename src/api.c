@@ -6,9 +6,11 @@
  * glibc (ERRORCHECK, RECURSIVE, robust) with no round trip, and hands the
  * rest to the mutex's lock algorithm.  A RECURSIVE relock, and the unlock
  * of an inner level, never reach Redis. */
+#include "hold.h"
 #include "identity.h"
 #include "internal.h"
 #include "keys.h"
+#include "lock.h"
 #include "conn.h"
 #include "mutex.h"
 #include "pool.h"
@@ -76,51 +78,60 @@ RMUTEX_API int rmutex_destroy(rmutex_t *m)
     return leave(&e, rm_mutex_destroy(m));
 }
 
+/* The calling thread relocks a name it holds (h), through handle mx,
+ * possibly another handle of the same name: the handle's type decides. */
+static int relock(struct rm_mutex *mx, struct rm_hold *h, const struct rm_wait *w)
+{
+    struct rm_lock *l = mx->lock;
+    if (mx->type == RMUTEX_ERRORCHECK) {
+        pthread_mutex_unlock(&l->mu);
+        rm_detail("the calling thread already holds %s", l->keys.lock);
+        return w->mode == RM_WAIT_TRY ? EBUSY : EDEADLK;
+    }
+    if (mx->type == RMUTEX_RECURSIVE) {
+        int r = 0;
+        if (h->depth >= RMUTEX_RECURSION_MAX) {
+            rm_detail("%s is already held %u times", l->keys.lock, h->depth);
+            r = EAGAIN;
+        } else {
+            h->depth++;
+        }
+        pthread_mutex_unlock(&l->mu);
+        return r;
+    }
+    /* NORMAL: relocking deadlocks, as in glibc; trylock is EBUSY, a timed
+     * lock waits for its deadline. */
+    pthread_mutex_unlock(&l->mu);
+    rm_detail("the calling thread already holds %s (a NORMAL mutex: relocking deadlocks)",
+              l->keys.lock);
+    int r = rm_wait_check(w);
+    if (r) return r;
+    do rm_sleep_until(w->deadline == RM_FOREVER ? rm_after(RM_MSEC(3600000)) : w->deadline);
+    while (rm_now() < w->deadline);
+    return ETIMEDOUT;
+}
+
 static int lock_common(rmutex_t *m, struct rm_wait *w)
 {
     int r;
     struct rm_mutex *mx = rm_mutex_get(m, &r);
     if (!mx) return r;
+    struct rm_lock *l = mx->lock;
     struct rm_thread *self = rm_thread_self();
-    pthread_mutex_lock(&mx->mu);
-    if (mx->owner == self->tid) {
-        if (mx->type == RMUTEX_ERRORCHECK) {
-            pthread_mutex_unlock(&mx->mu);
-            rm_detail("the calling thread already holds %s", mx->keys.lock);
-            return w->mode == RM_WAIT_TRY ? EBUSY : EDEADLK;
-        }
-        if (mx->type == RMUTEX_RECURSIVE) {
-            r = 0;
-            if (mx->depth >= RMUTEX_RECURSION_MAX) {
-                rm_detail("%s is already held %u times", mx->keys.lock, mx->depth);
-                r = EAGAIN;
-            } else {
-                mx->depth++;
-            }
-            pthread_mutex_unlock(&mx->mu);
-            return r;
-        }
-        /* NORMAL: relocking deadlocks, as in glibc; trylock is EBUSY, a
-         * timed lock waits for its deadline. */
-        pthread_mutex_unlock(&mx->mu);
-        rm_detail("the calling thread already holds %s (a NORMAL mutex: relocking deadlocks)",
-                  mx->keys.lock);
-        if ((r = rm_wait_check(w))) return r;
-        do rm_sleep_until(w->deadline == RM_FOREVER ? rm_after(RM_MSEC(3600000)) : w->deadline);
-        while (rm_now() < w->deadline);
-        return ETIMEDOUT;
-    }
+    pthread_mutex_lock(&l->mu);
+    struct rm_hold *h = rm_hold_of(l, self);
+    if (h) return relock(mx, h, w); /* unlocks l->mu */
     mx->users++;
-    pthread_mutex_unlock(&mx->mu);
+    pthread_mutex_unlock(&l->mu);
 
     struct rm_endpoint *ep;
     if (!(r = rm_runtime_enter(&ep))) {
         r = mx->ops->lock(mx, self, ep, w);
         rm_runtime_leave();
     }
-    pthread_mutex_lock(&mx->mu);
+    pthread_mutex_lock(&l->mu);
     mx->users--;
-    pthread_mutex_unlock(&mx->mu);
+    pthread_mutex_unlock(&l->mu);
     return r;
 }
 
@@ -169,34 +180,42 @@ RMUTEX_API int rmutex_unlock(rmutex_t *m)
     int r;
     struct rm_mutex *mx = rm_mutex_get(m, &r);
     if (!mx) return leave(&e, r);
+    struct rm_lock *l = mx->lock;
     struct rm_thread *self = rm_thread_self();
-    pthread_mutex_lock(&mx->mu);
-    if (mx->owner != self->tid) {
-        pthread_mutex_unlock(&mx->mu);
-        rm_detail("the calling thread does not hold %s", mx->keys.lock);
+    pthread_mutex_lock(&l->mu);
+    struct rm_hold *h = rm_hold_of(l, self);
+    if (!h) {
+        pthread_mutex_unlock(&l->mu);
+        if (rm_hold_forget(l, self))
+            rm_detail("the calling thread's hold of %s was lost, and another thread of this "
+                      "process has taken it since", l->keys.lock);
+        else
+            rm_detail("the calling thread does not hold %s", l->keys.lock);
         return leave(&e, EPERM);
     }
+    /* The hold is released the way it was taken: through its handle. */
+    struct rm_mutex *via = h->via;
     int dropped = 0;
-    if (mx->depth > 1) {
-        if (mx->robust && mx->inconsistent) {
+    if (h->depth > 1) {
+        if (via->robust && h->inconsistent) {
             dropped = 1; /* glibc: all levels go, ENOTRECOVERABLE */
-        } else if (!mx->wd || !rm_wd_lost(mx->wd)) {
-            mx->depth--;
-            pthread_mutex_unlock(&mx->mu);
+        } else if (!h->wd || !rm_wd_lost(h->wd)) {
+            h->depth--;
+            pthread_mutex_unlock(&l->mu);
             return leave(&e, 0);
         }
         /* Lost: the whole hold goes, at whatever level, with EPERM below. */
     }
-    int notrec = mx->robust && mx->inconsistent;
-    pthread_mutex_unlock(&mx->mu);
+    int notrec = via->robust && h->inconsistent;
+    pthread_mutex_unlock(&l->mu);
 
     struct rm_endpoint *ep;
     if (!(r = rm_runtime_enter(&ep))) {
-        r = mx->ops->unlock(mx, self, ep, notrec);
+        r = via->ops->unlock(via, self, ep, notrec);
         rm_runtime_leave();
     }
     if (!r && dropped) {
-        rm_detail("%s was released at all levels and is now not recoverable", mx->keys.lock);
+        rm_detail("%s was released at all levels and is now not recoverable", l->keys.lock);
         r = ENOTRECOVERABLE;
     }
     return leave(&e, r);
@@ -209,26 +228,28 @@ RMUTEX_API int rmutex_consistent(rmutex_t *m)
     int r;
     struct rm_mutex *mx = rm_mutex_get(m, &r);
     if (!mx) return leave(&e, r);
+    struct rm_lock *l = mx->lock;
     struct rm_thread *self = rm_thread_self();
     r = 0;
-    pthread_mutex_lock(&mx->mu);
+    pthread_mutex_lock(&l->mu);
+    struct rm_hold *h = rm_hold_of(l, self);
     if (!mx->robust) {
         r = EINVAL;
-        rm_detail("%s is not robust", mx->keys.lock);
-    } else if (mx->owner != self->tid) {
+        rm_detail("%s is not robust", l->keys.lock);
+    } else if (!h) {
         r = EPERM;
-        rm_detail("the calling thread does not hold %s", mx->keys.lock);
-    } else if (!mx->inconsistent) {
+        rm_detail("the calling thread does not hold %s", l->keys.lock);
+    } else if (!h->inconsistent) {
         r = EINVAL;
-        rm_detail("%s is not in the inconsistent state", mx->keys.lock);
+        rm_detail("%s is not in the inconsistent state", l->keys.lock);
     } else {
-        mx->inconsistent = 0;
+        h->inconsistent = 0;
     }
-    pthread_mutex_unlock(&mx->mu);
+    pthread_mutex_unlock(&l->mu);
     return leave(&e, r);
 }
 
-/* The state of m and the calling thread, for a call that only reads the
+/* The handle m and the calling thread, for a call that only reads the
  * hold: NULL with *r set when m or out is bad. */
 static struct rm_mutex *query(rmutex_t *m, const void *out, struct rm_thread **self, int *r)
 {
@@ -252,15 +273,17 @@ RMUTEX_API int rmutex_fence(rmutex_t *m, uint64_t *token)
     enter(&e);
     struct rm_mutex *mx = query(m, token, &self, &r);
     if (!mx) return leave(&e, r);
-    pthread_mutex_lock(&mx->mu);
-    if (mx->owner != self->tid || (mx->wd && rm_wd_lost(mx->wd))) {
+    struct rm_lock *l = mx->lock;
+    pthread_mutex_lock(&l->mu);
+    struct rm_hold *h = rm_hold_of(l, self);
+    if (!h || (h->wd && rm_wd_lost(h->wd))) {
         r = EPERM;
-        rm_detail("the calling thread does not hold %s%s", mx->keys.lock,
-                  mx->owner == self->tid ? " any more (its lease was lost)" : "");
+        rm_detail("the calling thread does not hold %s%s", l->keys.lock,
+                  h ? " any more (its lease was lost)" : "");
     } else {
-        *token = mx->token;
+        *token = h->token;
     }
-    pthread_mutex_unlock(&mx->mu);
+    pthread_mutex_unlock(&l->mu);
     return leave(&e, r);
 }
 
@@ -272,9 +295,10 @@ RMUTEX_API int rmutex_holdcount(rmutex_t *m, unsigned *count)
     enter(&e);
     struct rm_mutex *mx = query(m, count, &self, &r);
     if (!mx) return leave(&e, r);
-    pthread_mutex_lock(&mx->mu);
-    *count = mx->owner == self->tid ? mx->depth : 0;
-    pthread_mutex_unlock(&mx->mu);
+    pthread_mutex_lock(&mx->lock->mu);
+    struct rm_hold *h = rm_hold_of(mx->lock, self);
+    *count = h ? h->depth : 0;
+    pthread_mutex_unlock(&mx->lock->mu);
     return leave(&e, 0);
 }
 

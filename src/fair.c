@@ -45,6 +45,7 @@
  * waiter's place.  Every wait is bounded by half the waiter lease, so a
  * lost grant message is noticed before the grant lapses. */
 #include "call.h"
+#include "hold.h"
 #include "identity.h"
 #include "internal.h"
 #include "mutex.h"

@@ -10,12 +10,11 @@
  * A thread that exits while holding mutexes would otherwise leave them
  * held, and renewed by the watchdog, for as long as the process lives.  The
  * first hold of a thread arms a thread-specific-data destructor that hands
- * each of its holds to rm_mutex_abandon(): renewal stops, the lease runs
- * out, and the next robust locker gets EOWNERDEAD -- glibc's behaviour for
+ * its holds to rm_hold_thread_exit(): renewal stops, the lease runs out, and the next robust locker gets EOWNERDEAD -- glibc's behaviour for
  * a robust mutex whose owner thread exits. */
 #include "identity.h"
 #include "internal.h"
-#include "mutex.h"
+#include "hold.h"
 
 #include <pthread.h>
 #include <stdio.h>
@@ -48,7 +47,7 @@ struct rm_thread *rm_thread_self(void)
         t->rng = (uint32_t)(t->tid * 2654435761u) ^ (uint32_t)(uintptr_t)t;
     }
     t->owner_len = rm_owner_of(t->tid, t->owner, sizeof t->owner);
-    t->held = NULL; /* a forked child holds nothing */
+    t->holds = NULL; /* a forked child holds nothing */
     t->gen = gen;
     return t;
 }
@@ -63,7 +62,7 @@ static void thread_exit(void *p)
 {
     struct rm_thread *t = p;
     if (t->gen != atomic_load(&generation)) return;
-    while (t->held) rm_mutex_abandon(t->held, t);
+    rm_hold_thread_exit(t);
 }
 
 static void make_key(void) { pthread_key_create(&exit_key, thread_exit); }

@@ -5,7 +5,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-struct rm_mutex;
+struct rm_hold;
 
 /* The calling thread as the library sees it.  Thread-local. */
 struct rm_thread {
@@ -15,7 +15,7 @@ struct rm_thread {
     size_t owner_len;
     uint64_t seq;          /* numbers this thread's requests */
     uint32_t rng;          /* backoff jitter */
-    struct rm_mutex *held; /* the mutexes this thread holds (mutex.c) */
+    struct rm_hold *holds; /* this thread's holds (hold.c) */
     int exit_hook;         /* the thread-exit destructor is armed */
 };
 

@@ -1,4 +1,5 @@
-/* mutex.h -- the state behind an rmutex_t, shared by the lock algorithms. */
+/* mutex.h -- a handle (the state behind one rmutex_t), the waits of the
+ * acquiring calls, and the lock algorithms' interface. */
 #ifndef RM_MUTEX_H
 #define RM_MUTEX_H
 
@@ -9,6 +10,7 @@
 #include "clock.h"
 #include "internal.h"
 #include "keys.h"
+#include "lock.h"
 
 struct rm_thread;
 struct rm_wd_entry;
@@ -78,37 +80,19 @@ struct rm_lock_ops {
                           size_t owner_len, rm_nsec deadline);
 };
 
-/* A thread waiting for the local gate; on its own stack. */
-struct rm_gate_waiter {
-    struct rm_gate_waiter *next;
-    pthread_cond_t cv;
-    uint64_t tid;
-    int granted;
-};
-
+/* One rmutex_t.  Its lock (the name's state: gate, hold) is shared with
+ * every other handle of the same name; the type, robustness, fairness and
+ * lease are the handle's own. */
 struct rm_mutex {
     rmutex_t *user;          /* for the lost-lock callback */
-    struct rm_keys keys;
+    struct rm_lock *lock;    /* a reference */
+    struct rm_keys keys;     /* the lock's keys (a copy of the pointers) */
+    struct rm_mutex *lock_next; /* the lock's handles (lock.c) */
     int type;                /* RMUTEX_NORMAL / RECURSIVE / ERRORCHECK */
     int robust, fair;
     unsigned long lease_ms;  /* 0: default lease, renewed by the watchdog */
     const struct rm_lock_ops *ops;
-    struct rm_mutex *reg_next, *reg_prev; /* the registry (mutex.c) */
-
-    pthread_mutex_t mu;      /* protects what follows; never held across I/O */
-    unsigned users;          /* threads inside a call that can wait */
-    /* The local gate: one thread of this process at a time talks to Redis
-     * for this lock (acquiring, holding, releasing); the others queue FIFO. */
-    uint64_t gate;           /* tid that has the gate, 0: free */
-    struct rm_gate_waiter *gq_head, *gq_tail;
-    /* The hold. */
-    uint64_t owner;          /* tid of the holder, 0: none */
-    unsigned depth;          /* RECURSIVE levels */
-    uint64_t token;          /* fencing token */
-    int inconsistent;        /* acquired with EOWNERDEAD, not yet consistent */
-    struct rm_wd_entry *wd;  /* the watchdog's entry; NULL for a fixed lease */
-    rm_nsec lease_end;       /* fixed lease: when it runs out at the latest */
-    struct rm_mutex *held_next, *held_prev; /* the owner thread's holds */
+    unsigned users;          /* threads inside a call through it; under lock->mu */
 };
 
 /* The state of m, created on first use for a static initializer.  NULL
@@ -119,24 +103,6 @@ struct rm_mutex *rm_mutex_get(rmutex_t *m, int *err);
 int rm_mutex_init(rmutex_t *m, const char *name, int kind, unsigned long lease_ms);
 int rm_mutex_destroy(rmutex_t *m);
 
-/* Gate: enter (waiting as w allows, FIFO), and pass it on. mu held by neither. */
-int rm_gate_enter(struct rm_mutex *mx, struct rm_thread *self, const struct rm_wait *w);
-void rm_gate_leave(struct rm_mutex *mx);
-
-/* A Redis acquisition by self succeeded (acquisition acq, fencing token,
- * dead: the previous holder lapsed): start the watchdog's renewal when the
- * lease is the default one (valid until valid_until, first renewal at due)
- * and record the hold.  Returns 0, EOWNERDEAD (robust and dead), or ENOMEM
- * (nothing recorded; the caller gives the lock back). */
-int rm_hold_take(struct rm_mutex *mx, struct rm_thread *self, struct rm_endpoint *ep,
-                 uint64_t acq, uint64_t token, int dead, rm_nsec valid_until, rm_nsec due);
-
-/* The calling thread gives up its last level: the hold is dropped locally
- * and its renewal stopped.  Returns 1 if the watchdog had found it lost
- * (then nothing must be sent), else 0 with *lease_end set to when the
- * lease runs out at the latest. */
-int rm_hold_drop(struct rm_mutex *mx, struct rm_thread *self, rm_nsec *lease_end);
-
 /* How long a release's answer is latched in Redis (ms, as a string): as
  * long as the releasing call retries, the command timeout.  (The retries the
  * watchdog makes later answer nobody, so they need no latch.) */
@@ -145,17 +111,8 @@ void rm_latch_ms(const struct rm_mutex *mx, char *buf, size_t size);
 /* The lease of a hold of mx, in ms. */
 unsigned long rm_mutex_lease(const struct rm_mutex *mx);
 
-/* A thread exits holding mx: stop renewing it and let the lease run out
- * (the next robust locker gets EOWNERDEAD); the gate goes to the next local
- * waiter.  Unlinks mx from t's holds. */
-void rm_mutex_abandon(struct rm_mutex *mx, struct rm_thread *t);
-
 /* At exit: release in Redis every hold of this process, within ~1 s. */
 void rm_mutex_release_all_at_exit(void);
-
-/* fork(): -1 lock the registry, 0 unlock, 1 child: every mutex forgets its
- * holds, gate and waiters. */
-void rm_mutex_atfork(int who);
 
 extern const struct rm_lock_ops rm_nonfair_ops;
 extern const struct rm_lock_ops rm_fair_ops;

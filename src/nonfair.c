@@ -37,6 +37,7 @@
  * watchdog to retry until the lease would have run out anyway. */
 #include "call.h"
 #include "conn.h"
+#include "hold.h"
 #include "identity.h"
 #include "internal.h"
 #include "mutex.h"
@@ -225,7 +226,7 @@ static int acquire(struct rm_mutex *mx, struct rm_thread *self, struct rm_endpoi
 static int nf_lock(struct rm_mutex *mx, struct rm_thread *self, struct rm_endpoint *ep,
                    struct rm_wait *w)
 {
-    int r = rm_gate_enter(mx, self, w);
+    int r = rm_gate_enter(mx->lock, self, w);
     if (r) {
         if (r == EBUSY) rm_detail("%s is held or being acquired by another thread of this process",
                                   mx->keys.lock);
@@ -238,7 +239,7 @@ static int nf_lock(struct rm_mutex *mx, struct rm_thread *self, struct rm_endpoi
         r = rm_hold_take(mx, self, ep, acq, g.token, g.dead, g.sent + lease, g.sent + lease / 3);
         if (r == ENOMEM) give_back(mx, self, ep, acq, cmd_deadline());
     }
-    if (r && r != EOWNERDEAD) rm_gate_leave(mx);
+    if (r && r != EOWNERDEAD) rm_gate_leave(mx->lock);
     return r;
 }
 
@@ -252,7 +253,7 @@ static int nf_unlock(struct rm_mutex *mx, struct rm_thread *self, struct rm_endp
         release_req_make(&q, mx, self->owner, self->owner_len, ++self->seq, notrec, 0);
         r = release(ep, &q, cmd_deadline(), lease_end);
     }
-    rm_gate_leave(mx);
+    rm_gate_leave(mx->lock);
     return r;
 }
 

@@ -28,6 +28,7 @@
 #include "runtime.h"
 #include "identity.h"
 #include "internal.h"
+#include "lock.h"
 #include "mutex.h"
 #include "pool.h"
 #include "sub.h"
@@ -151,7 +152,7 @@ int rm_runtime_shutdown(void)
 static void fork_prepare(void)
 {
     pthread_mutex_lock(&rt.mu);
-    rm_mutex_atfork(-1);
+    rm_lock_atfork(-1);
     rm_wd_atfork(-1);
     if (rt.ep) {
         rm_sub_atfork(rt.ep->sub, -1);
@@ -166,7 +167,7 @@ static void fork_parent(void)
         rm_sub_atfork(rt.ep->sub, 0);
     }
     rm_wd_atfork(0);
-    rm_mutex_atfork(0);
+    rm_lock_atfork(0);
     pthread_mutex_unlock(&rt.mu);
 }
 
@@ -178,7 +179,7 @@ static void fork_child(void)
         rm_sub_atfork(rt.ep->sub, 1);
     }
     rm_wd_atfork(1);
-    rm_mutex_atfork(1);
+    rm_lock_atfork(1);
     rm_stats_reset();
     atomic_store(&rt.active, 0);
     pthread_mutex_unlock(&rt.mu); /* taken by the prepare handler, in this thread */

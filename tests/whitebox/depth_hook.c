@@ -7,6 +7,8 @@
  * as the API would have left it. */
 #include <errno.h>
 
+#include "hold.h"
+#include "identity.h"
 #include "mutex.h"
 
 #include "depth_hook.h"
@@ -16,9 +18,10 @@ int rmt_set_depth(rmutex_t *m, unsigned depth)
     int err;
     struct rm_mutex *mx = rm_mutex_get(m, &err);
     if (!mx) return err;
-    pthread_mutex_lock(&mx->mu);
-    err = mx->owner && depth ? 0 : EPERM;
-    if (!err) mx->depth = depth;
-    pthread_mutex_unlock(&mx->mu);
+    pthread_mutex_lock(&mx->lock->mu);
+    struct rm_hold *h = rm_hold_of(mx->lock, rm_thread_self());
+    err = h && depth ? 0 : EPERM;
+    if (!err) h->depth = depth;
+    pthread_mutex_unlock(&mx->lock->mu);
     return err;
 }

@@ -1,0 +1,141 @@
+/* hold.c -- holds: one per acquisition, owned by one thread.
+ *
+ * A hold is made when rmutex_lock (or trylock...) gets the lock in Redis and
+ * lives until its thread's last unlock or the thread's exit, whichever is
+ * first; nothing else ends it.  It is on two lists: its lock's current hold
+ * (l->hold, under l->mu) and its thread's holds (touched by that thread
+ * only).  The two can disagree in one way: a hold whose lease was lost (a
+ * stall longer than the lease, a force-unlock) can be replaced, in Redis
+ * and then as l->hold, by another thread's acquisition.  The replaced hold
+ * stays on its thread's list, known to be stale because l->hold is no
+ * longer it, until that thread unlocks (EPERM, and the stale hold is freed)
+ * or exits (freed, touching nothing else).  So the exit of a thread whose
+ * hold was lost can never end the hold of the thread that took the lock
+ * after it -- a hold belongs to exactly one thread and is ended once.
+ *
+ * A hold keeps a reference to its lock, so the lock outlives every hold,
+ * stale or not, even when all its handles are destroyed meanwhile. */
+#include "hold.h"
+#include "identity.h"
+#include "internal.h"
+#include "lock.h"
+#include "mutex.h"
+#include "watchdog.h"
+
+#include <errno.h>
+#include <stdlib.h>
+
+struct rm_hold *rm_hold_of(struct rm_lock *l, const struct rm_thread *self)
+{
+    return l->hold && l->hold->tid == self->tid ? l->hold : NULL;
+}
+
+static void thread_list_remove(struct rm_thread *t, struct rm_hold *h)
+{
+    if (h->prev) h->prev->next = h->next;
+    else t->holds = h->next;
+    if (h->next) h->next->prev = h->prev;
+}
+
+/* h is off its thread's list and is no longer current: let it go. */
+static void hold_free(struct rm_hold *h)
+{
+    rm_lock_put(h->lock, NULL);
+    free(h);
+}
+
+int rm_hold_take(struct rm_mutex *mx, struct rm_thread *self, struct rm_endpoint *ep,
+                 uint64_t acq, uint64_t token, int dead, rm_nsec valid_until, rm_nsec due)
+{
+    struct rm_lock *l = mx->lock;
+    struct rm_hold *h = calloc(1, sizeof *h);
+    if (!h) {
+        rm_detail("out of memory");
+        return ENOMEM;
+    }
+    if (!mx->lease_ms) {
+        h->wd = rm_wd_hold(ep, &l->keys, self->owner, self->owner_len, acq, rm_mutex_lease(mx),
+                           valid_until, due, mx->user);
+        if (!h->wd) {
+            free(h);
+            rm_detail("out of memory");
+            return ENOMEM;
+        }
+    }
+    dead = dead && mx->robust;
+    rm_lock_ref(l);
+    h->lock = l;
+    h->via = mx;
+    h->tid = self->tid;
+    h->depth = 1;
+    h->token = token;
+    h->inconsistent = dead;
+    h->lease_end = valid_until;
+    RM_COUNT(acquisitions);
+    pthread_mutex_lock(&l->mu);
+    if (l->hold) RM_COUNT_SUB(held, 1); /* the replaced hold: lost, and its thread's now */
+    l->hold = h;
+    pthread_mutex_unlock(&l->mu);
+    h->next = self->holds;
+    if (self->holds) self->holds->prev = h;
+    self->holds = h;
+    rm_thread_arm_exit(self);
+    RM_COUNT(held);
+    if (dead) rm_detail("the previous holder of %s died holding it (its lease ran out)", l->keys.lock);
+    return dead ? EOWNERDEAD : 0;
+}
+
+int rm_hold_drop(struct rm_mutex *mx, struct rm_thread *self, rm_nsec *lease_end)
+{
+    struct rm_lock *l = mx->lock;
+    pthread_mutex_lock(&l->mu);
+    struct rm_hold *h = rm_hold_of(l, self);
+    RM_ASSERT(h);
+    l->hold = NULL;
+    pthread_mutex_unlock(&l->mu);
+    RM_COUNT_SUB(held, 1);
+    *lease_end = h->wd ? rm_after(RM_MSEC(rm_mutex_lease(mx))) : h->lease_end;
+    thread_list_remove(self, h);
+    int lost = h->wd && rm_wd_cancel(h->wd);
+    hold_free(h);
+    if (lost) rm_detail("the lease of %s was lost before this unlock", l->keys.lock);
+    return lost;
+}
+
+int rm_hold_forget(struct rm_lock *l, struct rm_thread *self)
+{
+    for (struct rm_hold *h = self->holds; h; h = h->next) {
+        if (h->lock != l) continue;
+        pthread_mutex_lock(&l->mu);
+        int current = l->hold == h;
+        if (!current && l->gate == self->tid) rm_gate_leave_locked(l);
+        pthread_mutex_unlock(&l->mu);
+        if (current) continue; /* cannot be: the caller found self not holding l */
+        thread_list_remove(self, h);
+        if (h->wd) rm_wd_cancel(h->wd);
+        hold_free(h);
+        return 1;
+    }
+    return 0;
+}
+
+void rm_hold_thread_exit(struct rm_thread *t)
+{
+    while (t->holds) {
+        struct rm_hold *h = t->holds;
+        struct rm_lock *l = h->lock;
+        thread_list_remove(t, h);
+        pthread_mutex_lock(&l->mu);
+        int current = l->hold == h;
+        if (current) l->hold = NULL;
+        if (l->gate == t->tid) rm_gate_leave_locked(l);
+        pthread_mutex_unlock(&l->mu);
+        if (h->wd) rm_wd_cancel(h->wd);
+        if (current) {
+            RM_COUNT_SUB(held, 1);
+            rm_log("thread %llu exited holding %s; its lease will run out",
+                   (unsigned long long)t->tid, l->keys.lock);
+        }
+        hold_free(h);
+    }
+}

@@ -1,0 +1,60 @@
+/* hold.h -- one acquisition of a lock by one thread of this process. */
+#ifndef RM_HOLD_H
+#define RM_HOLD_H
+
+#include <stdint.h>
+
+#include "clock.h"
+
+struct rm_endpoint;
+struct rm_lock;
+struct rm_mutex;
+struct rm_thread;
+struct rm_wd_entry;
+
+struct rm_hold {
+    struct rm_lock *lock;   /* a reference, given back when the hold is freed */
+    struct rm_mutex *via;   /* the handle it was taken through (read only while current) */
+    uint64_t tid;           /* the holding thread */
+    /* Under lock->mu: */
+    unsigned depth;         /* RECURSIVE levels */
+    uint64_t token;         /* fencing token */
+    int inconsistent;       /* acquired with EOWNERDEAD, not yet consistent */
+    struct rm_wd_entry *wd; /* the watchdog's entry; NULL for a fixed lease */
+    rm_nsec lease_end;      /* fixed lease: when it runs out at the latest */
+    /* The holding thread's list; only that thread touches it. */
+    struct rm_hold *next, *prev;
+};
+
+/* The hold of l that is current and self's, or NULL.  l->mu held. */
+struct rm_hold *rm_hold_of(struct rm_lock *l, const struct rm_thread *self);
+
+/* A Redis acquisition through mx by self succeeded (acquisition acq,
+ * fencing token, dead: the previous holder lapsed): start the watchdog's
+ * renewal when the lease is the default one (valid until valid_until, first
+ * renewal at due) and record the hold as mx's lock's current one.  A hold
+ * it replaces (another thread's, lost) is left to its thread, which learns
+ * at its unlock or exit that it is no longer current.  Returns 0,
+ * EOWNERDEAD (robust and dead), or ENOMEM (nothing recorded; the caller
+ * gives the lock back). */
+int rm_hold_take(struct rm_mutex *mx, struct rm_thread *self, struct rm_endpoint *ep,
+                 uint64_t acq, uint64_t token, int dead, rm_nsec valid_until, rm_nsec due);
+
+/* self gives up its current hold of mx's lock (its last level): the hold is
+ * ended locally and its renewal stopped.  Returns 1 if the watchdog had
+ * found it lost (then nothing must be sent), else 0 with *lease_end set to
+ * when the lease runs out at the latest. */
+int rm_hold_drop(struct rm_mutex *mx, struct rm_thread *self, rm_nsec *lease_end);
+
+/* self unlocks l without holding it: if self has a hold of l that another
+ * hold replaced (it was lost, then taken by another thread), end it now.
+ * Returns 1 if there was one. */
+int rm_hold_forget(struct rm_lock *l, struct rm_thread *self);
+
+/* Thread t exits: each current hold stops being renewed and its lease runs
+ * out (the next robust locker gets EOWNERDEAD), the gate goes to the next
+ * local waiter; replaced holds are just freed.  A hold ends exactly once,
+ * and only its own thread's. */
+void rm_hold_thread_exit(struct rm_thread *t);
+
+#endif

@@ -1,0 +1,62 @@
+/* lock.h -- one lock name's state in this process, shared by every handle
+ * (rmutex_t) initialized with that name: the local gate and the hold. */
+#ifndef RM_LOCK_H
+#define RM_LOCK_H
+
+#include <pthread.h>
+#include <stdint.h>
+
+#include "keys.h"
+
+struct rm_hold;
+struct rm_mutex;
+struct rm_thread;
+struct rm_wait;
+
+/* A thread waiting for the local gate; on its own stack. */
+struct rm_gate_waiter {
+    struct rm_gate_waiter *next;
+    pthread_cond_t cv;
+    uint64_t tid;
+    int granted;
+};
+
+struct rm_lock {
+    struct rm_keys keys;       /* keys.lock is the name */
+    unsigned refs;             /* handles and holds; under the registry's lock */
+    struct rm_lock *reg_next;  /* the registry's bucket chain */
+    struct rm_mutex *handles;  /* chained by lock_next; under the registry's lock */
+
+    pthread_mutex_t mu;        /* protects what follows; never held across I/O */
+    /* The local gate: one thread of this process at a time talks to Redis
+     * about this name for the non-fair lock (acquiring, holding,
+     * releasing); the others queue FIFO. */
+    uint64_t gate;             /* tid that has the gate, 0: free */
+    struct rm_gate_waiter *gq_head, *gq_tail;
+    struct rm_hold *hold;      /* this process's current hold, NULL: none */
+};
+
+/* The lock of name, made on first use, with handle mx attached (a
+ * reference).  Returns 0, EINVAL for a bad name, ENOMEM. */
+int rm_lock_get(const char *name, struct rm_mutex *mx, struct rm_lock **out);
+
+/* A reference for a hold (rm_lock_ref), or a handle's or a hold's given
+ * back (rm_lock_put; mx is the handle detached, or NULL for a hold).  The
+ * last reference frees l. */
+void rm_lock_ref(struct rm_lock *l);
+void rm_lock_put(struct rm_lock *l, struct rm_mutex *mx);
+
+/* Call fn for every lock, under the registry's lock (fn may take l->mu). */
+void rm_lock_each(void (*fn)(struct rm_lock *l, void *arg), void *arg);
+
+/* Gate: enter (waiting as w allows, FIFO), and pass it on. */
+int rm_gate_enter(struct rm_lock *l, struct rm_thread *self, const struct rm_wait *w);
+void rm_gate_leave(struct rm_lock *l);
+/* The same with l->mu held by the caller. */
+void rm_gate_leave_locked(struct rm_lock *l);
+
+/* fork(): -1 lock the registry, 0 unlock, 1 child: every lock forgets its
+ * gate, its waiters and its hold, and its handles their callers. */
+void rm_lock_atfork(int who);
+
+#endif
