@@ -1,34 +1,45 @@
-/* dmutex.c -- a distributed pthread mutex: the local mutex first, then the
- * Redis lock.
+/* dmutex.c -- a distributed pthread mutex: the Redis lock (the name)
+ * first, then the local mutex.
  *
  * DESIGN
  * ------
  * A distributed mutex is the program's own pthread_mutex_t (the "local"
  * mutex, called through the real glibc functions) plus an rmutex_t.  Lock
- * takes the local mutex first and the Redis lock second; unlock gives Redis
- * back first and the local mutex second.  So:
+ * takes the name in Redis first and the local mutex second; unlock gives
+ * the local mutex back first and the name second.  So:
  *
- *   - threads of one process contend on the local mutex, as they always
- *     did, and at most one thread per process talks to Redis for a given
- *     mutex at a time;
- *   - the mutex type is the local mutex's: ERRORCHECK relock fails locally
- *     with EDEADLK, a RECURSIVE relock counts locally (depth) and never
- *     reaches Redis, robust owner death inside the process shows up as the
- *     local EOWNERDEAD.  The rmutex itself is always NORMAL;
+ *   - a name is one lock: several pthread mutexes may share one name (the
+ *     mutexes a loop initializes at one call site under the header swap, two
+ *     listed symbols with one name under the shim).  They serialize each
+ *     other across and within processes, and since the name is always taken
+ *     before any local mutex of it, sharing a name adds no lock-order
+ *     deadlock: a thread that holds the name takes the local mutexes of that
+ *     name without contention (no other thread of the process can hold one);
+ *   - the rmutex is RECURSIVE: a thread holding the name through one mutex
+ *     locks another mutex of the same name by counting one more level of the
+ *     name (rmutex.h: a name is one lock), then taking that local mutex;
+ *   - the mutex type is the local mutex's: a relock of the same mutex by its
+ *     holder goes to the local mutex alone -- ERRORCHECK fails with EDEADLK,
+ *     RECURSIVE counts locally (depth) and never reaches Redis, NORMAL
+ *     deadlocks as in glibc; robust owner death inside the process shows up
+ *     as the local EOWNERDEAD;
  *   - condition variables keep working: glibc's pthread_cond_*wait releases
- *     and retakes the local mutex through internal calls, so the Redis hold
- *     is given up before the real wait and taken back after it (and, when
- *     the thread is cancelled in the wait, by a cleanup handler that runs
- *     after glibc has retaken the local mutex and before the program's own
- *     cleanup handlers, which usually unlock).
+ *     and retakes the local mutex through internal calls, so the name is
+ *     given up before the real wait and, after it, the local mutex is let go
+ *     again, the name taken, and the local mutex retaken -- in the one order
+ *     (also when the thread is cancelled in the wait, by a cleanup handler
+ *     that runs after glibc has retaken the local mutex and before the
+ *     program's own cleanup handlers, which usually unlock).  A thread that
+ *     waits while it also holds another mutex of the same name keeps the
+ *     name for the wait (one level of it is given up).
  *
- * If the Redis part fails (trylock busy, timeout, Redis error) the local
- * mutex is given back and the call fails: there is never a local hold
- * without the Redis hold except for the "inside" case below.  If the local
- * acquisition had reported EOWNERDEAD, it is first made consistent and the
- * owner death is handed on (pending_dead) to the next successful locker,
- * who gets EOWNERDEAD in turn; otherwise the failed attempt would have made
- * the local mutex not recoverable for everyone.
+ * If a part fails (trylock busy, timeout, Redis error) what was taken is
+ * given back and the call fails: there is never a local hold without the
+ * Redis hold except for the "inside" case below.  If the local acquisition
+ * reported EOWNERDEAD and the call fails after all, the mutex is first made
+ * consistent and the owner death is handed on (pending_dead) to the next
+ * successful locker, who gets EOWNERDEAD in turn; otherwise the failed
+ * attempt would have made the local mutex not recoverable for everyone.
  *
  * Ownership: holder is pthread_self() of the thread that holds both parts.
  * An unlock by another thread while holder is set is refused with EPERM
@@ -194,49 +205,52 @@ static int local_acquire(const struct rm_dm_real *real, pthread_mutex_t *local, 
     }
 }
 
+/* Give one level of the name back, as librmutex code. */
+static int remote_release(rmutex_t *rm)
+{
+    inside = 1;
+    int r = rmutex_unlock(rm);
+    inside = 0;
+    return r;
+}
+
 int rm_dm_lock(const struct rm_dm_real *real, struct rm_dm *dm, pthread_mutex_t *local,
                rmutex_t *rm, int mode, clockid_t clock, const struct timespec *abstime)
 {
     if (inside) return local_acquire(real, local, mode, clock, abstime);
-    int lr = local_acquire(real, local, mode, clock, abstime);
-    if (lr != 0 && lr != EOWNERDEAD) return lr;
     uintptr_t self = self_id();
-    if (lr == EOWNERDEAD) {
-        /* The previous local owner died: whatever it held is gone. */
-        dm->depth = 0;
-        set_holder(dm, 0);
-        dm->remote_dead = dm->virt_dead = 0;
-        dm->local_dead = 1;
-    } else if (dm->depth > 0 && holder_of(dm) == self) {
-        /* A RECURSIVE relock by the holder: counted locally only. */
-        dm->depth++;
-        return 0;
-    } else {
-        dm->local_dead = 0;
+    if (dm->depth > 0 && holder_of(dm) == self) {
+        /* A relock by the holder: the local mutex's type answers
+         * (RECURSIVE counts, ERRORCHECK EDEADLK, NORMAL deadlocks). */
+        int lr = local_acquire(real, local, mode, clock, abstime);
+        if (!lr) dm->depth++;
+        return lr;
     }
-
     inside = 1;
     int rr = remote_acquire(real, rm, dm->fair, mode, clock, abstime);
     inside = 0;
-    if (rr == 0 || rr == EOWNERDEAD) {
-        dm->depth = 1;
-        dm->remote_dead = rr == EOWNERDEAD;
-        if (dm->pending_dead) {
-            dm->pending_dead = 0;
-            dm->virt_dead = 1;
-        }
-        set_holder(dm, self);
-        return dm->local_dead || dm->remote_dead || dm->virt_dead ? EOWNERDEAD : 0;
+    if (rr != 0 && rr != EOWNERDEAD) return rr;
+
+    int lr = local_acquire(real, local, mode, clock, abstime);
+    if (lr != 0 && lr != EOWNERDEAD) {
+        remote_release(rm);
+        return lr;
     }
-    /* The Redis part failed: give the local mutex back, keeping an owner
-     * death for the next locker instead of making the mutex unrecoverable. */
-    if (dm->local_dead) {
-        real->consistent(local);
+    if (lr == EOWNERDEAD) {
+        /* The previous local owner died: whatever it held is gone. */
+        dm->virt_dead = 0;
+        dm->local_dead = 1;
+    } else {
         dm->local_dead = 0;
-        dm->pending_dead = 1;
     }
-    real->unlock(local);
-    return rr;
+    dm->depth = 1;
+    dm->remote_dead = rr == EOWNERDEAD;
+    if (dm->pending_dead) {
+        dm->pending_dead = 0;
+        dm->virt_dead = 1;
+    }
+    set_holder(dm, self);
+    return dm->local_dead || dm->remote_dead || dm->virt_dead ? EOWNERDEAD : 0;
 }
 
 int rm_dm_unlock(const struct rm_dm_real *real, struct rm_dm *dm, pthread_mutex_t *local,
@@ -258,10 +272,8 @@ int rm_dm_unlock(const struct rm_dm_real *real, struct rm_dm *dm, pthread_mutex_
     }
     dm->remote_dead = 0;
     dm->local_dead = 0;
-    inside = 1;
-    int ur = rmutex_unlock(rm);
-    inside = 0;
     int lr = real->unlock(local);
+    int ur = remote_release(rm);
     if (lr) return lr;
     if (ur == EPERM && real->lost) {
         real->lost(rm);
@@ -295,16 +307,22 @@ int rm_dm_consistent(const struct rm_dm_real *real, struct rm_dm *dm, pthread_mu
 struct cond_ctx {
     const struct rm_dm_real *real;
     struct rm_dm *dm;
+    pthread_mutex_t *local;
     rmutex_t *rm;
     unsigned depth;
 };
 
-/* Take the Redis hold back with the local mutex held again. */
+/* glibc has retaken the local mutex after the wait: let it go, take the
+ * name, take the local mutex again -- the one order, name first.  The local
+ * mutex is held again whatever the name's answer. */
 static int retake(struct cond_ctx *c)
 {
+    c->real->unlock(c->local);
     inside = 1;
     int r = remote_acquire(c->real, c->rm, c->dm->fair, RM_DM_FOREVER, CLOCK_MONOTONIC, NULL);
     inside = 0;
+    int lr = c->real->lock(c->local);
+    if (lr == EOWNERDEAD) c->dm->local_dead = 1;
     if (r == 0 || r == EOWNERDEAD) {
         c->dm->depth = c->depth;
         c->dm->remote_dead = r == EOWNERDEAD;
@@ -327,12 +345,10 @@ int rm_dm_cond_wait(const struct rm_dm_real *real, struct rm_dm *dm, pthread_mut
         if (clock == (clockid_t)-1) return real->cond_timedwait(cond, local, abstime);
         return real->cond_clockwait(cond, local, clock, abstime);
     }
-    struct cond_ctx ctx = { real, dm, rm, dm->depth };
+    struct cond_ctx ctx = { real, dm, local, rm, dm->depth };
     dm->depth = 0;
     set_holder(dm, 0);
-    inside = 1;
-    int ur = rmutex_unlock(rm);
-    inside = 0;
+    int ur = remote_release(rm);
     if (ur == EPERM && real->lost) real->lost(rm);
 
     int r;
@@ -342,7 +358,12 @@ int rm_dm_cond_wait(const struct rm_dm_real *real, struct rm_dm *dm, pthread_mut
     else r = real->cond_clockwait(cond, local, clock, abstime);
     pthread_cleanup_pop(0);
 
-    if (r == EOWNERDEAD) dm->local_dead = 1;
+    if (r == EOWNERDEAD) {
+        /* Made consistent before retake() lets it go for a moment (else it
+         * would become not recoverable); the owner death is still reported. */
+        real->consistent(local);
+        dm->local_dead = 1;
+    }
     int rr = retake(&ctx);
     if (rr != 0 && rr != EOWNERDEAD) return rr; /* the local mutex alone is held */
     if (rr == EOWNERDEAD && r == 0) r = EOWNERDEAD;

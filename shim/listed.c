@@ -4,8 +4,8 @@
  * what is particular to a mutex the shim found by name in somebody else's
  * program:
  *
- *   - The rmutex is made at start, NORMAL, with the configured name, fair
- *     and lease.  Robust only where the program made the mutex robust
+ *   - The rmutex is made at start, RECURSIVE (dmutex.c), with the
+ *     configured name, fair and lease.  Robust only where the program made the mutex robust
  *     itself (pthread_mutexattr_setrobust before pthread_mutex_init): the
  *     program must be ready for EOWNERDEAD.  So ";robust" takes effect in
  *     the pthread_mutex_init of a robust mutex, which makes the rmutex again
@@ -39,6 +39,7 @@ int rm_shim_make_rmutex(struct rm_shim_mutex *sm, int robust, int *fair)
 {
     rmutexattr_t a;
     rmutexattr_init(&a);
+    rmutexattr_settype(&a, RMUTEX_RECURSIVE); /* dmutex.c: one name, many mutexes */
     rmutexattr_setrobust(&a, robust ? RMUTEX_ROBUST : RMUTEX_STALLED);
     rmutexattr_setlease(&a, sm->lease_ms);
     rmutexattr_setfair(&a, *fair);

@@ -46,6 +46,7 @@ int rmutex_pthread_mutex_init(rmutex_pthread_mutex_t *m, const rmutex_pthread_mu
     int robust = 0, r;
     rmutexattr_t ra;
     rmutexattr_init(&ra);
+    rmutexattr_settype(&ra, RMUTEX_RECURSIVE); /* dmutex.c: one name, many mutexes */
     if (attr) {
         pthread_mutexattr_getrobust(&attr->__attr, &robust);
         rmutexattr_setrobust(&ra, robust ? RMUTEX_ROBUST : RMUTEX_STALLED);

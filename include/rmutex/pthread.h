@@ -37,8 +37,14 @@
  * then do not exclude each other); every mutex initialized by one
  * pthread_mutex_init call site (in a loop, in a constructor function
  * called for many objects) gets the same name, so they are one lock across
- * processes -- safe, but they serialize each other and can deadlock when
- * nested.  Name production mutexes explicitly:
+ * processes and threads -- safe, but they serialize each other: while a
+ * thread holds one of them, no other thread of any process takes any of
+ * them.  The thread that holds one may lock the others (nested, in any
+ * order) without deadlock: the name is taken first and counted once per
+ * mutex (rmutex.h: a name is one lock), then the mutex itself, whose type
+ * answers a relock of that same mutex.  A condition-variable wait on one of
+ * them while holding another keeps the name for the wait.  Name
+ * production mutexes explicitly:
  *
  *   static pthread_mutex_t orders = RMUTEX_PTHREAD_MUTEX_INITIALIZER_NAMED("shop:orders");
  *
@@ -120,7 +126,7 @@ typedef struct rmutex_pthread_mutexattr {
 /* type: 0 normal, 1 recursive, 2 errorcheck (glibc's values); flags:
  * RMUTEX_FLAG_FAIR or 0. */
 #define RMUTEX_PTHREAD_MUTEX_INITIALIZER_NAMED_NP(name, type, flags)                  \
-    { RMUTEX_INITIALIZER_NP(name, 0, flags), RMUTEX_PTHREAD_LOCAL_INIT_(type), \
+    { RMUTEX_INITIALIZER_NP(name, RMUTEX_RECURSIVE, flags), RMUTEX_PTHREAD_LOCAL_INIT_(type), \
       { 0, 0, 0 } }
 #define RMUTEX_PTHREAD_MUTEX_INITIALIZER_NAMED(name) \
     RMUTEX_PTHREAD_MUTEX_INITIALIZER_NAMED_NP(name, 0, 0)

@@ -104,4 +104,76 @@ TEST_F(SwapRmutex, ExcludesAcrossProcesses) { count_in_three_processes(url(), fa
 
 TEST_F(SwapRmutex, WorksOnASmallStack) { count_in_three_processes(url(), true); }
 
+/* ---- mutexes initialized at one call site share one name ---- */
+
+/* n mutexes initialized by one pthread_mutex_init call site: one name. */
+static std::string init_loop(pthread_mutex_t *mu, int n, int type)
+{
+    pthread_mutexattr_t a;
+    pthread_mutexattr_init(&a);
+    pthread_mutexattr_settype(&a, type);
+    int line = 0;
+    for (int i = 0; i < n; i++) {
+        EXPECT_EQ(0, pthread_mutex_init(&mu[i], &a)); line = __LINE__;
+    }
+    pthread_mutexattr_destroy(&a);
+    return "swaptest:shim/tests/swap_rmutex_test.cc:" + std::to_string(line);
+}
+
+TEST_F(SwapRmutex, LoopInitializedMutexesNestInAnyOrderAndHoldTheNameUntilTheLast)
+{
+    pthread_mutex_t mu[3];
+    std::string name = init_loop(mu, 3, PTHREAD_MUTEX_NORMAL);
+    ASSERT_EQ(0, pthread_mutex_lock(&mu[0]));
+    ASSERT_EQ(0, pthread_mutex_lock(&mu[2]));
+    ASSERT_EQ(0, pthread_mutex_trylock(&mu[1]));
+    EXPECT_TRUE(redis().exists(name));
+    EXPECT_EQ(0, pthread_mutex_unlock(&mu[0]));
+    EXPECT_EQ(0, pthread_mutex_unlock(&mu[1]));
+    EXPECT_TRUE(redis().exists(name)) << "mu[2] is still held";
+    EXPECT_EQ(0, pthread_mutex_unlock(&mu[2]));
+    EXPECT_FALSE(redis().exists(name));
+    for (auto &m : mu) EXPECT_EQ(0, pthread_mutex_destroy(&m));
+}
+
+TEST_F(SwapRmutex, LoopInitializedErrorcheckMutexesAnswerARelockOfTheSameOneOnly)
+{
+    pthread_mutex_t mu[2];
+    init_loop(mu, 2, PTHREAD_MUTEX_ERRORCHECK);
+    ASSERT_EQ(0, pthread_mutex_lock(&mu[0]));
+    EXPECT_EQ(EDEADLK, pthread_mutex_lock(&mu[0]));
+    EXPECT_EQ(0, pthread_mutex_lock(&mu[1]));
+    EXPECT_EQ(0, pthread_mutex_unlock(&mu[1]));
+    EXPECT_EQ(EPERM, pthread_mutex_unlock(&mu[1]));
+    EXPECT_EQ(0, pthread_mutex_unlock(&mu[0]));
+    for (auto &m : mu) EXPECT_EQ(0, pthread_mutex_destroy(&m));
+}
+
+/* T1 holds mu[0]; T2 wants mu[1] (one name: it waits); T1 then takes mu[1]
+ * too.  Taking the name before the mutex means T2 holds nothing while it
+ * waits, so T1 gets mu[1] at once -- no deadlock the plain program would
+ * not have -- and T2 gets in once T1 has let both go. */
+TEST_F(SwapRmutex, LoopInitializedMutexesSerializeThreadsWithoutAddingDeadlocks)
+{
+    pthread_mutex_t mu[2];
+    init_loop(mu, 2, PTHREAD_MUTEX_NORMAL);
+    ASSERT_EQ(0, pthread_mutex_lock(&mu[0]));
+    std::atomic<int> t2{ INT32_MIN };
+    std::thread t([&] {
+        int r = pthread_mutex_lock(&mu[1]);
+        t2 = r;
+        if (!r) pthread_mutex_unlock(&mu[1]);
+    });
+    EXPECT_FALSE(rmt::wait_until_unscaled([&] { return t2.load() != INT32_MIN; }, ms(500)))
+        << "T2 took mu[1] while T1 held mu[0]: they share a name";
+    struct timespec at = after(CLOCK_REALTIME, 5000);
+    EXPECT_EQ(0, pthread_mutex_timedlock(&mu[1], &at)) << "T1 must not deadlock on T2";
+    EXPECT_EQ(0, pthread_mutex_unlock(&mu[1]));
+    EXPECT_EQ(0, pthread_mutex_unlock(&mu[0]));
+    EXPECT_TRUE(rmt::wait_until([&] { return t2.load() != INT32_MIN; }, ms(10000)));
+    t.join();
+    EXPECT_EQ(0, t2.load());
+    for (auto &m : mu) EXPECT_EQ(0, pthread_mutex_destroy(&m));
+}
+
 } // namespace
