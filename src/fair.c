@@ -25,14 +25,20 @@
  *    fencing token, and publishes one message naming it on the lock's fair
  *    channel of the waiter's process (rmutex_fair_channel:{NAME}:<uuid>:
  *    one subscription per process and lock, in the multiplexer), which
- *    wakes exactly that thread; it owns the lock on receipt -- no round trip
- *    of its own.  (A fixed-lease hold, which no watchdog renews, confirms
- *    its grant with one call instead.)  The grant's
- *    PEXPIRE is no longer than the waiter's remaining liveness; the
- *    watchdog's first renewal, a third into that time, confirms it
- *    (renew.lua), as does any later call of the waiter.  A dead head thus delays the queue by at most
- *    its waiter lease, and a grant that lapsed unconfirmed is not an
- *    EOWNERDEAD case.
+ *    wakes exactly that thread.  The grant's PEXPIRE is no longer than the
+ *    waiter's remaining liveness, so a dead head delays the queue by at most
+ *    its waiter lease (and a grant that lapsed unconfirmed is not an
+ *    EOWNERDEAD case).  The woken thread confirms the grant with one call
+ *    (the acquire op finds its field and makes the hold a full lease)
+ *    before rmutex_lock returns: a hold the caller has been given is
+ *    protected for the configured lease from the start, however long Redis
+ *    then stalls.  Were the grant owned on receipt, a stall between the
+ *    message and the first renewal longer than the grant's remaining life
+ *    would let it lapse and pass to the next waiter while the caller runs
+ *    its critical section.  If the confirmation comes too late (the grant
+ *    lapsed during a stall), the waiter is queued again and waits on; it
+ *    never returned, so nothing overlaps.  The cost: one round trip per
+ *    hand-off (BENCHMARKS.md).
  *  - No barging: with waiters queued, the lock is never found free by a
  *    newcomer (it was granted on release), and trylock never queues: EBUSY.
  *  - Giving up (deadline, error, lost reply) always runs the cancel
@@ -147,29 +153,6 @@ static int attempt(struct rm_mutex *mx, struct rm_thread *self, struct rm_endpoi
     return r;
 }
 
-/* A grant message "<waiter> <token> <dead> <ms> <notrec>" for this waiter:
- * the lock is ours.  Returns 0, or -1 when the message cannot be used (a
- * robust waiter told the name is not recoverable asks the script). */
-static int granted(const struct rm_mutex *mx, const char *msg, struct outcome *o)
-{
-    const char *p = strchr(msg, ' ');
-    unsigned long long token;
-    int dead, notrec;
-    long long ms;
-    if (!p || sscanf(p, " %llu %d %lld %d", &token, &dead, &ms, &notrec) != 4) return -1;
-    if (notrec && mx->robust) return -1;
-    rm_nsec now = rm_now();
-    o->state = ACQUIRED;
-    o->token = token;
-    o->dead = dead;
-    /* Good until the grant's PEXPIRE; a tenth off for the message's trip. */
-    o->valid_until = now + RM_MSEC(ms) - RM_MSEC(ms) / 10;
-    /* The watchdog confirms the grant (and renews it to the full lease) a
-     * third into its life; a short hold is released before that. */
-    o->due = now + RM_MSEC(ms) / 3;
-    return 0;
-}
-
 static int fair_lock(struct rm_mutex *mx, struct rm_thread *self, struct rm_endpoint *ep,
                      struct rm_wait *w)
 {
@@ -230,15 +213,10 @@ static int fair_lock(struct rm_mutex *mx, struct rm_thread *self, struct rm_endp
         rm_nsec bound = rm_min(RM_MSEC(RM_SETTING(poll_ms)), RM_MSEC(wlease) / 2);
         if (o.pttl >= 0 && RM_MSEC(o.pttl + 1) < bound) bound = RM_MSEC(o.pttl + 1);
         rm_nsec until = rm_min(w->deadline, rm_after(bound));
-        if (joined > 0) {
-            /* A fixed-lease hold must be confirmed by us (no watchdog will):
-             * take the message as a hint and confirm it with one call. */
-            if (rm_sub_wait(&waiter, until) == RM_WAKE_MESSAGE && !mx->lease_ms &&
-                !granted(mx, waiter.msg, &o))
-                break;
-        } else {
-            rm_sleep_until(until);
-        }
+        /* A grant message names this waiter: the next attempt confirms the
+         * grant into a full hold before the call returns. */
+        if (joined > 0) rm_sub_wait(&waiter, until);
+        else rm_sleep_until(until);
     }
     if (alive) rm_wd_cancel(alive);
     if (joined > 0) rm_sub_leave(&waiter);
