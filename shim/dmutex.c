@@ -79,6 +79,12 @@ static RM_TLS int inside;
 
 int rm_dm_inside(void) { return inside; }
 
+/* The local mutex alone: inside librmutex, or a mutex with no name. */
+static int local_path(const struct rm_dm *dm)
+{
+    return inside || __atomic_load_n(&dm->local_only, __ATOMIC_ACQUIRE);
+}
+
 static uintptr_t self_id(void) { return (uintptr_t)pthread_self(); }
 
 static uintptr_t holder_of(const struct rm_dm *dm)
@@ -217,7 +223,7 @@ static int remote_release(rmutex_t *rm)
 int rm_dm_lock(const struct rm_dm_real *real, struct rm_dm *dm, pthread_mutex_t *local,
                rmutex_t *rm, int mode, clockid_t clock, const struct timespec *abstime)
 {
-    if (inside) return local_acquire(real, local, mode, clock, abstime);
+    if (local_path(dm)) return local_acquire(real, local, mode, clock, abstime);
     uintptr_t self = self_id();
     if (dm->depth > 0 && holder_of(dm) == self) {
         /* A relock by the holder: the local mutex's type answers
@@ -256,7 +262,7 @@ int rm_dm_lock(const struct rm_dm_real *real, struct rm_dm *dm, pthread_mutex_t 
 int rm_dm_unlock(const struct rm_dm_real *real, struct rm_dm *dm, pthread_mutex_t *local,
                  rmutex_t *rm)
 {
-    if (inside) return real->unlock(local); /* taken local-only, from inside librmutex */
+    if (local_path(dm)) return real->unlock(local); /* taken local-only */
     uintptr_t h = holder_of(dm);
     if (h != self_id()) return h ? EPERM : real->unlock(local);
     if (dm->depth > 1) {
@@ -285,7 +291,8 @@ int rm_dm_unlock(const struct rm_dm_real *real, struct rm_dm *dm, pthread_mutex_
 int rm_dm_consistent(const struct rm_dm_real *real, struct rm_dm *dm, pthread_mutex_t *local,
                      rmutex_t *rm)
 {
-    if (inside || holder_of(dm) != self_id() || !(dm->local_dead || dm->remote_dead || dm->virt_dead))
+    if (local_path(dm) || holder_of(dm) != self_id() ||
+        !(dm->local_dead || dm->remote_dead || dm->virt_dead))
         return real->consistent(local);
     int r = 0;
     if (dm->local_dead) {
@@ -338,7 +345,7 @@ int rm_dm_cond_wait(const struct rm_dm_real *real, struct rm_dm *dm, pthread_mut
                     rmutex_t *rm, pthread_cond_t *cond, int mode,
                     clockid_t clock, const struct timespec *abstime)
 {
-    if (inside || holder_of(dm) != self_id()) {
+    if (local_path(dm) || holder_of(dm) != self_id()) {
         /* Not ours through Redis: glibc decides (EPERM for ERRORCHECK, a
          * local-only hold, or undefined behaviour as in plain pthreads). */
         if (mode == RM_DM_FOREVER) return real->cond_wait(cond, local);

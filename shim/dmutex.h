@@ -45,6 +45,7 @@ struct rm_dm {
     unsigned char virt_dead;    /* an owner death handed on from pending_dead, not yet consistent */
     unsigned char pending_dead; /* a local owner death seen by a locker that then failed */
     unsigned char fair;         /* set by the owner: the rmutex is fair (waits are not sliced) */
+    unsigned char local_only;   /* set by the owner: no name, the local mutex alone (atomic) */
 };
 
 /* How long an acquisition may wait. */

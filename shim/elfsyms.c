@@ -6,7 +6,9 @@
  * unless the file is stripped.  This file maps the file read-only and
  * walks both tables; every offset read from the file is checked against
  * its size first, so a truncated or hostile file gives "not found", never
- * a crash.  Nothing is cached: it runs once per listed symbol at start. */
+ * a crash.  Nothing is cached: it runs once per listed symbol at start
+ * (the shim), or once per zero-filled mutex on its first use (the header
+ * swap names such a mutex by the symbol that contains it). */
 #include "elfsyms.h"
 
 #include <elf.h>
@@ -67,9 +69,9 @@ static void scan(const struct image *im, const Elf64_Shdr *sh, const Elf64_Shdr 
     }
 }
 
-int rm_elf_lookup(const char *path, const char *name, struct rm_elf_sym *out, int *has_symtab)
+/* Map the file at path and check its ELF header.  0, or RM_ELF_NOFILE. */
+static int image_open(const char *path, struct image *im, Elf64_Ehdr *eh)
 {
-    *has_symtab = 0;
     int fd = open(path, O_RDONLY | O_CLOEXEC);
     if (fd < 0) return RM_ELF_NOFILE;
     struct stat st;
@@ -77,34 +79,90 @@ int rm_elf_lookup(const char *path, const char *name, struct rm_elf_sym *out, in
         close(fd);
         return RM_ELF_NOFILE;
     }
-    struct image im = { NULL, (size_t)st.st_size };
-    void *map = mmap(NULL, im.size, PROT_READ, MAP_PRIVATE, fd, 0);
+    im->size = (size_t)st.st_size;
+    void *map = mmap(NULL, im->size, PROT_READ, MAP_PRIVATE, fd, 0);
     close(fd);
     if (map == MAP_FAILED) return RM_ELF_NOFILE;
-    im.p = map;
+    im->p = map;
+    memcpy(eh, im->p, sizeof *eh);
+    if (memcmp(eh->e_ident, ELFMAG, SELFMAG) || eh->e_ident[EI_CLASS] != ELFCLASS64 ||
+        eh->e_shentsize != sizeof(Elf64_Shdr) ||
+        !in_bounds(im, eh->e_shoff, (uint64_t)eh->e_shnum * sizeof(Elf64_Shdr))) {
+        munmap(map, im->size);
+        return RM_ELF_NOFILE;
+    }
+    return 0;
+}
 
-    int found = RM_ELF_NOFILE;
+/* Section i's header and that of the string table it links to: 0, or -1
+ * when it is not a symbol table of type want. */
+static int symtab_at(const struct image *im, const Elf64_Ehdr *eh, unsigned i, unsigned want,
+                     Elf64_Shdr *sh, Elf64_Shdr *strsh)
+{
+    memcpy(sh, im->p + eh->e_shoff + i * sizeof *sh, sizeof *sh);
+    if (sh->sh_type != want || sh->sh_link >= eh->e_shnum) return -1;
+    memcpy(strsh, im->p + eh->e_shoff + sh->sh_link * sizeof *strsh, sizeof *strsh);
+    return 0;
+}
+
+int rm_elf_lookup(const char *path, const char *name, struct rm_elf_sym *out, int *has_symtab)
+{
+    *has_symtab = 0;
+    struct image im;
     Elf64_Ehdr eh;
-    memcpy(&eh, im.p, sizeof eh);
-    if (memcmp(eh.e_ident, ELFMAG, SELFMAG) || eh.e_ident[EI_CLASS] != ELFCLASS64 ||
-        eh.e_shentsize != sizeof(Elf64_Shdr) ||
-        !in_bounds(&im, eh.e_shoff, (uint64_t)eh.e_shnum * sizeof(Elf64_Shdr)))
-        goto out;
-    found = 0;
+    if (image_open(path, &im, &eh)) return RM_ELF_NOFILE;
+    int found = 0;
     uint64_t seen[8];
     for (unsigned pass = 0; pass < 2; pass++) {
         /* .symtab first: its entries carry file-local symbols too. */
         unsigned want = pass == 0 ? SHT_SYMTAB : SHT_DYNSYM;
         for (unsigned i = 0; i < eh.e_shnum; i++) {
             Elf64_Shdr sh, strsh;
-            memcpy(&sh, im.p + eh.e_shoff + i * sizeof sh, sizeof sh);
-            if (sh.sh_type != want || sh.sh_link >= eh.e_shnum) continue;
+            if (symtab_at(&im, &eh, i, want, &sh, &strsh)) continue;
             if (want == SHT_SYMTAB) *has_symtab = 1;
-            memcpy(&strsh, im.p + eh.e_shoff + sh.sh_link * sizeof strsh, sizeof strsh);
             scan(&im, &sh, &strsh, name, want == SHT_DYNSYM, out, seen, &found);
         }
     }
-out:
-    munmap(map, im.size);
+    munmap((void *)im.p, im.size);
+    return found;
+}
+
+int rm_elf_symbol_at(const char *path, uintptr_t base, uintptr_t addr, char *name, size_t size,
+                     uint64_t *offset)
+{
+    struct image im;
+    Elf64_Ehdr eh;
+    if (image_open(path, &im, &eh)) return RM_ELF_NOFILE;
+    /* Symbol values are addresses for an executable linked at a fixed
+     * address, offsets from the load base for PIE and shared objects. */
+    uint64_t value = eh.e_type == ET_DYN ? (uint64_t)(addr - base) : (uint64_t)addr;
+    int found = 0;
+    for (unsigned pass = 0; pass < 2 && !found; pass++) {
+        unsigned want = pass == 0 ? SHT_SYMTAB : SHT_DYNSYM;
+        for (unsigned i = 0; i < eh.e_shnum && !found; i++) {
+            Elf64_Shdr sh, strsh;
+            if (symtab_at(&im, &eh, i, want, &sh, &strsh)) continue;
+            if (sh.sh_entsize != sizeof(Elf64_Sym) || !in_bounds(&im, sh.sh_offset, sh.sh_size) ||
+                !in_bounds(&im, strsh.sh_offset, strsh.sh_size))
+                continue;
+            size_t count = sh.sh_size / sizeof(Elf64_Sym);
+            for (size_t k = 1; k < count; k++) {
+                Elf64_Sym sym;
+                memcpy(&sym, im.p + sh.sh_offset + k * sizeof sym, sizeof sym);
+                if (!wanted(&sym) || value < sym.st_value || value - sym.st_value >= sym.st_size ||
+                    sym.st_name >= strsh.sh_size)
+                    continue;
+                const char *s = (const char *)im.p + strsh.sh_offset + sym.st_name;
+                size_t n = strnlen(s, strsh.sh_size - sym.st_name);
+                if (!n || n >= size) continue;
+                memcpy(name, s, n);
+                name[n] = 0;
+                *offset = value - sym.st_value;
+                found = 1;
+                break;
+            }
+        }
+    }
+    munmap((void *)im.p, im.size);
     return found;
 }

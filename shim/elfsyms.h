@@ -2,6 +2,7 @@
 #ifndef RM_SHIM_ELFSYMS_H
 #define RM_SHIM_ELFSYMS_H
 
+#include <stddef.h>
 #include <stdint.h>
 
 struct rm_elf_sym {
@@ -21,5 +22,13 @@ enum {
  * RM_ELF_NOFILE.  *has_symtab says whether the file has a .symtab (it
  * has none when stripped). */
 int rm_elf_lookup(const char *path, const char *name, struct rm_elf_sym *out, int *has_symtab);
+
+/* The data symbol of the file at path that contains the address addr of a
+ * process that loaded the file at base (dladdr's dli_fbase): its name into
+ * name (cut to size) and addr's offset in it into *offset.  Returns 1 when
+ * found, 0 when no symbol contains it (heap or stack memory, a stripped
+ * file), or RM_ELF_NOFILE. */
+int rm_elf_symbol_at(const char *path, uintptr_t base, uintptr_t addr, char *name, size_t size,
+                     uint64_t *offset);
 
 #endif

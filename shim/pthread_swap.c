@@ -10,13 +10,25 @@
  * gets its name there and makes its state on first use (librmutex), the
  * local mutex is glibc's static initializer of the requested type.
  * pthread_mutex_init makes the rmutex from the attribute's name, or the
- * call site's, and the local mutex from the attribute's real part. */
+ * call site's, and the local mutex from the attribute's real part.
+ *
+ * A zero-filled mutex ("static pthread_mutex_t m;", or memset to 0: glibc's
+ * PTHREAD_MUTEX_INITIALIZER is all zeros, and programs rely on it) has
+ * neither.  Its first use names it after the symbol it lives in
+ * (symname.c: "<program>:<symbol>"), so it is distributed like any other.
+ * Where no symbol covers it (heap memory, a stripped binary) it becomes a
+ * process-local mutex, and the process says so once on stderr -- the one
+ * line the swap ever prints, because a mutex that silently stops excluding
+ * other processes is worse than a noisy one. */
 #define RMUTEX_PTHREAD_NO_MACROS
 #include <rmutex/pthread.h>
 
 #include "dmutex.h"
+#include "symname.h"
 
 #include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 _Static_assert(sizeof(struct rm_dm) <= sizeof(((rmutex_pthread_mutex_t *)0)->__dm),
@@ -38,6 +50,39 @@ static const struct rm_dm_real glibc = {
 };
 
 static struct rm_dm *dm_of(rmutex_pthread_mutex_t *m) { return (struct rm_dm *)(void *)m->__dm; }
+
+static void warn_local_once(const void *m)
+{
+    static int warned;
+    if (__atomic_exchange_n(&warned, 1, __ATOMIC_RELAXED)) return;
+    fprintf(stderr, "rmutex: the zero-filled pthread_mutex_t at %p is in no symbol (heap memory "
+                    "or a stripped binary): it and any like it are process-local; give them "
+                    "names with pthread_mutex_init (README, porting)\n", m);
+}
+
+/* m as a distributed mutex is ready to use: a zero-filled one gets its
+ * name now, or becomes process-local.  Racing first users agree: the name
+ * is installed with a compare-and-swap. */
+static rmutex_pthread_mutex_t *ready(rmutex_pthread_mutex_t *m)
+{
+    if (!m || __atomic_load_n(&m->__rm.__state, __ATOMIC_ACQUIRE) ||
+        __atomic_load_n(&m->__rm.__name, __ATOMIC_ACQUIRE) ||
+        __atomic_load_n(&dm_of(m)->local_only, __ATOMIC_ACQUIRE))
+        return m;
+    char *name = rm_symbol_name_of(m);
+    if (!name) {
+        __atomic_store_n(&dm_of(m)->local_only, 1, __ATOMIC_RELEASE);
+        warn_local_once(m);
+        return m;
+    }
+    __atomic_store_n(&m->__rm.__kind, RMUTEX_RECURSIVE, __ATOMIC_RELAXED);
+    const char *expected = NULL;
+    if (!__atomic_compare_exchange_n(&m->__rm.__name, &expected, name, 0, __ATOMIC_ACQ_REL,
+                                     __ATOMIC_ACQUIRE))
+        free(name); /* another thread named it first (the same name) */
+    /* else: the name lives as long as the program, like a literal's. */
+    return m;
+}
 
 int rmutex_pthread_mutex_init(rmutex_pthread_mutex_t *m, const rmutex_pthread_mutexattr_t *attr,
                               const char *site)
@@ -77,16 +122,19 @@ int rmutex_pthread_mutex_destroy(rmutex_pthread_mutex_t *m)
 
 int rmutex_pthread_mutex_lock(rmutex_pthread_mutex_t *m)
 {
+    m = ready(m);
     return rm_dm_lock(&glibc, dm_of(m), &m->__local, &m->__rm, RM_DM_FOREVER, CLOCK_REALTIME, NULL);
 }
 
 int rmutex_pthread_mutex_trylock(rmutex_pthread_mutex_t *m)
 {
+    m = ready(m);
     return rm_dm_lock(&glibc, dm_of(m), &m->__local, &m->__rm, RM_DM_TRY, CLOCK_REALTIME, NULL);
 }
 
 int rmutex_pthread_mutex_timedlock(rmutex_pthread_mutex_t *m, const struct timespec *abstime)
 {
+    m = ready(m);
     return rm_dm_lock(&glibc, dm_of(m), &m->__local, &m->__rm, RM_DM_TIMED, CLOCK_REALTIME,
                       abstime);
 }
@@ -94,16 +142,19 @@ int rmutex_pthread_mutex_timedlock(rmutex_pthread_mutex_t *m, const struct times
 int rmutex_pthread_mutex_clocklock(rmutex_pthread_mutex_t *m, clockid_t clock,
                                    const struct timespec *abstime)
 {
+    m = ready(m);
     return rm_dm_lock(&glibc, dm_of(m), &m->__local, &m->__rm, RM_DM_TIMED, clock, abstime);
 }
 
 int rmutex_pthread_mutex_unlock(rmutex_pthread_mutex_t *m)
 {
+    m = ready(m);
     return rm_dm_unlock(&glibc, dm_of(m), &m->__local, &m->__rm);
 }
 
 int rmutex_pthread_mutex_consistent(rmutex_pthread_mutex_t *m)
 {
+    m = ready(m);
     return rm_dm_consistent(&glibc, dm_of(m), &m->__local, &m->__rm);
 }
 
@@ -208,6 +259,7 @@ int rmutex_pthread_mutexattr_setlease(rmutex_pthread_mutexattr_t *a, unsigned lo
 
 int rmutex_pthread_cond_wait(pthread_cond_t *c, rmutex_pthread_mutex_t *m)
 {
+    m = ready(m);
     return rm_dm_cond_wait(&glibc, dm_of(m), &m->__local, &m->__rm, c, RM_DM_FOREVER,
                            CLOCK_REALTIME, NULL);
 }
@@ -215,6 +267,7 @@ int rmutex_pthread_cond_wait(pthread_cond_t *c, rmutex_pthread_mutex_t *m)
 int rmutex_pthread_cond_timedwait(pthread_cond_t *c, rmutex_pthread_mutex_t *m,
                                   const struct timespec *abstime)
 {
+    m = ready(m);
     return rm_dm_cond_wait(&glibc, dm_of(m), &m->__local, &m->__rm, c, RM_DM_TIMED,
                            (clockid_t)-1, abstime);
 }
@@ -222,6 +275,7 @@ int rmutex_pthread_cond_timedwait(pthread_cond_t *c, rmutex_pthread_mutex_t *m,
 int rmutex_pthread_cond_clockwait(pthread_cond_t *c, rmutex_pthread_mutex_t *m, clockid_t clock,
                                   const struct timespec *abstime)
 {
+    m = ready(m);
     return rm_dm_cond_wait(&glibc, dm_of(m), &m->__local, &m->__rm, c, RM_DM_TIMED, clock,
                            abstime);
 }

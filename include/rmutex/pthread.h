@@ -53,6 +53,15 @@
  *   rmutex_pthread_mutexattr_setname(&a, "shop:account:42");  // copied at init
  *   pthread_mutex_init(&account->lock, &a);
  *
+ * A zero-filled mutex ("static pthread_mutex_t m;" with no initializer, or
+ * memory set to 0: glibc's PTHREAD_MUTEX_INITIALIZER is all zeros) has no
+ * call site; on first use it is named after the symbol it lives in,
+ * "<program or library file name>:<symbol>" ("...:<symbol>+<offset>"
+ * inside an array or struct; no prefix), found in the object's symbol
+ * tables as the preload shim finds symbols.  A zero-filled mutex that no
+ * symbol covers (heap memory, a stripped binary) works as a process-local
+ * mutex, and the process prints one warning line on stderr.
+ *
  * Other extensions: rmutex_pthread_mutexattr_setfair(), _setlease() (as
  * rmutexattr_setfair/setlease).
  *

@@ -75,34 +75,82 @@ TEST_F(SwapRmutex, ProcessSharedIsRefused)
     pthread_mutexattr_destroy(&a);
 }
 
-/* swapprog (C, built with the swap header) in three processes; with
- * "small", on a thread with a PTHREAD_STACK_MIN stack. */
-static void count_in_three_processes(const std::string &url, bool small)
+/* swapprog (C, built with the swap header) in three processes; mode (see
+ * swapprog.c) "small", "zero", "heap" or "".  Returns the final count. */
+static long count_in_processes(const std::string &url, const std::string &mode, int procs = 3,
+                               std::string *stderr_of_first = nullptr)
 {
     char dir[] = "/tmp/rmutex-swap-test.XXXXXX";
-    ASSERT_TRUE(mkdtemp(dir));
+    if (!mkdtemp(dir)) return -1;
     std::string counter = std::string(dir) + "/counter";
     std::ofstream(counter) << "0\n";
     std::vector<std::unique_ptr<shimt::Proc>> ps;
-    for (int i = 0; i < 3; i++)
+    for (int i = 0; i < procs; i++)
         ps.push_back(std::make_unique<shimt::Proc>(
-            small ? std::vector<std::string>{ SWAP_PROG, counter, "20", "small" }
-                  : std::vector<std::string>{ SWAP_PROG, counter, "20" },
+            mode.empty() ? std::vector<std::string>{ SWAP_PROG, counter, "20" }
+                         : std::vector<std::string>{ SWAP_PROG, counter, "20", mode },
             std::map<std::string, std::string>{ { "RMUTEX_URL", url } }));
     for (auto &p : ps) {
         EXPECT_TRUE(p->expect("done", ms(60000))) << p->err();
         EXPECT_EQ(0, p->wait(ms(10000))) << "a stack overflow ends it with SIGSEGV";
     }
+    if (stderr_of_first) *stderr_of_first = ps[0]->err();
     std::ifstream f(counter);
-    std::string v;
+    long v = -1;
     f >> v;
-    EXPECT_EQ("60", v);
     std::filesystem::remove_all(dir);
+    return v;
 }
 
-TEST_F(SwapRmutex, ExcludesAcrossProcesses) { count_in_three_processes(url(), false); }
+TEST_F(SwapRmutex, ExcludesAcrossProcesses) { EXPECT_EQ(60, count_in_processes(url(), "")); }
 
-TEST_F(SwapRmutex, WorksOnASmallStack) { count_in_three_processes(url(), true); }
+TEST_F(SwapRmutex, WorksOnASmallStack) { EXPECT_EQ(60, count_in_processes(url(), "small")); }
+
+/* "static pthread_mutex_t m;" (all zeros: glibc's initializer) is named
+ * after its symbol on first use and excludes across processes. */
+TEST_F(SwapRmutex, AZeroFilledGlobalMutexIsNamedByItsSymbolAndExcludes)
+{
+    EXPECT_EQ(60, count_in_processes(url(), "zero"));
+    std::string err;
+    auto p = std::make_unique<shimt::Proc>(std::vector<std::string>{ SWAP_PROG, "/dev/null", "1", "zero" },
+                                           std::map<std::string, std::string>{ { "RMUTEX_URL", url() } });
+    EXPECT_TRUE(p->expect("done", ms(30000)));
+    EXPECT_EQ(0, p->wait(ms(10000)));
+    EXPECT_EQ("", p->err()) << "a named zero-filled mutex says nothing";
+}
+
+} // namespace
+/* Zero-filled, with C linkage so that its symbol is "g_zero": named
+ * "<test program>:g_zero+<offset>". */
+extern "C" {
+pthread_mutex_t g_zero[3];
+}
+namespace {
+
+TEST_F(SwapRmutex, AZeroFilledMutexInAnArrayIsNamedBySymbolAndOffset)
+{
+    std::string prog = std::filesystem::read_symlink("/proc/self/exe").filename();
+    std::string name = prog + ":g_zero+" + std::to_string(sizeof(pthread_mutex_t));
+    ASSERT_EQ(0, pthread_mutex_lock(&g_zero[1]));
+    EXPECT_TRUE(redis().exists(name)) << name;
+    ASSERT_EQ(0, pthread_mutex_unlock(&g_zero[1]));
+    EXPECT_FALSE(redis().exists(name));
+    EXPECT_EQ(0, pthread_mutex_trylock(&g_zero[0]));
+    EXPECT_TRUE(redis().exists(prog + ":g_zero"));
+    EXPECT_EQ(0, pthread_mutex_unlock(&g_zero[0]));
+    EXPECT_EQ(0, pthread_mutex_destroy(&g_zero[0]));
+    EXPECT_EQ(0, pthread_mutex_destroy(&g_zero[2])) << "never used";
+}
+
+/* A zero-filled mutex in no symbol (the heap) works as a process-local
+ * mutex, and the process says so once. */
+TEST_F(SwapRmutex, AZeroFilledHeapMutexIsProcessLocalWithOneWarning)
+{
+    std::string err;
+    EXPECT_EQ(20, count_in_processes(url(), "heap", 1, &err));
+    EXPECT_NE(std::string::npos, err.find("process-local")) << err;
+    EXPECT_EQ(1, std::count(err.begin(), err.end(), '\n')) << err;
+}
 
 /* ---- mutexes initialized at one call site share one name ---- */
 

@@ -1,8 +1,10 @@
 /* swapprog.c -- a pthread counter built with <rmutex/pthread.h>: each run
  * adds ITERS to the number in FILE under a static mutex (read, pause,
  * write), so runs in several processes lose updates unless the mutex
- * excludes them all.  usage: swapprog FILE ITERS [small]; "small" runs the
- * loop on a thread with a PTHREAD_STACK_MIN stack. */
+ * excludes them all.  usage: swapprog FILE ITERS [small|zero|heap]:
+ *   small  the loop runs on a thread with a PTHREAD_STACK_MIN stack;
+ *   zero   under zero_lock, a global with no initializer (all zeros);
+ *   heap   under a calloc'd mutex (all zeros, in no symbol). */
 #define _GNU_SOURCE
 #include <rmutex/pthread.h>
 #include <stdio.h>
@@ -13,13 +15,15 @@
 #include "../../tests/stack/small_stack.h"
 
 static pthread_mutex_t counter_lock = PTHREAD_MUTEX_INITIALIZER;
+pthread_mutex_t zero_lock; /* no initializer: zero-filled */
+static pthread_mutex_t *lock = &counter_lock;
 static const char *file;
 static int iters, failed;
 
 static void *count(void *arg)
 {
     for (int i = 0; i < iters; i++) {
-        if (pthread_mutex_lock(&counter_lock)) {
+        if (pthread_mutex_lock(lock)) {
             failed = 1;
             return arg;
         }
@@ -35,7 +39,7 @@ static void *count(void *arg)
             fprintf(f, "%ld\n", v + 1);
             fclose(f);
         }
-        if (pthread_mutex_unlock(&counter_lock)) {
+        if (pthread_mutex_unlock(lock)) {
             failed = 1;
             return arg;
         }
@@ -45,8 +49,12 @@ static void *count(void *arg)
 
 int main(int argc, char **argv)
 {
-    int small = argc == 4 && !strcmp(argv[3], "small");
-    if (argc != 3 && !small) return 2;
+    const char *mode = argc == 4 ? argv[3] : "";
+    int small = !strcmp(mode, "small");
+    if (argc != 3 && !(argc == 4 && (small || !strcmp(mode, "zero") || !strcmp(mode, "heap"))))
+        return 2;
+    if (!strcmp(mode, "zero")) lock = &zero_lock;
+    if (!strcmp(mode, "heap") && !(lock = calloc(1, sizeof *lock))) return 1;
     file = argv[1];
     iters = atoi(argv[2]);
     if (small ? small_stack_run(count, NULL) != 0 : count(NULL) != NULL) return 1;
