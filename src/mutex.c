@@ -179,7 +179,7 @@ struct rm_mutex *rm_mutex_get(rmutex_t *m, int *err)
     }
     void *st = __atomic_load_n(&m->__state, __ATOMIC_ACQUIRE);
     if (st && st != DESTROYED) return st;
-    const char *name = __atomic_load_n(&m->__name, __ATOMIC_RELAXED);
+    const char *name = __atomic_load_n(&m->__name, __ATOMIC_ACQUIRE); /* after __kind (swap) */
     if (st == DESTROYED || !name) {
         rm_detail(st ? "the mutex was destroyed" : "the mutex was not initialized");
         *err = EINVAL;

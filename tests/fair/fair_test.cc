@@ -494,8 +494,8 @@ TEST_F(FairLock, AHandedOffHoldHasTheFullLeaseWhenLockReturns)
     EXPECT_EQ(0, rc_of(child_do(*w, "unlock")));
 }
 
-/* Issue 8: Redis stalls (CLIENT PAUSE) longer than the waiter lease right
- * after a hand-off returned.  The new holder's hold must survive it -- the
+/* Redis stalls (CLIENT PAUSE) longer than the waiter lease right after a
+ * hand-off returned.  The new holder's hold must survive it -- the
  * next waiter gets the lock only when the holder unlocks -- where a grant
  * owned on receipt lapsed with the waiter lease and passed on, two threads
  * then being in the critical section. */
