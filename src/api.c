@@ -13,7 +13,7 @@
 #include "lock.h"
 #include "conn.h"
 #include "mutex.h"
-#include "pool.h"
+#include "endpoint.h"
 #include "runtime.h"
 #include "script.h"
 #include "watchdog.h"
@@ -121,6 +121,8 @@ static int lock_common(rmutex_t *m, struct rm_wait *w)
     pthread_mutex_lock(&l->mu);
     struct rm_hold *h = rm_hold_of(l, self);
     if (h) return relock(mx, h, w); /* unlocks l->mu */
+    unsigned gen = rm_thread_generation();
+    if (mx->users_gen != gen) mx->users = 0, mx->users_gen = gen; /* a forked child's */
     mx->users++;
     pthread_mutex_unlock(&l->mu);
 
@@ -320,9 +322,9 @@ RMUTEX_API int rmutex_force_unlock(const char *name)
     for (int tries = 0; tries < 3; tries++) {
         struct rm_conn *c;
         redisReply *reply;
-        if ((r = rm_pool_get(ep, deadline, 0, &c))) break;
+        if ((r = rm_pool_get(&ep->pool, deadline, 0, &c))) break;
         r = rm_script_call(c, RM_SCRIPT_FORCE_UNLOCK, 4, 4, argv, lens, deadline, &reply);
-        rm_pool_put(ep, c, r >= 0 || r == RM_E_TRANSIENT);
+        rm_pool_put(&ep->pool, c, r >= 0 || r == RM_E_TRANSIENT);
         if (!r) {
             rm_log("force-unlocked %s (%s)", k.lock, reply->integer ? "it was held" : "it was free");
             freeReplyObject(reply);

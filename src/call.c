@@ -10,7 +10,7 @@
 #include "call.h"
 #include "conn.h"
 #include "internal.h"
-#include "pool.h"
+#include "endpoint.h"
 #include "script.h"
 #include "watchdog.h"
 
@@ -23,7 +23,7 @@ int rm_call(struct rm_endpoint *ep, int script, int nkeys, int argc, const char 
             struct rm_conn **keep)
 {
     struct rm_conn *c;
-    int r = rm_pool_get(ep, deadline, pool_flags, &c);
+    int r = rm_pool_get(&ep->pool, deadline, pool_flags, &c);
     if (r) return r;
     r = rm_script_call(c, script, nkeys, argc, argv, lens, deadline, out);
     if (!r && keep) {
@@ -31,7 +31,7 @@ int rm_call(struct rm_endpoint *ep, int script, int nkeys, int argc, const char 
         return 0;
     }
     /* An error reply leaves the connection usable; an I/O error does not. */
-    rm_pool_put(ep, c, r >= 0 || r == RM_E_TRANSIENT);
+    rm_pool_put(&ep->pool, c, r >= 0 || r == RM_E_TRANSIENT);
     return r;
 }
 

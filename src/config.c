@@ -285,11 +285,11 @@ int rm_config_parse(const char *url, struct rm_server_addr *out, int apply)
     memset(&a, 0, sizeof a);
 out:
     free(host);
-    rm_server_addr_free(&a);
+    rm_config_addr_free(&a);
     return r;
 }
 
-void rm_server_addr_free(struct rm_server_addr *a)
+void rm_config_addr_free(struct rm_server_addr *a)
 {
     free(a->user);
     if (a->password) {

@@ -21,6 +21,6 @@ struct rm_server_addr {
 int rm_config_parse(const char *url, struct rm_server_addr *out, int apply);
 
 /* Release what rm_config_parse allocated. */
-void rm_server_addr_free(struct rm_server_addr *a);
+void rm_config_addr_free(struct rm_server_addr *a);
 
 #endif

@@ -27,6 +27,14 @@ struct rm_conn {
     struct rm_conn *idle_next;   /* the pool's idle stack */
 };
 
+/* Who is told whether a dial reached the server: the endpoint, which
+ * tracks outages (endpoint.c).  Pool, multiplexer and watchdog dial; none
+ * of them knows the endpoint. */
+struct rm_reach {
+    void (*fn)(void *arg, int ok);
+    void *arg;
+};
+
 /* Connect to a, log in (AUTH, SELECT) and name the connection
  * "rmutex:<role>:<pid>", all before deadline (and within the connect
  * timeout).  Returns 0 and *out; RM_E_UNSENT when the server cannot be

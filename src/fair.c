@@ -55,7 +55,7 @@
 #include "identity.h"
 #include "internal.h"
 #include "mutex.h"
-#include "pool.h"
+#include "endpoint.h"
 #include "script.h"
 #include "sub.h"
 #include "watchdog.h"
@@ -90,7 +90,7 @@ static void fair_req_make(struct fair_req *q, const struct rm_mutex *mx, const c
     snprintf(q->acq, sizeof q->acq, "%llu", (unsigned long long)acq);
     snprintf(q->hold, sizeof q->hold, "%lu", rm_mutex_lease(mx));
     snprintf(q->wlease, sizeof q->wlease, "%lu", RM_SETTING(waiter_lease_ms));
-    rm_latch_ms(mx, q->latch_ms, sizeof q->latch_ms);
+    rm_mutex_latch_ms(mx, q->latch_ms, sizeof q->latch_ms);
     const char *v[NARGS] = {
         k->lock, k->queue, k->alive, k->seq, k->token, k->owner, k->notrec, k->fchannel,
         k->channel, latch ? latch : k->latch,
@@ -187,16 +187,16 @@ static int fair_lock(struct rm_mutex *mx, struct rm_thread *self, struct rm_endp
     }
 
     for (int first = 1;; first = 0) {
-        r = attempt(mx, self, ep, acq, try_only, rm_attempt_deadline(w, first), &o);
+        r = attempt(mx, self, ep, acq, try_only, rm_wait_io_deadline(w, first), &o);
         if (r) {
-            if ((r = rm_attempts_failed(&at, w, r, &self->rng))) break;
+            if ((r = rm_wait_failed(&at, w, r, &self->rng))) break;
             continue;
         }
         if (at.unknown) RM_COUNT(indeterminate);
         at.unknown = 0;
         if (o.state == ACQUIRED) break;
         if (o.state == NOTRECOVERABLE) {
-            r = rm_notrecoverable(mx);
+            r = rm_mutex_notrecoverable(mx);
             break;
         }
         queued = !try_only;
@@ -204,7 +204,7 @@ static int fair_lock(struct rm_mutex *mx, struct rm_thread *self, struct rm_endp
             if (r == EBUSY) rm_detail("%s is held, or others are queued for it", mx->keys.lock);
             break;
         }
-        rm_attempts_wait(&at);
+        rm_wait_begin(&at);
         if (!alive && !(alive = rm_wd_waiter(ep, &mx->keys, member, (size_t)mlen, wlease))) {
             rm_detail("out of memory");
             r = ENOMEM;
@@ -220,11 +220,13 @@ static int fair_lock(struct rm_mutex *mx, struct rm_thread *self, struct rm_endp
     }
     if (alive) rm_wd_cancel(alive);
     if (joined > 0) rm_sub_leave(&waiter);
-    rm_attempts_end(&at, r);
+    rm_wait_end(&at, r);
     /* Queued, or maybe granted without knowing: leave and pass it on. */
     if (r && (queued || at.unknown)) cancel(mx, self, ep, acq);
     if (r) return r;
-    r = rm_hold_take(mx, self, ep, acq, o.token, o.dead, o.valid_until, o.due);
+    struct rm_hold_terms terms = rm_mutex_terms(mx);
+    struct rm_grant g = { acq, o.token, o.dead, o.valid_until, o.due };
+    r = rm_hold_take(mx->lock, &terms, self, ep, &g);
     if (r == ENOMEM) cancel(mx, self, ep, acq);
     return r;
 }
@@ -252,7 +254,7 @@ static int fair_unlock(struct rm_mutex *mx, struct rm_thread *self, struct rm_en
                        int notrec)
 {
     rm_nsec lease_end;
-    if (rm_hold_drop(mx, self, &lease_end)) return EPERM;
+    if (rm_hold_drop(mx->lock, self, &lease_end)) return EPERM;
     return release(mx, ep, self->owner, self->owner_len, ++self->seq, notrec, cmd_deadline(),
                    lease_end);
 }

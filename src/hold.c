@@ -14,16 +14,44 @@
  * after it -- a hold belongs to exactly one thread and is ended once.
  *
  * A hold keeps a reference to its lock, so the lock outlives every hold,
- * stale or not, even when all its handles are destroyed meanwhile. */
+ * stale or not, even when all its handles are destroyed meanwhile.
+ *
+ * A thread that exits while holding mutexes would otherwise leave them
+ * held, and renewed by the watchdog, for as long as the process lives.  A
+ * thread's first hold arms a thread-specific-data destructor that ends its
+ * holds: renewal stops, the lease runs out, and the next robust locker gets
+ * EOWNERDEAD -- glibc's behaviour for a robust mutex whose owner thread
+ * exits. */
 #include "hold.h"
 #include "identity.h"
 #include "internal.h"
 #include "lock.h"
-#include "mutex.h"
 #include "watchdog.h"
 
 #include <errno.h>
 #include <stdlib.h>
+
+static pthread_once_t key_once = PTHREAD_ONCE_INIT;
+static pthread_key_t exit_key;
+
+/* The destructor: the thread's identity is still there (TLS outlives TSD
+ * destructors); rm_thread_self() refreshes it first in a forked child,
+ * whose inherited holds are not its own. */
+static void thread_exit(void *p)
+{
+    RM_UNUSED(p);
+    rm_hold_thread_exit(rm_thread_self());
+}
+
+static void make_key(void) { pthread_key_create(&exit_key, thread_exit); }
+
+static void arm_exit(struct rm_thread *t)
+{
+    if (t->exit_hook) return;
+    pthread_once(&key_once, make_key);
+    pthread_setspecific(exit_key, t);
+    t->exit_hook = 1;
+}
 
 struct rm_hold *rm_hold_of(struct rm_lock *l, const struct rm_thread *self)
 {
@@ -40,37 +68,37 @@ static void thread_list_remove(struct rm_thread *t, struct rm_hold *h)
 /* h is off its thread's list and is no longer current: let it go. */
 static void hold_free(struct rm_hold *h)
 {
-    rm_lock_put(h->lock, NULL);
+    rm_lock_put(h->lock);
     free(h);
 }
 
-int rm_hold_take(struct rm_mutex *mx, struct rm_thread *self, struct rm_endpoint *ep,
-                 uint64_t acq, uint64_t token, int dead, rm_nsec valid_until, rm_nsec due)
+int rm_hold_take(struct rm_lock *l, const struct rm_hold_terms *terms, struct rm_thread *self,
+                 struct rm_endpoint *ep, const struct rm_grant *g)
 {
-    struct rm_lock *l = mx->lock;
     struct rm_hold *h = calloc(1, sizeof *h);
     if (!h) {
         rm_detail("out of memory");
         return ENOMEM;
     }
-    if (!mx->lease_ms) {
-        h->wd = rm_wd_hold(ep, &l->keys, self->owner, self->owner_len, acq, rm_mutex_lease(mx),
-                           valid_until, due, mx->user);
+    if (terms->renewed) {
+        h->wd = rm_wd_hold(ep, &l->keys, self->owner, self->owner_len, g->acq, terms->lease_ms,
+                           g->valid_until, g->due, terms->user);
         if (!h->wd) {
             free(h);
             rm_detail("out of memory");
             return ENOMEM;
         }
     }
-    dead = dead && mx->robust;
+    int dead = g->dead && terms->robust;
     rm_lock_ref(l);
     h->lock = l;
-    h->via = mx;
+    h->via = terms->via;
+    h->lease_ms = terms->lease_ms;
     h->tid = self->tid;
     h->depth = 1;
-    h->token = token;
+    h->token = g->token;
     h->inconsistent = dead;
-    h->lease_end = valid_until;
+    h->lease_end = g->valid_until;
     RM_COUNT(acquisitions);
     pthread_mutex_lock(&l->mu);
     if (l->hold) RM_COUNT_SUB(held, 1); /* the replaced hold: lost, and its thread's now */
@@ -79,22 +107,21 @@ int rm_hold_take(struct rm_mutex *mx, struct rm_thread *self, struct rm_endpoint
     h->next = self->holds;
     if (self->holds) self->holds->prev = h;
     self->holds = h;
-    rm_thread_arm_exit(self);
+    arm_exit(self);
     RM_COUNT(held);
     if (dead) rm_detail("the previous holder of %s died holding it (its lease ran out)", l->keys.lock);
     return dead ? EOWNERDEAD : 0;
 }
 
-int rm_hold_drop(struct rm_mutex *mx, struct rm_thread *self, rm_nsec *lease_end)
+int rm_hold_drop(struct rm_lock *l, struct rm_thread *self, rm_nsec *lease_end)
 {
-    struct rm_lock *l = mx->lock;
     pthread_mutex_lock(&l->mu);
     struct rm_hold *h = rm_hold_of(l, self);
     RM_ASSERT(h);
     l->hold = NULL;
     pthread_mutex_unlock(&l->mu);
     RM_COUNT_SUB(held, 1);
-    *lease_end = h->wd ? rm_after(RM_MSEC(rm_mutex_lease(mx))) : h->lease_end;
+    *lease_end = h->wd ? rm_after(RM_MSEC(h->lease_ms)) : h->lease_end;
     thread_list_remove(self, h);
     int lost = h->wd && rm_wd_cancel(h->wd);
     hold_free(h);

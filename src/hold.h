@@ -5,6 +5,7 @@
 #include <stdint.h>
 
 #include "clock.h"
+#include "internal.h"
 
 struct rm_endpoint;
 struct rm_lock;
@@ -12,9 +13,28 @@ struct rm_mutex;
 struct rm_thread;
 struct rm_wd_entry;
 
+/* What a hold needs to know of the handle it is taken through. */
+struct rm_hold_terms {
+    struct rm_mutex *via;   /* the handle; opaque here */
+    rmutex_t *user;         /* for the lost-lock callback */
+    unsigned long lease_ms; /* the hold's lease */
+    int renewed;            /* the watchdog renews it (no fixed lease) */
+    int robust;
+};
+
+/* An acquisition Redis granted: its id, fencing token, whether the previous
+ * holder lapsed, how long it is known good, when its first renewal is due. */
+struct rm_grant {
+    uint64_t acq;
+    uint64_t token;
+    int dead;
+    rm_nsec valid_until, due;
+};
+
 struct rm_hold {
     struct rm_lock *lock;   /* a reference, given back when the hold is freed */
     struct rm_mutex *via;   /* the handle it was taken through (read only while current) */
+    unsigned long lease_ms; /* its lease */
     uint64_t tid;           /* the holding thread */
     /* Under lock->mu: */
     unsigned depth;         /* RECURSIVE levels */
@@ -29,29 +49,28 @@ struct rm_hold {
 /* The hold of l that is current and self's, or NULL.  l->mu held. */
 struct rm_hold *rm_hold_of(struct rm_lock *l, const struct rm_thread *self);
 
-/* A Redis acquisition through mx by self succeeded (acquisition acq,
- * fencing token, dead: the previous holder lapsed): start the watchdog's
- * renewal when the lease is the default one (valid until valid_until, first
- * renewal at due) and record the hold as mx's lock's current one.  A hold
+/* self's acquisition g of l, on the terms of the handle it came through,
+ * succeeded in Redis: start the watchdog's renewal when the hold is
+ * renewed, and record the hold as l's current one.  A hold
  * it replaces (another thread's, lost) is left to its thread, which learns
  * at its unlock or exit that it is no longer current.  Returns 0,
  * EOWNERDEAD (robust and dead), or ENOMEM (nothing recorded; the caller
  * gives the lock back). */
-int rm_hold_take(struct rm_mutex *mx, struct rm_thread *self, struct rm_endpoint *ep,
-                 uint64_t acq, uint64_t token, int dead, rm_nsec valid_until, rm_nsec due);
+int rm_hold_take(struct rm_lock *l, const struct rm_hold_terms *terms, struct rm_thread *self,
+                 struct rm_endpoint *ep, const struct rm_grant *g);
 
-/* self gives up its current hold of mx's lock (its last level): the hold is
+/* self gives up its current hold of l (its last level): the hold is
  * ended locally and its renewal stopped.  Returns 1 if the watchdog had
  * found it lost (then nothing must be sent), else 0 with *lease_end set to
  * when the lease runs out at the latest. */
-int rm_hold_drop(struct rm_mutex *mx, struct rm_thread *self, rm_nsec *lease_end);
+int rm_hold_drop(struct rm_lock *l, struct rm_thread *self, rm_nsec *lease_end);
 
 /* self unlocks l without holding it: if self has a hold of l that another
  * hold replaced (it was lost, then taken by another thread), end it now.
  * Returns 1 if there was one. */
 int rm_hold_forget(struct rm_lock *l, struct rm_thread *self);
 
-/* Thread t exits: each current hold stops being renewed and its lease runs
+/* Thread t exits (the destructor armed by its first hold): each current hold stops being renewed and its lease runs
  * out (the next robust locker gets EOWNERDEAD), the gate goes to the next
  * local waiter; replaced holds are just freed.  A hold ends exactly once,
  * and only its own thread's. */

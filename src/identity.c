@@ -14,7 +14,6 @@
  * a robust mutex whose owner thread exits. */
 #include "identity.h"
 #include "internal.h"
-#include "hold.h"
 
 #include <pthread.h>
 #include <stdio.h>
@@ -25,8 +24,6 @@ static _Atomic uint64_t next_tid = 1;
 static _Atomic unsigned generation = 1;
 static char process_uuid[37];
 static pthread_once_t uuid_once = PTHREAD_ONCE_INIT;
-static pthread_once_t key_once = PTHREAD_ONCE_INIT;
-static pthread_key_t exit_key;
 static __thread struct rm_thread self;
 
 static void make_uuid(void)
@@ -58,22 +55,7 @@ size_t rm_owner_of(uint64_t tid, char *buf, size_t size)
     return (size_t)snprintf(buf, size, "%s:%llu", process_uuid, (unsigned long long)tid);
 }
 
-static void thread_exit(void *p)
-{
-    struct rm_thread *t = p;
-    if (t->gen != atomic_load(&generation)) return;
-    rm_hold_thread_exit(t);
-}
-
-static void make_key(void) { pthread_key_create(&exit_key, thread_exit); }
-
-void rm_thread_arm_exit(struct rm_thread *t)
-{
-    if (t->exit_hook) return;
-    pthread_once(&key_once, make_key);
-    pthread_setspecific(exit_key, t);
-    t->exit_hook = 1;
-}
+unsigned rm_thread_generation(void) { return atomic_load(&generation); }
 
 void rm_identity_atfork_child(void)
 {

@@ -16,7 +16,7 @@ struct rm_thread {
     uint64_t seq;          /* numbers this thread's requests */
     uint32_t rng;          /* backoff jitter */
     struct rm_hold *holds; /* this thread's holds (hold.c) */
-    int exit_hook;         /* the thread-exit destructor is armed */
+    int exit_hook;         /* hold.c's thread-exit destructor is armed */
 };
 
 /* The calling thread's identity, made on first use and again in a forked
@@ -26,8 +26,9 @@ struct rm_thread *rm_thread_self(void);
 /* The owner field of thread number tid of this process, into buf. */
 size_t rm_owner_of(uint64_t tid, char *buf, size_t size);
 
-/* Make sure this thread's holds are looked after when it exits. */
-void rm_thread_arm_exit(struct rm_thread *t);
+/* The fork generation: 1, one more in each forked child.  State counted
+ * in an older generation belongs to threads the child does not have. */
+unsigned rm_thread_generation(void);
 
 /* fork(): the child gets a new process UUID and a new generation. */
 void rm_identity_atfork_child(void);

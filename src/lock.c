@@ -25,7 +25,7 @@
 #include "clock.h"
 #include "identity.h"
 #include "internal.h"
-#include "mutex.h"
+#include "wait.h"
 
 #include <errno.h>
 #include <stdlib.h>
@@ -43,7 +43,7 @@ static unsigned bucket_of(const char *name)
     return h % NBUCKETS;
 }
 
-int rm_lock_get(const char *name, struct rm_mutex *mx, struct rm_lock **out)
+int rm_lock_get(const char *name, struct rm_lock **out)
 {
     struct rm_keys k;
     int r = rm_keys_make(name, &k); /* checks the name, before any lookup */
@@ -54,8 +54,6 @@ int rm_lock_get(const char *name, struct rm_mutex *mx, struct rm_lock **out)
     while (l && strcmp(l->keys.lock, name)) l = l->reg_next;
     if (l) {
         l->refs++;
-        mx->lock_next = l->handles;
-        l->handles = mx;
         pthread_mutex_unlock(&registry_mu);
         rm_keys_free(&k);
         *out = l;
@@ -69,8 +67,6 @@ int rm_lock_get(const char *name, struct rm_mutex *mx, struct rm_lock **out)
     }
     l->keys = k;
     l->refs = 1;
-    l->handles = mx;
-    mx->lock_next = NULL;
     pthread_mutex_init(&l->mu, NULL);
     l->reg_next = buckets[b];
     buckets[b] = l;
@@ -86,15 +82,10 @@ void rm_lock_ref(struct rm_lock *l)
     pthread_mutex_unlock(&registry_mu);
 }
 
-void rm_lock_put(struct rm_lock *l, struct rm_mutex *mx)
+void rm_lock_put(struct rm_lock *l)
 {
     pthread_mutex_lock(&registry_mu);
     RM_ASSERT(l->refs > 0);
-    if (mx) {
-        struct rm_mutex **h = &l->handles;
-        while (*h != mx) h = &(*h)->lock_next;
-        *h = mx->lock_next;
-    }
     if (--l->refs) {
         pthread_mutex_unlock(&registry_mu);
         return;
@@ -195,7 +186,6 @@ void rm_lock_atfork(int who)
                 l->gate = 0;
                 l->gq_head = l->gq_tail = NULL;
                 l->hold = NULL;
-                for (struct rm_mutex *mx = l->handles; mx; mx = mx->lock_next) mx->users = 0;
             }
     }
     pthread_mutex_unlock(&registry_mu);

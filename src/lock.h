@@ -9,7 +9,6 @@
 #include "keys.h"
 
 struct rm_hold;
-struct rm_mutex;
 struct rm_thread;
 struct rm_wait;
 
@@ -25,7 +24,6 @@ struct rm_lock {
     struct rm_keys keys;       /* keys.lock is the name */
     unsigned refs;             /* handles and holds; under the registry's lock */
     struct rm_lock *reg_next;  /* the registry's bucket chain */
-    struct rm_mutex *handles;  /* chained by lock_next; under the registry's lock */
 
     pthread_mutex_t mu;        /* protects what follows; never held across I/O */
     /* The local gate: one thread of this process at a time talks to Redis
@@ -36,15 +34,13 @@ struct rm_lock {
     struct rm_hold *hold;      /* this process's current hold, NULL: none */
 };
 
-/* The lock of name, made on first use, with handle mx attached (a
- * reference).  Returns 0, EINVAL for a bad name, ENOMEM. */
-int rm_lock_get(const char *name, struct rm_mutex *mx, struct rm_lock **out);
+/* The lock of name, made on first use; one more reference (a handle's).
+ * Returns 0, EINVAL for a bad name, ENOMEM. */
+int rm_lock_get(const char *name, struct rm_lock **out);
 
-/* A reference for a hold (rm_lock_ref), or a handle's or a hold's given
- * back (rm_lock_put; mx is the handle detached, or NULL for a hold).  The
- * last reference frees l. */
+/* One more reference (a hold's) / one less; the last frees l. */
 void rm_lock_ref(struct rm_lock *l);
-void rm_lock_put(struct rm_lock *l, struct rm_mutex *mx);
+void rm_lock_put(struct rm_lock *l);
 
 /* Call fn for every lock, under the registry's lock (fn may take l->mu). */
 void rm_lock_each(void (*fn)(struct rm_lock *l, void *arg), void *arg);
@@ -56,7 +52,7 @@ void rm_gate_leave(struct rm_lock *l);
 void rm_gate_leave_locked(struct rm_lock *l);
 
 /* fork(): -1 lock the registry, 0 unlock, 1 child: every lock forgets its
- * gate, its waiters and its hold, and its handles their callers. */
+ * gate, its waiters and its hold. */
 void rm_lock_atfork(int who);
 
 #endif

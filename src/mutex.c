@@ -12,7 +12,6 @@
 #include "hold.h"
 #include "identity.h"
 #include "internal.h"
-#include "runtime.h"
 #include "watchdog.h"
 
 #include <stdio.h>
@@ -26,95 +25,6 @@ static char destroyed_sentinel;
 
 _Static_assert(sizeof(rmutex_t) == 64, "rmutex_t is 64 bytes: part of the ABI");
 _Static_assert(sizeof(rmutexattr_t) == 64, "rmutexattr_t size is part of the ABI");
-
-/* ---- waits ---- */
-
-void rm_wait_timed(struct rm_wait *w, clockid_t clock, const struct timespec *abs)
-{
-    w->mode = RM_WAIT_TIMED;
-    w->bad_abstime = 0;
-    if (!abs) {
-        w->bad_abstime = 1;
-        w->deadline = 0;
-        return;
-    }
-    if (abs->tv_sec < 0) { /* glibc: ETIMEDOUT before looking at tv_nsec */
-        w->deadline = 0;
-        return;
-    }
-    if (abs->tv_nsec < 0 || abs->tv_nsec >= 1000000000) {
-        w->bad_abstime = 1;
-        return;
-    }
-    rm_nsec mono = rm_now();
-    rm_nsec now = clock == CLOCK_MONOTONIC ? mono : rm_clock_ns(clock);
-    if (abs->tv_sec >= (RM_FOREVER / 1000000000) - 1) {
-        w->deadline = RM_FOREVER;
-        return;
-    }
-    rm_nsec at = (rm_nsec)abs->tv_sec * 1000000000 + abs->tv_nsec;
-    rm_nsec left = at - now;
-    w->deadline = left > RM_FOREVER - mono ? RM_FOREVER : mono + left;
-}
-
-int rm_wait_check(const struct rm_wait *w)
-{
-    if (w->mode == RM_WAIT_TRY) return EBUSY;
-    if (w->mode == RM_WAIT_FOREVER) return 0;
-    if (w->bad_abstime) {
-        rm_detail("abstime is NULL or its tv_nsec is outside [0, 1e9)");
-        return EINVAL;
-    }
-    if (w->deadline != RM_FOREVER && rm_now() >= w->deadline) return ETIMEDOUT;
-    return 0;
-}
-
-/* ---- attempts ---- */
-
-void rm_attempts_wait(struct rm_attempts *a)
-{
-    if (!a->waited) RM_COUNT(waiting);
-    a->waited = 1;
-}
-
-int rm_attempts_failed(struct rm_attempts *a, const struct rm_wait *w, int r, uint32_t *rng)
-{
-    if (r == RM_E_LOST) {
-        /* Ask again at once (on a new connection): the answer says whether
-         * the lost request took the lock.  trylock asks once more only. */
-        a->unknown = 1;
-        if (++a->lost > 1 && w->mode == RM_WAIT_TRY) return EAGAIN;
-        if (w->mode == RM_WAIT_TIMED && rm_now() >= w->deadline) return ETIMEDOUT;
-        return 0;
-    }
-    if (r != RM_E_UNSENT && r != RM_E_TRANSIENT) return r; /* Redis refused for good */
-    if (w->mode == RM_WAIT_TRY) return EAGAIN;
-    int e = rm_wait_check(w);
-    if (e) return e;
-    rm_attempts_wait(a);
-    rm_nsec pause = rm_backoff(a->failures++, RM_MSEC(10), RM_MSEC(1000), rng);
-    rm_sleep_until(rm_min(w->deadline, rm_after(pause)));
-    return 0;
-}
-
-rm_nsec rm_attempt_deadline(const struct rm_wait *w, int first)
-{
-    if (w->mode != RM_WAIT_TRY && !first) return w->deadline;
-    return rm_max(w->deadline, rm_after(RM_MSEC(RM_SETTING(command_timeout_ms))));
-}
-
-int rm_notrecoverable(const struct rm_mutex *mx)
-{
-    rm_detail("%s is not recoverable: an EOWNERDEAD holder unlocked it without "
-              "rmutex_consistent (rmutex_force_unlock clears it)", mx->keys.lock);
-    return ENOTRECOVERABLE;
-}
-
-void rm_attempts_end(struct rm_attempts *a, int r)
-{
-    if (a->waited) RM_COUNT_SUB(waiting, 1);
-    if (!r && a->waited) RM_COUNT(contended);
-}
 
 /* ---- creation, lookup, destruction ---- */
 
@@ -135,7 +45,7 @@ static int create(rmutex_t *m, const char *name, int kind, unsigned long lease_m
         rm_detail("out of memory");
         return ENOMEM;
     }
-    int r = rm_lock_get(name, mx, &mx->lock);
+    int r = rm_lock_get(name, &mx->lock);
     if (r) {
         free(mx);
         return r;
@@ -153,7 +63,7 @@ static int create(rmutex_t *m, const char *name, int kind, unsigned long lease_m
 
 static void free_state(struct rm_mutex *mx)
 {
-    rm_lock_put(mx->lock, mx);
+    rm_lock_put(mx->lock);
     free(mx);
 }
 
@@ -212,7 +122,8 @@ int rm_mutex_destroy(rmutex_t *m)
     /* Busy: a thread is in a call through this handle, or holds the name
      * through it.  (A hold taken through another handle of the name is
      * that handle's business.) */
-    int busy = mx->users || (l->hold && l->hold->via == mx);
+    int busy = (mx->users && mx->users_gen == rm_thread_generation()) ||
+               (l->hold && l->hold->via == mx);
     pthread_mutex_unlock(&l->mu);
     if (busy) {
         rm_detail("the mutex is held through this handle, or waited for, by a thread of this "
@@ -226,12 +137,26 @@ int rm_mutex_destroy(rmutex_t *m)
 
 /* ---- holds' parameters ---- */
 
+int rm_mutex_notrecoverable(const struct rm_mutex *mx)
+{
+    rm_detail("%s is not recoverable: an EOWNERDEAD holder unlocked it without "
+              "rmutex_consistent (rmutex_force_unlock clears it)", mx->keys.lock);
+    return ENOTRECOVERABLE;
+}
+
+
 unsigned long rm_mutex_lease(const struct rm_mutex *mx)
 {
     return mx->lease_ms ? mx->lease_ms : RM_SETTING(lease_ms);
 }
 
-void rm_latch_ms(const struct rm_mutex *mx, char *buf, size_t size)
+struct rm_hold_terms rm_mutex_terms(struct rm_mutex *mx)
+{
+    struct rm_hold_terms t = { mx, mx->user, rm_mutex_lease(mx), !mx->lease_ms, mx->robust };
+    return t;
+}
+
+void rm_mutex_latch_ms(const struct rm_mutex *mx, char *buf, size_t size)
 {
     RM_UNUSED(mx);
     snprintf(buf, size, "%lu", RM_SETTING(command_timeout_ms));
@@ -240,6 +165,7 @@ void rm_latch_ms(const struct rm_mutex *mx, char *buf, size_t size)
 /* ---- process exit ---- */
 
 struct exit_release {
+    struct rm_endpoint *ep;
     rm_nsec deadline;
 };
 
@@ -256,19 +182,17 @@ static void release_at_exit(struct rm_lock *l, void *arg)
     if (wd) rm_wd_cancel(wd);
     /* The holding thread may still run; it is about to be gone with the
      * process, and its unlock now gets EPERM from Redis. */
-    struct rm_endpoint *ep;
-    if (owner && rm_now() < x->deadline && !rm_runtime_enter(&ep)) {
+    if (owner && rm_now() < x->deadline) {
         char name[64];
         size_t n = rm_owner_of(owner, name, sizeof name);
-        via->ops->release_owner(via, ep, name, n, x->deadline);
-        rm_runtime_leave();
+        via->ops->release_owner(via, x->ep, name, n, x->deadline);
     }
 }
 
-void rm_mutex_release_all_at_exit(void)
+void rm_mutex_release_all_at_exit(struct rm_endpoint *ep)
 {
     /* The registry lock is held across these round trips: the process is
      * exiting, and a lock must not be freed under us meanwhile. */
-    struct exit_release x = { rm_after(RM_MSEC(1000)) };
+    struct exit_release x = { ep, rm_after(RM_MSEC(1000)) };
     rm_lock_each(release_at_exit, &x);
 }

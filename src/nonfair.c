@@ -41,7 +41,7 @@
 #include "identity.h"
 #include "internal.h"
 #include "mutex.h"
-#include "pool.h"
+#include "endpoint.h"
 #include "script.h"
 #include "sub.h"
 #include "watchdog.h"
@@ -80,7 +80,7 @@ static void release_req_make(struct release_req *q, const struct rm_mutex *mx,
 {
     int n = snprintf(q->latch, sizeof q->latch, "%s:%.*s:%llu", mx->keys.latch, (int)owner_len,
                      owner, (unsigned long long)seq);
-    rm_latch_ms(mx, q->latch_ms, sizeof q->latch_ms);
+    rm_mutex_latch_ms(mx, q->latch_ms, sizeof q->latch_ms);
     q->acq[0] = 0;
     if (acq) snprintf(q->acq, sizeof q->acq, "%llu", (unsigned long long)acq);
     const char *v[] = { mx->keys.lock, mx->keys.channel, q->latch, mx->keys.owner,
@@ -141,7 +141,7 @@ static int attempt(struct rm_mutex *mx, struct rm_thread *self, struct rm_endpoi
         (e[0]->integer == ACQUIRED && (reply->elements != 3 || e[1]->type != REDIS_REPLY_INTEGER)) ||
         (e[0]->integer == BUSY && (reply->elements != 2 || e[1]->type != REDIS_REPLY_INTEGER))) {
         freeReplyObject(reply);
-        rm_pool_put(ep, c, 0);
+        rm_pool_put(&ep->pool, c, 0);
         rm_detail("unexpected reply from acquire.lua");
         return EIO;
     }
@@ -156,7 +156,7 @@ static int attempt(struct rm_mutex *mx, struct rm_thread *self, struct rm_endpoi
 
     long long acked = 0;
     if (g->state == ACQUIRED && RM_SETTING(replicas) && rm_call_wait_replicas(c, &acked) != 1) {
-        rm_pool_put(ep, c, 1);
+        rm_pool_put(&ep->pool, c, 1);
         give_back(mx, self, ep, acq, cmd_deadline());
         rm_detail("only %lld of %u replicas acknowledged the acquisition of %s in %lu ms; "
                   "it was given back", acked, RM_SETTING(replicas), mx->keys.lock,
@@ -164,7 +164,7 @@ static int attempt(struct rm_mutex *mx, struct rm_thread *self, struct rm_endpoi
         g->state = SHORTFALL;
         return 0;
     }
-    rm_pool_put(ep, c, 1);
+    rm_pool_put(&ep->pool, c, 1);
     return 0;
 }
 
@@ -176,18 +176,18 @@ static int acquire(struct rm_mutex *mx, struct rm_thread *self, struct rm_endpoi
     int joined = 0, r;
 
     for (int first = 1;; first = 0) {
-        r = attempt(mx, self, ep, acq, rm_attempt_deadline(w, first),
+        r = attempt(mx, self, ep, acq, rm_wait_io_deadline(w, first),
                     w->mode == RM_WAIT_TRY ? RM_POOL_FAILFAST : 0, g);
         if (r) {
             if (r == RM_E_LOST) rm_log("reply to acquire of %s lost; asking again", mx->keys.lock);
-            if ((r = rm_attempts_failed(&at, w, r, &self->rng))) break;
+            if ((r = rm_wait_failed(&at, w, r, &self->rng))) break;
             continue;
         }
         if (at.unknown) RM_COUNT(indeterminate);
         at.unknown = 0;
         if (g->state == ACQUIRED) break;
         if (g->state == NOTRECOVERABLE) {
-            r = rm_notrecoverable(mx);
+            r = rm_mutex_notrecoverable(mx);
             break;
         }
         if (g->state == SHORTFALL) {
@@ -198,7 +198,7 @@ static int acquire(struct rm_mutex *mx, struct rm_thread *self, struct rm_endpoi
             if (r == EBUSY) rm_detail("%s is held by another thread or process", mx->keys.lock);
             break;
         }
-        rm_attempts_wait(&at);
+        rm_wait_begin(&at);
         if (!joined) {
             joined = rm_sub_join(ep->sub, mx->keys.channel, &waiter, NULL, 0) ? -1 : 1;
             if (joined > 0) continue; /* check again now that no release can be missed */
@@ -217,7 +217,7 @@ static int acquire(struct rm_mutex *mx, struct rm_thread *self, struct rm_endpoi
         rm_wd_defer(ep, RM_SCRIPT_RELEASE, 5, 10, q.argv, q.lens, rm_after(RM_MSEC(rm_mutex_lease(mx))));
     }
     if (joined > 0) rm_sub_leave(&waiter);
-    rm_attempts_end(&at, r);
+    rm_wait_end(&at, r);
     return r;
 }
 
@@ -236,7 +236,9 @@ static int nf_lock(struct rm_mutex *mx, struct rm_thread *self, struct rm_endpoi
     uint64_t acq = ++self->seq;
     rm_nsec lease = RM_MSEC(rm_mutex_lease(mx));
     if (!(r = acquire(mx, self, ep, w, acq, &g))) {
-        r = rm_hold_take(mx, self, ep, acq, g.token, g.dead, g.sent + lease, g.sent + lease / 3);
+        struct rm_hold_terms terms = rm_mutex_terms(mx);
+        struct rm_grant held = { acq, g.token, g.dead, g.sent + lease, g.sent + lease / 3 };
+        r = rm_hold_take(mx->lock, &terms, self, ep, &held);
         if (r == ENOMEM) give_back(mx, self, ep, acq, cmd_deadline());
     }
     if (r && r != EOWNERDEAD) rm_gate_leave(mx->lock);
@@ -248,7 +250,7 @@ static int nf_unlock(struct rm_mutex *mx, struct rm_thread *self, struct rm_endp
 {
     rm_nsec lease_end;
     int r = EPERM;
-    if (!rm_hold_drop(mx, self, &lease_end)) {
+    if (!rm_hold_drop(mx->lock, self, &lease_end)) {
         struct release_req q;
         release_req_make(&q, mx, self->owner, self->owner_len, ++self->seq, notrec, 0);
         r = release(ep, &q, cmd_deadline(), lease_end);

@@ -1,4 +1,4 @@
-/* pool.c -- the per-endpoint pool of command connections.
+/* pool.c -- one server's pool of command connections.
  *
  * DESIGN
  * ------
@@ -20,11 +20,11 @@
  *
  * The first connection also reads maxmemory-policy: anything but noeviction
  * lets Redis evict lock keys under memory pressure, which breaks mutual
- * exclusion silently; the calling thread's detail says so. */
+ * exclusion silently; the calling thread's detail says so.  A connection on
+ * which that read fails is closed like any other after an I/O error. */
 #include "pool.h"
 #include "conn.h"
 #include "internal.h"
-#include "sub.h"
 
 #include <errno.h>
 #include <hiredis/hiredis.h>
@@ -32,207 +32,175 @@
 #include <string.h>
 #include <unistd.h>
 
-static struct {
-    pthread_mutex_t mu;
-    rmutex_outage_fn fn;
-    void *arg;
-} outage = { .mu = PTHREAD_MUTEX_INITIALIZER };
-
-RMUTEX_API int rmutex_set_outage_callback(rmutex_outage_fn fn, void *arg)
+void rm_pool_init(struct rm_pool *p, const struct rm_server_addr *addr, struct rm_reach reach)
 {
-    pthread_mutex_lock(&outage.mu);
-    outage.fn = fn;
-    outage.arg = arg;
-    pthread_mutex_unlock(&outage.mu);
-    return 0;
+    memset(p, 0, sizeof *p);
+    p->addr = addr;
+    p->reach = reach;
+    pthread_mutex_init(&p->mu, NULL);
+    rm_cond_init(&p->cv);
+    p->rng = (uint32_t)getpid() ^ (uint32_t)(uintptr_t)p;
 }
 
-void rm_endpoint_reachable(struct rm_endpoint *ep, int ok)
+static void reached(struct rm_pool *p, int ok)
 {
-    if (atomic_exchange(&ep->down, !ok) == !ok) return; /* no change */
-    rm_log("Redis at %s is %s", ep->addr.display, ok ? "reachable again" : "unreachable");
-    pthread_mutex_lock(&outage.mu);
-    rmutex_outage_fn fn = outage.fn;
-    void *arg = outage.arg;
-    pthread_mutex_unlock(&outage.mu);
-    if (fn) fn(!ok, ok ? "" : rmutex_detail(), arg);
+    if (p->reach.fn) p->reach.fn(p->reach.arg, ok);
 }
 
-int rm_endpoint_create(const struct rm_server_addr *addr, struct rm_endpoint **out)
-{
-    struct rm_endpoint *ep = calloc(1, sizeof *ep);
-    if (!ep) return ENOMEM;
-    ep->addr = *addr;
-    ep->addr.user = addr->user ? strdup(addr->user) : NULL;
-    ep->addr.password = addr->password ? strdup(addr->password) : NULL;
-    if ((addr->user && !ep->addr.user) || (addr->password && !ep->addr.password)) goto fail;
-    pthread_mutex_init(&ep->mu, NULL);
-    rm_cond_init(&ep->cv);
-    ep->rng = (uint32_t)getpid() ^ (uint32_t)(uintptr_t)ep;
-    if (rm_sub_create(ep, &ep->sub)) {
-        pthread_mutex_destroy(&ep->mu);
-        pthread_cond_destroy(&ep->cv);
-        goto fail;
-    }
-    *out = ep;
-    return 0;
-fail:
-    rm_server_addr_free(&ep->addr);
-    free(ep);
-    return ENOMEM;
-}
-
-static void forget(struct rm_endpoint *ep, struct rm_conn *c)
+static void forget(struct rm_pool *p, struct rm_conn *c)
 {
     if (c->prev) c->prev->next = c->next;
-    else ep->all = c->next;
+    else p->all = c->next;
     if (c->next) c->next->prev = c->prev;
-    ep->open--;
+    p->open--;
     RM_COUNT_SUB(connections, 1);
 }
 
-void rm_endpoint_destroy(struct rm_endpoint *ep)
+void rm_pool_fini(struct rm_pool *p)
 {
-    if (!ep) return;
-    rm_sub_destroy(ep->sub);
-    while (ep->all) {
-        struct rm_conn *c = ep->all;
-        forget(ep, c);
+    while (p->all) {
+        struct rm_conn *c = p->all;
+        forget(p, c);
         rm_conn_close(c);
     }
-    pthread_mutex_destroy(&ep->mu);
-    pthread_cond_destroy(&ep->cv);
-    rm_server_addr_free(&ep->addr);
-    free(ep);
+    pthread_mutex_destroy(&p->mu);
+    pthread_cond_destroy(&p->cv);
 }
 
 /* Read maxmemory-policy once.  Servers that refuse CONFIG (managed Redis,
- * ACLs) are not an error. */
-static void check_policy(struct rm_endpoint *ep, struct rm_conn *c)
+ * ACLs) are not an error; a connection that fails the call is: its state
+ * is unknown (RM_E_UNSENT: the caller's request was not sent). */
+static int check_policy(struct rm_pool *p, struct rm_conn *c)
 {
     static const char *argv[] = { "CONFIG", "GET", "maxmemory-policy" };
     static const size_t lens[] = { 6, 3, 16 };
     redisReply *r;
-    if (rm_conn_call(c, 3, argv, lens, rm_after(RM_MSEC(1000)), &r)) return;
+    if (rm_conn_call(c, 3, argv, lens, rm_after(RM_MSEC(1000)), &r)) {
+        rm_detail("Redis at %s did not answer CONFIG GET", p->addr->display);
+        return RM_E_UNSENT;
+    }
     if (r->type == REDIS_REPLY_ARRAY && r->elements == 2 &&
         r->element[1]->type == REDIS_REPLY_STRING && strcmp(r->element[1]->str, "noeviction")) {
         rm_detail("warning: %s has maxmemory-policy %s; lock keys can be evicted under memory "
                   "pressure and mutual exclusion lost (set it to noeviction)",
-                  ep->addr.display, r->element[1]->str);
+                  p->addr->display, r->element[1]->str);
     }
     freeReplyObject(r);
+    return 0;
 }
 
-int rm_pool_get(struct rm_endpoint *ep, rm_nsec deadline, int flags, struct rm_conn **out)
+int rm_pool_get(struct rm_pool *p, rm_nsec deadline, int flags, struct rm_conn **out)
 {
-    pthread_mutex_lock(&ep->mu);
+    pthread_mutex_lock(&p->mu);
     for (;;) {
-        if (ep->idle) {
-            struct rm_conn *c = ep->idle;
-            ep->idle = c->idle_next;
-            pthread_mutex_unlock(&ep->mu);
+        if (p->idle) {
+            struct rm_conn *c = p->idle;
+            p->idle = c->idle_next;
+            pthread_mutex_unlock(&p->mu);
             *out = c;
             return 0;
         }
         rm_nsec now = rm_now();
         unsigned max = RM_SETTING(pool_size);
-        if (ep->open < max && now >= ep->dial_not_before) {
-            ep->open++;
-            int first = !ep->policy_checked;
-            ep->policy_checked = 1;
-            pthread_mutex_unlock(&ep->mu);
+        if (p->open < max && now >= p->dial_not_before) {
+            p->open++;
+            int first = !p->policy_checked;
+            p->policy_checked = 1;
+            pthread_mutex_unlock(&p->mu);
 
             struct rm_conn *c = NULL;
-            int r = rm_conn_dial(&ep->addr, "cmd", deadline, &c);
-            if (!r && first) check_policy(ep, c);
+            int r = rm_conn_dial(p->addr, "cmd", deadline, &c);
+            if (!r && first && (r = check_policy(p, c))) {
+                rm_conn_close(c);
+                c = NULL;
+            }
 
-            pthread_mutex_lock(&ep->mu);
+            pthread_mutex_lock(&p->mu);
             if (!r) {
                 c->count_round_trips = 1;
-                c->next = ep->all;
+                c->next = p->all;
                 c->prev = NULL;
-                if (ep->all) ep->all->prev = c;
-                ep->all = c;
+                if (p->all) p->all->prev = c;
+                p->all = c;
                 RM_COUNT(connections);
-                if (ep->dial_failures || ep->broken) RM_COUNT(reconnects);
-                if (ep->broken) ep->broken--;
-                ep->dial_failures = 0;
-                pthread_mutex_unlock(&ep->mu);
-                rm_endpoint_reachable(ep, 1);
+                if (p->dial_failures || p->broken) RM_COUNT(reconnects);
+                if (p->broken) p->broken--;
+                p->dial_failures = 0;
+                pthread_mutex_unlock(&p->mu);
+                reached(p, 1);
                 *out = c;
                 return 0;
             }
-            ep->open--;
-            if (first) ep->policy_checked = 0;
-            ep->dial_not_before = rm_now() + rm_backoff(ep->dial_failures++, RM_MSEC(10),
-                                                        RM_MSEC(1000), &ep->rng);
-            pthread_cond_broadcast(&ep->cv);
-            pthread_mutex_unlock(&ep->mu);
-            if (r == RM_E_UNSENT) rm_endpoint_reachable(ep, 0);
+            p->open--;
+            if (first) p->policy_checked = 0;
+            p->dial_not_before = rm_now() + rm_backoff(p->dial_failures++, RM_MSEC(10),
+                                                        RM_MSEC(1000), &p->rng);
+            pthread_cond_broadcast(&p->cv);
+            pthread_mutex_unlock(&p->mu);
+            if (r == RM_E_UNSENT) reached(p, 0);
             /* One dial per call: the caller decides whether and when to try
              * again (its own backoff and deadline). */
             return r;
         }
-        if (ep->open < max && (flags & RM_POOL_FAILFAST)) {
-            rm_detail("Redis at %s is unreachable (retrying in %lld ms)", ep->addr.display,
-                      (long long)RM_TO_MSEC(ep->dial_not_before - now));
-            pthread_mutex_unlock(&ep->mu);
+        if (p->open < max && (flags & RM_POOL_FAILFAST)) {
+            rm_detail("Redis at %s is unreachable (retrying in %lld ms)", p->addr->display,
+                      (long long)RM_TO_MSEC(p->dial_not_before - now));
+            pthread_mutex_unlock(&p->mu);
             return RM_E_UNSENT;
         }
         rm_nsec until = deadline;
-        if (ep->open < max && ep->dial_not_before < until) until = ep->dial_not_before;
-        if (rm_cond_wait_until(&ep->cv, &ep->mu, until) == ETIMEDOUT && rm_now() >= deadline)
+        if (p->open < max && p->dial_not_before < until) until = p->dial_not_before;
+        if (rm_cond_wait_until(&p->cv, &p->mu, until) == ETIMEDOUT && rm_now() >= deadline)
             break;
     }
-    if (ep->dial_failures)
-        rm_detail("Redis at %s is unreachable", ep->addr.display);
+    if (p->dial_failures)
+        rm_detail("Redis at %s is unreachable", p->addr->display);
     else
-        rm_detail("all %u connections to %s stayed busy until the deadline", ep->open,
-                  ep->addr.display);
-    pthread_mutex_unlock(&ep->mu);
+        rm_detail("all %u connections to %s stayed busy until the deadline", p->open,
+                  p->addr->display);
+    pthread_mutex_unlock(&p->mu);
     return RM_E_UNSENT;
 }
 
-void rm_pool_put(struct rm_endpoint *ep, struct rm_conn *c, int ok)
+void rm_pool_put(struct rm_pool *p, struct rm_conn *c, int ok)
 {
-    pthread_mutex_lock(&ep->mu);
+    pthread_mutex_lock(&p->mu);
     if (ok && c->wlen == 0) {
-        c->idle_next = ep->idle;
-        ep->idle = c;
-        pthread_cond_signal(&ep->cv);
-        pthread_mutex_unlock(&ep->mu);
+        c->idle_next = p->idle;
+        p->idle = c;
+        pthread_cond_signal(&p->cv);
+        pthread_mutex_unlock(&p->mu);
         return;
     }
-    forget(ep, c);
-    ep->broken++; /* its replacement is a reconnect */
-    pthread_cond_broadcast(&ep->cv);
-    pthread_mutex_unlock(&ep->mu);
+    forget(p, c);
+    p->broken++; /* its replacement is a reconnect */
+    pthread_cond_broadcast(&p->cv);
+    pthread_mutex_unlock(&p->mu);
     rm_conn_close(c);
 }
 
-void rm_pool_atfork(struct rm_endpoint *ep, int who)
+void rm_pool_atfork(struct rm_pool *p, int who)
 {
     if (who < 0) {
-        pthread_mutex_lock(&ep->mu);
+        pthread_mutex_lock(&p->mu);
         return;
     }
     if (who == 0) {
-        pthread_mutex_unlock(&ep->mu);
+        pthread_mutex_unlock(&p->mu);
         return;
     }
     /* Child: the parent's connections are not ours to speak on. */
-    while (ep->all) {
-        struct rm_conn *c = ep->all;
-        ep->all = c->next;
+    while (p->all) {
+        struct rm_conn *c = p->all;
+        p->all = c->next;
         rm_conn_close(c);
     }
-    ep->idle = NULL;
-    ep->open = 0;
-    ep->dial_failures = 0;
-    ep->broken = 0;
-    atomic_store(&ep->down, 0);
-    ep->dial_not_before = 0;
-    ep->rng ^= (uint32_t)getpid();
-    rm_cond_init(&ep->cv);
-    pthread_mutex_unlock(&ep->mu); /* taken by the prepare handler, in this thread */
+    p->idle = NULL;
+    p->open = 0;
+    p->dial_failures = 0;
+    p->broken = 0;
+    p->dial_not_before = 0;
+    p->rng ^= (uint32_t)getpid();
+    rm_cond_init(&p->cv);
+    pthread_mutex_unlock(&p->mu); /* taken by the prepare handler, in this thread */
 }

@@ -30,7 +30,7 @@
 #include "internal.h"
 #include "lock.h"
 #include "mutex.h"
-#include "pool.h"
+#include "endpoint.h"
 #include "sub.h"
 #include "watchdog.h"
 
@@ -55,7 +55,11 @@ static struct {
 
 static void at_exit(void)
 {
-    if (atomic_load(&rt.state) == RUNNING) rm_mutex_release_all_at_exit();
+    struct rm_endpoint *ep;
+    if (atomic_load(&rt.state) == RUNNING && !rm_runtime_enter(&ep)) {
+        rm_mutex_release_all_at_exit(ep);
+        rm_runtime_leave();
+    }
 }
 
 static int start_locked(void)
@@ -116,7 +120,7 @@ int rm_runtime_configure(const char *url)
     struct rm_server_addr a;
     int r = rm_config_parse(url, &a, 1);
     if (!r) {
-        if (rt.configured) rm_server_addr_free(&rt.addr);
+        if (rt.configured) rm_config_addr_free(&rt.addr);
         rt.addr = a;
         rt.configured = 1;
     }
@@ -154,18 +158,12 @@ static void fork_prepare(void)
     pthread_mutex_lock(&rt.mu);
     rm_lock_atfork(-1);
     rm_wd_atfork(-1);
-    if (rt.ep) {
-        rm_sub_atfork(rt.ep->sub, -1);
-        rm_pool_atfork(rt.ep, -1);
-    }
+    if (rt.ep) rm_endpoint_atfork(rt.ep, -1);
 }
 
 static void fork_parent(void)
 {
-    if (rt.ep) {
-        rm_pool_atfork(rt.ep, 0);
-        rm_sub_atfork(rt.ep->sub, 0);
-    }
+    if (rt.ep) rm_endpoint_atfork(rt.ep, 0);
     rm_wd_atfork(0);
     rm_lock_atfork(0);
     pthread_mutex_unlock(&rt.mu);
@@ -174,10 +172,7 @@ static void fork_parent(void)
 static void fork_child(void)
 {
     rm_identity_atfork_child();
-    if (rt.ep) {
-        rm_pool_atfork(rt.ep, 1);
-        rm_sub_atfork(rt.ep->sub, 1);
-    }
+    if (rt.ep) rm_endpoint_atfork(rt.ep, 1);
     rm_wd_atfork(1);
     rm_lock_atfork(1);
     rm_stats_reset();

@@ -38,7 +38,6 @@
 #include "sub.h"
 #include "conn.h"
 #include "internal.h"
-#include "pool.h"
 
 #include <errno.h>
 #include <hiredis/hiredis.h>
@@ -66,7 +65,8 @@ struct rm_channel {
 };
 
 struct rm_sub {
-    struct rm_endpoint *ep;
+    const struct rm_server_addr *addr; /* the endpoint's */
+    struct rm_reach reach;   /* told whether each dial reached the server */
     pthread_mutex_t mu;
     int efd;
     pthread_t thread;
@@ -104,7 +104,7 @@ static void poke(struct rm_sub *s)
     (void)w;
 }
 
-int rm_sub_create(struct rm_endpoint *ep, struct rm_sub **out)
+int rm_sub_create(const struct rm_server_addr *addr, struct rm_reach reach, struct rm_sub **out)
 {
     struct rm_sub *s = calloc(1, sizeof *s);
     if (!s) return ENOMEM;
@@ -113,7 +113,8 @@ int rm_sub_create(struct rm_endpoint *ep, struct rm_sub **out)
         free(s);
         return ENOMEM;
     }
-    s->ep = ep;
+    s->addr = addr;
+    s->reach = reach;
     s->rng = (uint32_t)(uintptr_t)s ^ (uint32_t)getpid();
     s->next_idle = RM_FOREVER;
     pthread_mutex_init(&s->mu, NULL);
@@ -297,8 +298,8 @@ static void connect_locked(struct rm_sub *s)
 {
     pthread_mutex_unlock(&s->mu);
     struct rm_conn *c = NULL;
-    int r = rm_conn_dial(&s->ep->addr, "sub", RM_FOREVER, &c);
-    if (!r || r == RM_E_UNSENT) rm_endpoint_reachable(s->ep, !r);
+    int r = rm_conn_dial(s->addr, "sub", RM_FOREVER, &c);
+    if (!r || r == RM_E_UNSENT) s->reach.fn(s->reach.arg, !r);
     pthread_mutex_lock(&s->mu);
     rm_nsec now = rm_now();
     if (r) {

@@ -7,8 +7,8 @@
 #include <stddef.h>
 
 #include "clock.h"
+#include "conn.h"
 
-struct rm_endpoint;
 struct rm_sub;
 struct rm_channel;
 
@@ -33,7 +33,10 @@ struct rm_waiter {
     char msg[128];     /* the message that woke it (match only), NUL-ended */
 };
 
-int rm_sub_create(struct rm_endpoint *ep, struct rm_sub **out);
+/* A multiplexer for the server at addr (kept by reference: it must outlive
+ * the multiplexer), telling reach whether each of its dials got through.
+ * Its thread starts with the first join.  0 or ENOMEM. */
+int rm_sub_create(const struct rm_server_addr *addr, struct rm_reach reach, struct rm_sub **out);
 /* Stop the thread and free everything.  No waiter may be joined. */
 void rm_sub_destroy(struct rm_sub *sub);
 

@@ -41,7 +41,7 @@
 #include "watchdog.h"
 #include "conn.h"
 #include "keys.h"
-#include "pool.h"
+#include "endpoint.h"
 #include "script.h"
 
 #include <errno.h>
@@ -284,14 +284,15 @@ static void exchange(struct link *l, struct rm_wd_entry **e, int n, int *res, rm
     for (int i = 0; i < n; i++) res[i] = -1;
     if (!l->conn) {
         int r = rm_conn_dial(&l->ep->addr, "wd", deadline, &l->conn);
+        struct rm_reach reach = rm_endpoint_reach(l->ep);
         if (r) {
             l->conn = NULL;
             l->failures++;
             rm_log("watchdog cannot connect: %s", rmutex_detail());
-            if (r == RM_E_UNSENT) rm_endpoint_reachable(l->ep, 0);
+            if (r == RM_E_UNSENT) reach.fn(reach.arg, 0);
             return;
         }
-        rm_endpoint_reachable(l->ep, 1);
+        reach.fn(reach.arg, 1);
         if (l->failures) RM_COUNT(reconnects);
         l->failures = 0;
     }

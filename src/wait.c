@@ -1,0 +1,92 @@
+/* wait.c -- the waits of the acquiring calls.
+ *
+ * Every acquiring call (lock, trylock, timedlock, clocklock) turns its
+ * arguments into one struct rm_wait at entry: a mode and a CLOCK_MONOTONIC
+ * deadline, so steps of the wall clock during the wait do not move it, and
+ * a bad abstime is remembered but judged only when the call would block
+ * (glibc's order).  The gate (lock.c) and the lock algorithms' retry loops
+ * (fair.c, nonfair.c) ask it the same questions: may I block, may I try
+ * again, how long may this attempt's I/O take. */
+#include "wait.h"
+#include "internal.h"
+
+#include <errno.h>
+
+void rm_wait_timed(struct rm_wait *w, clockid_t clock, const struct timespec *abs)
+{
+    w->mode = RM_WAIT_TIMED;
+    w->bad_abstime = 0;
+    if (!abs) {
+        w->bad_abstime = 1;
+        w->deadline = 0;
+        return;
+    }
+    if (abs->tv_sec < 0) { /* glibc: ETIMEDOUT before looking at tv_nsec */
+        w->deadline = 0;
+        return;
+    }
+    if (abs->tv_nsec < 0 || abs->tv_nsec >= 1000000000) {
+        w->bad_abstime = 1;
+        return;
+    }
+    rm_nsec mono = rm_now();
+    rm_nsec now = clock == CLOCK_MONOTONIC ? mono : rm_clock_ns(clock);
+    if (abs->tv_sec >= (RM_FOREVER / 1000000000) - 1) {
+        w->deadline = RM_FOREVER;
+        return;
+    }
+    rm_nsec at = (rm_nsec)abs->tv_sec * 1000000000 + abs->tv_nsec;
+    rm_nsec left = at - now;
+    w->deadline = left > RM_FOREVER - mono ? RM_FOREVER : mono + left;
+}
+
+int rm_wait_check(const struct rm_wait *w)
+{
+    if (w->mode == RM_WAIT_TRY) return EBUSY;
+    if (w->mode == RM_WAIT_FOREVER) return 0;
+    if (w->bad_abstime) {
+        rm_detail("abstime is NULL or its tv_nsec is outside [0, 1e9)");
+        return EINVAL;
+    }
+    if (w->deadline != RM_FOREVER && rm_now() >= w->deadline) return ETIMEDOUT;
+    return 0;
+}
+
+void rm_wait_begin(struct rm_attempts *a)
+{
+    if (!a->waited) RM_COUNT(waiting);
+    a->waited = 1;
+}
+
+int rm_wait_failed(struct rm_attempts *a, const struct rm_wait *w, int r, uint32_t *rng)
+{
+    if (r == RM_E_LOST) {
+        /* Ask again at once (on a new connection): the answer says whether
+         * the lost request took the lock.  trylock asks once more only. */
+        a->unknown = 1;
+        if (++a->lost > 1 && w->mode == RM_WAIT_TRY) return EAGAIN;
+        if (w->mode == RM_WAIT_TIMED && rm_now() >= w->deadline) return ETIMEDOUT;
+        return 0;
+    }
+    if (r != RM_E_UNSENT && r != RM_E_TRANSIENT) return r; /* Redis refused for good */
+    if (w->mode == RM_WAIT_TRY) return EAGAIN;
+    int e = rm_wait_check(w);
+    if (e) return e;
+    rm_wait_begin(a);
+    rm_nsec pause = rm_backoff(a->failures++, RM_MSEC(10), RM_MSEC(1000), rng);
+    rm_sleep_until(rm_min(w->deadline, rm_after(pause)));
+    return 0;
+}
+
+rm_nsec rm_wait_io_deadline(const struct rm_wait *w, int first)
+{
+    if (w->mode != RM_WAIT_TRY && !first) return w->deadline;
+    return rm_max(w->deadline, rm_after(RM_MSEC(RM_SETTING(command_timeout_ms))));
+}
+
+void rm_wait_end(struct rm_attempts *a, int r)
+{
+    if (a->waited) RM_COUNT_SUB(waiting, 1);
+    if (!r && a->waited) RM_COUNT(contended);
+}
+
