@@ -35,20 +35,15 @@ static void warn_robust(struct rm_shim_mutex *sm)
                 sm->symbol);
 }
 
-int rm_shim_make_rmutex(struct rm_shim_mutex *sm, int robust, int *fair)
+int rm_shim_make_rmutex(struct rm_shim_mutex *sm, int robust, int fair)
 {
     rmutexattr_t a;
     rmutexattr_init(&a);
     rmutexattr_settype(&a, RMUTEX_RECURSIVE); /* dmutex.c: one name, many mutexes */
     rmutexattr_setrobust(&a, robust ? RMUTEX_ROBUST : RMUTEX_STALLED);
     rmutexattr_setlease(&a, sm->lease_ms);
-    rmutexattr_setfair(&a, *fair);
+    rmutexattr_setfair(&a, fair);
     int r = rmutex_init(&sm->rm, sm->name, &a);
-    if (r == ENOTSUP && *fair) {
-        *fair = 0;
-        rmutexattr_setfair(&a, 0);
-        r = rmutex_init(&sm->rm, sm->name, &a);
-    }
     rmutexattr_destroy(&a);
     if (!r) __atomic_store_n(&sm->rm_robust, robust, __ATOMIC_RELAXED);
     return r;
@@ -65,8 +60,7 @@ int rm_shim_init(struct rm_shim_mutex *sm, const pthread_mutexattr_t *attr)
     if (want != __atomic_load_n(&sm->rm_robust, __ATOMIC_RELAXED) && !rm_dm_inside()) {
         /* Nobody may use a mutex while it is initialized, so nobody holds
          * or waits for the rmutex: make it again with the new robustness. */
-        int fair = sm->dm.fair;
-        if (!rmutex_destroy(&sm->rm) && rm_shim_make_rmutex(sm, want, &fair))
+        if (!rmutex_destroy(&sm->rm) && rm_shim_make_rmutex(sm, want, sm->dm.fair))
             rm_shim_say("'%s': cannot make its lock '%s' again: %s", sm->symbol, sm->name,
                         rmutex_detail());
     }

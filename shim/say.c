@@ -4,8 +4,7 @@
  * something is wrong that the user must hear about:
  *
  *   - at start, one line per configuration error (a malformed entry, a
- *     listed symbol that does not exist, a lock name librmutex refuses, a
- *     fair lock this librmutex cannot make);
+ *     listed symbol that does not exist, a lock name librmutex refuses);
  *   - one line when Redis turns out to be unreachable while a listed mutex
  *     needs it (then nothing until it has answered again, and never more
  *     than one such line per RATE_S seconds);

@@ -65,19 +65,15 @@ static struct rm_shim_mutex *set_up(const struct rm_shim_entry *e)
         free_mutex(sm);
         return NULL;
     }
-    int fair = e->fair;
     /* Not robust yet: see listed.c (robust only once the program makes it so). */
-    int r = rm_shim_make_rmutex(sm, 0, &fair);
+    int r = rm_shim_make_rmutex(sm, 0, e->fair);
     if (r) {
         rm_shim_say("'%s': librmutex refuses the lock name '%s': %s; it stays a process-local mutex",
                     sm->symbol, sm->name, rmutex_detail());
         free_mutex(sm);
         return NULL;
     }
-    if (e->fair && !fair)
-        rm_shim_say("'%s': fair locks are not available in this librmutex (%s); '%s' is a non-fair "
-                    "distributed lock instead", sm->symbol, rmutex_detail(), sm->name);
-    sm->dm.fair = (unsigned char)fair;
+    sm->dm.fair = (unsigned char)e->fair;
     return sm;
 }
 

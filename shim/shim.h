@@ -76,10 +76,9 @@ int rm_shim_consistent(struct rm_shim_mutex *sm);
 int rm_shim_cond_wait(struct rm_shim_mutex *sm, pthread_cond_t *c, int mode, clockid_t clock,
                       const struct timespec *abs);
 
-/* Make sm's rmutex with the given robustness (and sm's fair/lease).
- * Returns 0 or the rmutex_init error; on ENOTSUP for a fair lock, *fair is
- * cleared and a non-fair one made. */
-int rm_shim_make_rmutex(struct rm_shim_mutex *sm, int robust, int *fair);
+/* Make sm's rmutex with the given robustness and fairness (and sm's
+ * lease).  Returns 0 or the rmutex_init error. */
+int rm_shim_make_rmutex(struct rm_shim_mutex *sm, int robust, int fair);
 
 /* ---- say.c: the only output of the shim ---- */
 

@@ -6,14 +6,14 @@
  * glibc (ERRORCHECK, RECURSIVE, robust) with no round trip, and hands the
  * rest to the mutex's lock algorithm.  A RECURSIVE relock, and the unlock
  * of an inner level, never reach Redis. */
+#include "attr.h"
+#include "call.h"
 #include "hold.h"
-#include "identity.h"
+#include "thread.h"
 #include "internal.h"
 #include "keys.h"
 #include "lock.h"
-#include "conn.h"
 #include "mutex.h"
-#include "endpoint.h"
 #include "runtime.h"
 #include "script.h"
 #include "watchdog.h"
@@ -41,9 +41,6 @@ static int leave(struct entry *e, int r)
     return r;
 }
 
-int rm_runtime_configure(const char *url);
-int rm_runtime_shutdown(void);
-int rm_attr_kind(const rmutexattr_t *attr, int *kind, unsigned long *lease);
 
 RMUTEX_API unsigned rmutex_version(void) { return RMUTEX_VERSION_NUM; }
 
@@ -106,8 +103,8 @@ static int relock(struct rm_mutex *mx, struct rm_hold *h, const struct rm_wait *
               l->keys.lock);
     int r = rm_wait_check(w);
     if (r) return r;
-    do rm_sleep_until(w->deadline == RM_FOREVER ? rm_after(RM_MSEC(3600000)) : w->deadline);
-    while (rm_now() < w->deadline);
+    do rm_clock_sleep_until(w->deadline == RM_FOREVER ? rm_clock_after(RM_MSEC(3600000)) : w->deadline);
+    while (rm_clock_now() < w->deadline);
     return ETIMEDOUT;
 }
 
@@ -201,7 +198,7 @@ RMUTEX_API int rmutex_unlock(rmutex_t *m)
     if (h->depth > 1) {
         if (via->robust && h->inconsistent) {
             dropped = 1; /* glibc: all levels go, ENOTRECOVERABLE */
-        } else if (!h->wd || !rm_wd_lost(h->wd)) {
+        } else if (!h->wd || !rm_watchdog_lost(h->wd)) {
             h->depth--;
             pthread_mutex_unlock(&l->mu);
             return leave(&e, 0);
@@ -278,7 +275,7 @@ RMUTEX_API int rmutex_fence(rmutex_t *m, uint64_t *token)
     struct rm_lock *l = mx->lock;
     pthread_mutex_lock(&l->mu);
     struct rm_hold *h = rm_hold_of(l, self);
-    if (!h || (h->wd && rm_wd_lost(h->wd))) {
+    if (!h || (h->wd && rm_watchdog_lost(h->wd))) {
         r = EPERM;
         rm_detail("the calling thread does not hold %s%s", l->keys.lock,
                   h ? " any more (its lease was lost)" : "");
@@ -318,13 +315,10 @@ RMUTEX_API int rmutex_force_unlock(const char *name)
     }
     const char *argv[] = { k.lock, k.channel, k.owner, k.notrec };
     size_t lens[] = { strlen(k.lock), strlen(k.channel), strlen(k.owner), strlen(k.notrec) };
-    rm_nsec deadline = rm_after(RM_MSEC(RM_SETTING(command_timeout_ms)));
+    rm_nsec deadline = rm_call_deadline();
     for (int tries = 0; tries < 3; tries++) {
-        struct rm_conn *c;
         redisReply *reply;
-        if ((r = rm_pool_get(&ep->pool, deadline, 0, &c))) break;
-        r = rm_script_call(c, RM_SCRIPT_FORCE_UNLOCK, 4, 4, argv, lens, deadline, &reply);
-        rm_pool_put(&ep->pool, c, r >= 0 || r == RM_E_TRANSIENT);
+        r = rm_call(ep, RM_SCRIPT_FORCE_UNLOCK, 4, 4, argv, lens, deadline, 0, &reply, NULL);
         if (!r) {
             rm_log("force-unlocked %s (%s)", k.lock, reply->integer ? "it was held" : "it was free");
             freeReplyObject(reply);

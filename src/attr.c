@@ -1,5 +1,6 @@
 /* attr.c -- rmutexattr_*: type, robustness, fairness and lease, checked
  * on the first line of each setter (musl style).  No Redis here. */
+#include "attr.h"
 #include "internal.h"
 
 #include <errno.h>
@@ -7,7 +8,6 @@
 
 #define MAGIC 0x524d5458u /* "RMTX" */
 #define TYPE_MASK 0xff
-#define LEASE_MAX 2147483647UL
 
 static int valid(const rmutexattr_t *a) { return a && a->__magic == MAGIC; }
 
@@ -77,7 +77,7 @@ RMUTEX_API int rmutexattr_getfair(const rmutexattr_t *a, int *fair)
 
 RMUTEX_API int rmutexattr_setlease(rmutexattr_t *a, unsigned long lease_ms)
 {
-    if (!valid(a) || lease_ms > LEASE_MAX) return EINVAL;
+    if (!valid(a) || lease_ms > RM_LEASE_MAX) return EINVAL;
     a->__lease_ms = lease_ms;
     return 0;
 }
@@ -90,7 +90,6 @@ RMUTEX_API int rmutexattr_getlease(const rmutexattr_t *a, unsigned long *lease_m
 }
 
 /* For rmutex_init: the kind (type | flags) and lease of a. */
-int rm_attr_kind(const rmutexattr_t *a, int *kind, unsigned long *lease);
 int rm_attr_kind(const rmutexattr_t *a, int *kind, unsigned long *lease)
 {
     if (!valid(a)) return EINVAL;

@@ -40,7 +40,7 @@ int rm_call_release(struct rm_endpoint *ep, int script, int nkeys, int argc,
                     rm_nsec give_up_at, long long *answer)
 {
     int unknown = 0;
-    for (int tries = 0; tries < 4 && rm_now() < deadline; tries++) {
+    for (int tries = 0; tries < 4 && rm_clock_now() < deadline; tries++) {
         redisReply *reply;
         int r = rm_call(ep, script, nkeys, argc, argv, lens, deadline, 0, &reply, NULL);
         if (!r) {
@@ -56,9 +56,28 @@ int rm_call_release(struct rm_endpoint *ep, int script, int nkeys, int argc,
         if (r > 0) return r;
         if (r == RM_E_LOST) unknown = 1;
     }
-    rm_wd_defer(ep, script, nkeys, argc, argv, lens, give_up_at);
+    rm_watchdog_defer(ep, script, nkeys, argc, argv, lens, give_up_at);
     rm_log("release of %s deferred to the watchdog: %s", argv[0], rmutex_detail());
     return RM_DEFERRED;
+}
+
+rm_nsec rm_call_deadline(void)
+{
+    return rm_clock_after(RM_MSEC(RM_SETTING(command_timeout_ms)));
+}
+
+int rm_call_unlock(struct rm_endpoint *ep, int script, int nkeys, int argc,
+                   const char *const *argv, const size_t *lens, rm_nsec deadline,
+                   rm_nsec give_up_at)
+{
+    long long released = 0;
+    int r = rm_call_release(ep, script, nkeys, argc, argv, lens, deadline, give_up_at, &released);
+    if (r == RM_DEFERRED) return 0;
+    if (r) return r;
+    if (released) return 0;
+    rm_detail("%s is not held by this thread in Redis (its lease ran out, or it was "
+              "force-unlocked)", argv[0]);
+    return EPERM;
 }
 
 int rm_call_wait_replicas(struct rm_conn *c, long long *acked)
@@ -70,7 +89,7 @@ int rm_call_wait_replicas(struct rm_conn *c, long long *acked)
     size_t lens[] = { 4, (size_t)snprintf(ns, sizeof ns, "%u", n),
                       (size_t)snprintf(ts, sizeof ts, "%lu", ms) };
     redisReply *reply;
-    rm_nsec deadline = rm_after(RM_MSEC(ms) + RM_MSEC(RM_SETTING(command_timeout_ms)));
+    rm_nsec deadline = rm_clock_after(RM_MSEC(ms) + RM_MSEC(RM_SETTING(command_timeout_ms)));
     int r = rm_conn_call(c, 3, argv, lens, deadline, &reply);
     if (r) return r;
     *acked = reply->type == REDIS_REPLY_INTEGER ? reply->integer : 0;

@@ -14,6 +14,15 @@ struct redisReply;
 /* The release was handed to the watchdog (Redis not reached in time). */
 #define RM_DEFERRED (-4)
 
+/* The first element of an acquiring script's reply (acquire.lua, fair.lua). */
+enum { RM_CALL_ACQUIRED = 0, RM_CALL_BUSY = 1, RM_CALL_NOTRECOVERABLE = 2 };
+
+/* How long the not-recoverable mark lives in Redis: a day (ms). */
+#define RM_CALL_NOTREC_MS "86400000"
+
+/* A deadline one command timeout from now. */
+rm_nsec rm_call_deadline(void);
+
 /* Borrow a connection, call script id, give the connection back (or, when
  * keep is not NULL and the call succeeded, hand it to the caller, who
  * returns it with rm_pool_put).  Returns what rm_script_call returns, or
@@ -30,6 +39,13 @@ int rm_call(struct rm_endpoint *ep, int script, int nkeys, int argc, const char 
 int rm_call_release(struct rm_endpoint *ep, int script, int nkeys, int argc,
                     const char *const *argv, const size_t *lens, rm_nsec deadline,
                     rm_nsec give_up_at, long long *answer);
+
+/* An unlock's release: rm_call_release, then what the caller returns --
+ * 0 when Redis released it or the release was deferred, EPERM (with the
+ * detail) when Redis says the caller did not hold KEYS[1], or the error. */
+int rm_call_unlock(struct rm_endpoint *ep, int script, int nkeys, int argc,
+                   const char *const *argv, const size_t *lens, rm_nsec deadline,
+                   rm_nsec give_up_at);
 
 /* WAIT for the configured replicas on c (after a write on c).  Returns 1
  * if enough acknowledged, 0 if not, negative on a connection error. */

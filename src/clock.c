@@ -3,7 +3,7 @@
 
 #include <errno.h>
 
-int rm_cond_init(pthread_cond_t *cv)
+int rm_clock_cond_init(pthread_cond_t *cv)
 {
     pthread_condattr_t a;
     int r = pthread_condattr_init(&a);
@@ -20,16 +20,16 @@ static struct timespec to_timespec(rm_nsec t)
     return ts;
 }
 
-int rm_cond_wait_until(pthread_cond_t *cv, pthread_mutex_t *mu, rm_nsec deadline)
+int rm_clock_cond_wait_until(pthread_cond_t *cv, pthread_mutex_t *mu, rm_nsec deadline)
 {
     if (deadline == RM_FOREVER) return pthread_cond_wait(cv, mu);
-    if (rm_now() >= deadline) return ETIMEDOUT;
+    if (rm_clock_now() >= deadline) return ETIMEDOUT;
     struct timespec ts = to_timespec(deadline);
     int r = pthread_cond_timedwait(cv, mu, &ts);
     return r == ETIMEDOUT ? ETIMEDOUT : 0;
 }
 
-void rm_sleep_until(rm_nsec deadline)
+void rm_clock_sleep_until(rm_nsec deadline)
 {
     struct timespec ts = to_timespec(deadline);
     while (clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, &ts, NULL) == EINTR)
@@ -45,7 +45,7 @@ static uint32_t xorshift(uint32_t *s)
     return *s = x;
 }
 
-rm_nsec rm_backoff(unsigned attempt, rm_nsec base, rm_nsec cap, uint32_t *rng)
+rm_nsec rm_clock_backoff(unsigned attempt, rm_nsec base, rm_nsec cap, uint32_t *rng)
 {
     rm_nsec d = base;
     while (attempt-- && d < cap) d *= 2;

@@ -33,7 +33,6 @@ struct rm_settings rm_settings = {
 };
 
 #define LEASE_MIN 100UL
-#define LEASE_MAX 2147483647UL
 
 struct option {
     const char *name;
@@ -49,8 +48,8 @@ static void options_init(struct option *o)
 {
     static const struct option defs[OPT_COUNT] = {
         [OPT_POOL] = { "pool", 1, 1024, 0, 0 },
-        [OPT_LEASE] = { "lease", LEASE_MIN, LEASE_MAX, 0, 0 },
-        [OPT_WAITER_LEASE] = { "waiter_lease", LEASE_MIN, LEASE_MAX, 0, 0 },
+        [OPT_LEASE] = { "lease", LEASE_MIN, RM_LEASE_MAX, 0, 0 },
+        [OPT_WAITER_LEASE] = { "waiter_lease", LEASE_MIN, RM_LEASE_MAX, 0, 0 },
         [OPT_CONNECT] = { "connect_timeout", 1, 3600000, 0, 0 },
         [OPT_COMMAND] = { "command_timeout", 1, 3600000, 0, 0 },
         [OPT_POLL] = { "poll", 1, 3600000, 0, 0 },
@@ -310,7 +309,7 @@ RMUTEX_API int rmutex_set_pool_size(unsigned n)
 
 RMUTEX_API int rmutex_set_default_lease(unsigned long lease_ms)
 {
-    if (lease_ms < LEASE_MIN || lease_ms > LEASE_MAX) return EINVAL;
+    if (lease_ms < LEASE_MIN || lease_ms > RM_LEASE_MAX) return EINVAL;
     atomic_store(&rm_settings.lease_ms, lease_ms);
     return 0;
 }

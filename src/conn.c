@@ -31,7 +31,7 @@
 
 static rm_nsec io_deadline(rm_nsec deadline)
 {
-    return rm_min(deadline, rm_after(RM_MSEC(RM_SETTING(command_timeout_ms))));
+    return rm_clock_min(deadline, rm_clock_after(RM_MSEC(RM_SETTING(command_timeout_ms))));
 }
 
 /* Wait for ev on fd until deadline.  0 when ready, ETIMEDOUT, or errno. */
@@ -40,7 +40,7 @@ static int wait_fd(int fd, short ev, rm_nsec deadline)
     for (;;) {
         int ms = -1;
         if (deadline != RM_FOREVER) {
-            rm_nsec left = deadline - rm_now();
+            rm_nsec left = deadline - rm_clock_now();
             if (left <= 0) return ETIMEDOUT;
             ms = (int)((left + 999999) / 1000000);
         }
@@ -174,12 +174,12 @@ static int starts_with(const redisReply *r, const char *word)
     return r->len >= n && !memcmp(r->str, word, n) && (r->len == n || r->str[n] == ' ');
 }
 
-int rm_reply_is_noscript(const redisReply *r)
+int rm_conn_reply_is_noscript(const redisReply *r)
 {
     return r->type == REDIS_REPLY_ERROR && starts_with(r, "NOSCRIPT");
 }
 
-int rm_reply_status(const redisReply *r)
+int rm_conn_reply_status(const redisReply *r)
 {
     static const char *const transient[] = {
         "LOADING", "BUSY", "MASTERDOWN", "TRYAGAIN", "CLUSTERDOWN", "MOVED", "ASK", NULL,
@@ -262,7 +262,7 @@ int rm_conn_dial(const struct rm_server_addr *a, const char *role, rm_nsec deadl
         rm_detail("cannot create a socket: %s", strerror(e));
         return e == ENOMEM ? ENOMEM : RM_E_UNSENT;
     }
-    deadline = rm_min(deadline, rm_after(RM_MSEC(RM_SETTING(connect_timeout_ms))));
+    deadline = rm_clock_min(deadline, rm_clock_after(RM_MSEC(RM_SETTING(connect_timeout_ms))));
     int r = connect(c->fd, (const struct sockaddr *)&a->sa, a->salen);
     if (r < 0 && (errno == EINPROGRESS || errno == EINTR)) {
         /* Non-blocking: the connect goes on; wait for it to finish. */

@@ -73,9 +73,9 @@ int rm_conn_next_reply(struct rm_conn *c, struct redisReply **out);
 
 /* Classify a reply: 0 unless it is an error; then the internal status
  * (RM_E_TRANSIENT, or a public errno) with the detail set to its text. */
-int rm_reply_status(const struct redisReply *r);
+int rm_conn_reply_status(const struct redisReply *r);
 
 /* 1 if r is the error reply "NOSCRIPT ...". */
-int rm_reply_is_noscript(const struct redisReply *r);
+int rm_conn_reply_is_noscript(const struct redisReply *r);
 
 #endif

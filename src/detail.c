@@ -1,23 +1,12 @@
-/* detail.c -- the thread-local failure detail (rmutex_detail) and the debug
- * log behind RMUTEX_DEBUG.
- *
- * Nothing here prints unless RMUTEX_DEBUG is set: "1" logs to stderr, any
- * other non-empty value is a file opened for appending.  Lines carry the
- * pid, the thread number and a monotonic timestamp. */
+/* detail.c -- the thread-local failure detail (rmutex_detail): one line
+ * saying why the calling thread's last call failed or warned.  It is also
+ * written to the debug log (log.c). */
 #include "internal.h"
-#include "clock.h"
 
-#include <errno.h>
-#include <fcntl.h>
 #include <stdarg.h>
 #include <stdio.h>
-#include <stdlib.h>
-#include <string.h>
-#include <unistd.h>
 
 static __thread char detail_buf[256];
-_Atomic int rm_log_enabled;
-static int log_fd = -1;
 
 void rm_detail(const char *fmt, ...)
 {
@@ -29,43 +18,3 @@ void rm_detail(const char *fmt, ...)
 }
 
 RMUTEX_API const char *rmutex_detail(void) { return detail_buf; }
-
-void rm_log_init(void)
-{
-    const char *v = getenv("RMUTEX_DEBUG");
-    if (!v || !*v || !strcmp(v, "0")) return;
-    if (!strcmp(v, "1")) {
-        log_fd = STDERR_FILENO;
-    } else {
-        log_fd = open(v, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
-        if (log_fd < 0) return;
-    }
-    atomic_store_explicit(&rm_log_enabled, 1, memory_order_release);
-}
-
-void rm_log_(const char *fmt, ...)
-{
-    int saved = errno;
-    char line[512];
-    rm_nsec t = rm_now();
-    int n = snprintf(line, sizeof line, "rmutex[%d] %lld.%06lld ", (int)getpid(),
-                     (long long)(t / 1000000000), (long long)(t % 1000000000 / 1000));
-    va_list ap;
-    va_start(ap, fmt);
-    n += vsnprintf(line + n, sizeof line - (size_t)n - 1, fmt, ap);
-    va_end(ap);
-    if (n > (int)sizeof line - 2) n = (int)sizeof line - 2;
-    line[n++] = '\n';
-    ssize_t w = write(log_fd, line, (size_t)n);
-    (void)w;
-    errno = saved;
-}
-
-_Noreturn void rm_panic(const char *file, int line, const char *what)
-{
-    char msg[256];
-    int n = snprintf(msg, sizeof msg, "rmutex: internal invariant broken at %s:%d: %s\n", file, line, what);
-    ssize_t w = write(STDERR_FILENO, msg, n > 0 ? (size_t)n : 0);
-    (void)w;
-    abort();
-}

@@ -4,9 +4,9 @@
  * DESIGN
  * ------
  * Redisson's RFairLock orders waiters in a list and judges them dead by a
- * chain of client-clock deadlines; the reference notes list what that
- * costs: a crashed waiter stalls the queue for minutes, live waiters are
- * evicted behind a long hold, scripts loop over the whole queue.  This lock
+ * chain of client-clock deadlines, which costs: a crashed waiter stalls the
+ * queue for minutes, live waiters are evicted behind a long hold, scripts
+ * loop over the whole queue.  This lock
  * keeps Redisson's lock hash (so it still excludes RLock and the non-fair
  * rmutex on the same name) and puts its own queue beside it (fair.lua has
  * the key layout and the invariants):
@@ -52,7 +52,7 @@
  * lost grant message is noticed before the grant lapses. */
 #include "call.h"
 #include "hold.h"
-#include "identity.h"
+#include "thread.h"
 #include "internal.h"
 #include "mutex.h"
 #include "endpoint.h"
@@ -66,10 +66,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define NOTREC_MS_STR "86400000"
 #define NARGS 20
 
-enum { ACQUIRED, BUSY, NOTRECOVERABLE };
 
 /* The arguments of one fair.lua call.  latch is the release's latch key,
  * in a buffer of the caller's: only a release has one, and the acquiring
@@ -95,14 +93,13 @@ static void fair_req_make(struct fair_req *q, const struct rm_mutex *mx, const c
         k->lock, k->queue, k->alive, k->seq, k->token, k->owner, k->notrec, k->fchannel,
         k->channel, latch ? latch : k->latch,
         op, owner, q->acq, q->hold, q->wlease, mx->robust ? "1" : "0", try_only ? "1" : "0",
-        q->latch_ms, notrec ? "1" : "0", NOTREC_MS_STR,
+        q->latch_ms, notrec ? "1" : "0", RM_CALL_NOTREC_MS,
     };
     memcpy(q->argv, v, sizeof v);
     for (int i = 0; i < NARGS; i++) q->lens[i] = strlen(v[i]);
     q->lens[11] = owner_len;
 }
 
-static rm_nsec cmd_deadline(void) { return rm_after(RM_MSEC(RM_SETTING(command_timeout_ms))); }
 
 /* Leave the queue and pass on any grant acquisition acq got; in the
  * background if Redis does not answer now. */
@@ -111,8 +108,8 @@ static void cancel(struct rm_mutex *mx, struct rm_thread *self, struct rm_endpoi
     struct fair_req q;
     long long answer;
     fair_req_make(&q, mx, "cancel", self->owner, self->owner_len, acq, 0, NULL, 0);
-    rm_call_release(ep, RM_SCRIPT_FAIR, 10, NARGS, q.argv, q.lens, cmd_deadline(),
-                    rm_after(RM_MSEC(rm_mutex_lease(mx))), &answer);
+    rm_call_release(ep, RM_SCRIPT_FAIR, 10, NARGS, q.argv, q.lens, rm_call_deadline(),
+                    rm_clock_after(RM_MSEC(rm_mutex_lease(mx))), &answer);
 }
 
 struct outcome {
@@ -130,7 +127,7 @@ static int attempt(struct rm_mutex *mx, struct rm_thread *self, struct rm_endpoi
     struct fair_req q;
     redisReply *reply;
     fair_req_make(&q, mx, "acquire", self->owner, self->owner_len, acq, try_only, NULL, 0);
-    rm_nsec sent = rm_now();
+    rm_nsec sent = rm_clock_now();
     int r = rm_call(ep, RM_SCRIPT_FAIR, 10, NARGS, q.argv, q.lens, deadline,
                     try_only ? RM_POOL_FAILFAST : 0, &reply, NULL);
     if (r) return r;
@@ -138,14 +135,14 @@ static int attempt(struct rm_mutex *mx, struct rm_thread *self, struct rm_endpoi
     int ok = reply->type == REDIS_REPLY_ARRAY && reply->elements >= 1 &&
              e[0]->type == REDIS_REPLY_INTEGER;
     if (ok) o->state = (int)e[0]->integer;
-    if (ok && o->state == ACQUIRED && reply->elements == 3) {
+    if (ok && o->state == RM_CALL_ACQUIRED && reply->elements == 3) {
         o->token = (uint64_t)e[1]->integer;
         o->dead = e[2]->integer == 1;
         o->valid_until = sent + RM_MSEC(rm_mutex_lease(mx));
         o->due = sent + RM_MSEC(rm_mutex_lease(mx)) / 3;
-    } else if (ok && o->state == BUSY && reply->elements == 2) {
+    } else if (ok && o->state == RM_CALL_BUSY && reply->elements == 2) {
         o->pttl = e[1]->integer;
-    } else if (!ok || o->state != NOTRECOVERABLE) {
+    } else if (!ok || o->state != RM_CALL_NOTRECOVERABLE) {
         rm_detail("unexpected reply from fair.lua");
         r = EIO;
     }
@@ -162,7 +159,7 @@ static int fair_lock(struct rm_mutex *mx, struct rm_thread *self, struct rm_endp
     int mlen = snprintf(member, sizeof member, "%.*s|%llu", (int)self->owner_len, self->owner,
                         (unsigned long long)acq);
     struct rm_waiter waiter;
-    struct rm_wd_entry *alive = NULL;
+    struct rm_watchdog_entry *alive = NULL;
     struct outcome o = { 0 };
     struct rm_attempts at = { 0 };
     int joined = 0, queued = 0, r;
@@ -194,8 +191,8 @@ static int fair_lock(struct rm_mutex *mx, struct rm_thread *self, struct rm_endp
         }
         if (at.unknown) RM_COUNT(indeterminate);
         at.unknown = 0;
-        if (o.state == ACQUIRED) break;
-        if (o.state == NOTRECOVERABLE) {
+        if (o.state == RM_CALL_ACQUIRED) break;
+        if (o.state == RM_CALL_NOTRECOVERABLE) {
             r = rm_mutex_notrecoverable(mx);
             break;
         }
@@ -205,20 +202,20 @@ static int fair_lock(struct rm_mutex *mx, struct rm_thread *self, struct rm_endp
             break;
         }
         rm_wait_begin(&at);
-        if (!alive && !(alive = rm_wd_waiter(ep, &mx->keys, member, (size_t)mlen, wlease))) {
+        if (!alive && !(alive = rm_watchdog_waiter(ep, &mx->keys, member, (size_t)mlen, wlease))) {
             rm_detail("out of memory");
             r = ENOMEM;
             break;
         }
-        rm_nsec bound = rm_min(RM_MSEC(RM_SETTING(poll_ms)), RM_MSEC(wlease) / 2);
+        rm_nsec bound = rm_clock_min(RM_MSEC(RM_SETTING(poll_ms)), RM_MSEC(wlease) / 2);
         if (o.pttl >= 0 && RM_MSEC(o.pttl + 1) < bound) bound = RM_MSEC(o.pttl + 1);
-        rm_nsec until = rm_min(w->deadline, rm_after(bound));
+        rm_nsec until = rm_clock_min(w->deadline, rm_clock_after(bound));
         /* A grant message names this waiter: the next attempt confirms the
          * grant into a full hold before the call returns. */
         if (joined > 0) rm_sub_wait(&waiter, until);
-        else rm_sleep_until(until);
+        else rm_clock_sleep_until(until);
     }
-    if (alive) rm_wd_cancel(alive);
+    if (alive) rm_watchdog_cancel(alive);
     if (joined > 0) rm_sub_leave(&waiter);
     rm_wait_end(&at, r);
     /* Queued, or maybe granted without knowing: leave and pass it on. */
@@ -236,18 +233,10 @@ static int release(struct rm_mutex *mx, struct rm_endpoint *ep, const char *owne
 {
     struct fair_req q;
     char latch[LATCH_MAX];
-    long long released = 0;
     snprintf(latch, sizeof latch, "%s:%.*s:%llu", mx->keys.latch, (int)owner_len, owner,
              (unsigned long long)seq);
     fair_req_make(&q, mx, "release", owner, owner_len, 0, 0, latch, notrec);
-    int r = rm_call_release(ep, RM_SCRIPT_FAIR, 10, NARGS, q.argv, q.lens, deadline, give_up,
-                            &released);
-    if (r == RM_DEFERRED) return 0;
-    if (r) return r;
-    if (released) return 0;
-    rm_detail("%s is not held by this thread in Redis (its lease ran out, or it was "
-              "force-unlocked)", mx->keys.lock);
-    return EPERM;
+    return rm_call_unlock(ep, RM_SCRIPT_FAIR, 10, NARGS, q.argv, q.lens, deadline, give_up);
 }
 
 static int fair_unlock(struct rm_mutex *mx, struct rm_thread *self, struct rm_endpoint *ep,
@@ -255,7 +244,7 @@ static int fair_unlock(struct rm_mutex *mx, struct rm_thread *self, struct rm_en
 {
     rm_nsec lease_end;
     if (rm_hold_drop(mx->lock, self, &lease_end)) return EPERM;
-    return release(mx, ep, self->owner, self->owner_len, ++self->seq, notrec, cmd_deadline(),
+    return release(mx, ep, self->owner, self->owner_len, ++self->seq, notrec, rm_call_deadline(),
                    lease_end);
 }
 

@@ -23,7 +23,7 @@
  * EOWNERDEAD -- glibc's behaviour for a robust mutex whose owner thread
  * exits. */
 #include "hold.h"
-#include "identity.h"
+#include "thread.h"
 #include "internal.h"
 #include "lock.h"
 #include "watchdog.h"
@@ -81,7 +81,7 @@ int rm_hold_take(struct rm_lock *l, const struct rm_hold_terms *terms, struct rm
         return ENOMEM;
     }
     if (terms->renewed) {
-        h->wd = rm_wd_hold(ep, &l->keys, self->owner, self->owner_len, g->acq, terms->lease_ms,
+        h->wd = rm_watchdog_hold(ep, &l->keys, self->owner, self->owner_len, g->acq, terms->lease_ms,
                            g->valid_until, g->due, terms->user);
         if (!h->wd) {
             free(h);
@@ -121,9 +121,9 @@ int rm_hold_drop(struct rm_lock *l, struct rm_thread *self, rm_nsec *lease_end)
     l->hold = NULL;
     pthread_mutex_unlock(&l->mu);
     RM_COUNT_SUB(held, 1);
-    *lease_end = h->wd ? rm_after(RM_MSEC(h->lease_ms)) : h->lease_end;
+    *lease_end = h->wd ? rm_clock_after(RM_MSEC(h->lease_ms)) : h->lease_end;
     thread_list_remove(self, h);
-    int lost = h->wd && rm_wd_cancel(h->wd);
+    int lost = h->wd && rm_watchdog_cancel(h->wd);
     hold_free(h);
     if (lost) rm_detail("the lease of %s was lost before this unlock", l->keys.lock);
     return lost;
@@ -135,11 +135,11 @@ int rm_hold_forget(struct rm_lock *l, struct rm_thread *self)
         if (h->lock != l) continue;
         pthread_mutex_lock(&l->mu);
         int current = l->hold == h;
-        if (!current && l->gate == self->tid) rm_gate_leave_locked(l);
+        if (!current && l->gate == self->tid) rm_lock_gate_leave_locked(l);
         pthread_mutex_unlock(&l->mu);
         if (current) continue; /* cannot be: the caller found self not holding l */
         thread_list_remove(self, h);
-        if (h->wd) rm_wd_cancel(h->wd);
+        if (h->wd) rm_watchdog_cancel(h->wd);
         hold_free(h);
         return 1;
     }
@@ -155,9 +155,9 @@ void rm_hold_thread_exit(struct rm_thread *t)
         pthread_mutex_lock(&l->mu);
         int current = l->hold == h;
         if (current) l->hold = NULL;
-        if (l->gate == t->tid) rm_gate_leave_locked(l);
+        if (l->gate == t->tid) rm_lock_gate_leave_locked(l);
         pthread_mutex_unlock(&l->mu);
-        if (h->wd) rm_wd_cancel(h->wd);
+        if (h->wd) rm_watchdog_cancel(h->wd);
         if (current) {
             RM_COUNT_SUB(held, 1);
             rm_log("thread %llu exited holding %s; its lease will run out",

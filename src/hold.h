@@ -11,7 +11,7 @@ struct rm_endpoint;
 struct rm_lock;
 struct rm_mutex;
 struct rm_thread;
-struct rm_wd_entry;
+struct rm_watchdog_entry;
 
 /* What a hold needs to know of the handle it is taken through. */
 struct rm_hold_terms {
@@ -40,7 +40,7 @@ struct rm_hold {
     unsigned depth;         /* RECURSIVE levels */
     uint64_t token;         /* fencing token */
     int inconsistent;       /* acquired with EOWNERDEAD, not yet consistent */
-    struct rm_wd_entry *wd; /* the watchdog's entry; NULL for a fixed lease */
+    struct rm_watchdog_entry *wd; /* the watchdog's entry; NULL for a fixed lease */
     rm_nsec lease_end;      /* fixed lease: when it runs out at the latest */
     /* The holding thread's list; only that thread touches it. */
     struct rm_hold *next, *prev;

@@ -29,8 +29,8 @@ enum {
 
 /* A broken internal invariant: the only abort() in the library. */
 #define RM_ASSERT(cond) \
-    do { if (!(cond)) rm_panic(__FILE__, __LINE__, #cond); } while (0)
-_Noreturn void rm_panic(const char *file, int line, const char *what);
+    do { if (!(cond)) rm_log_panic(__FILE__, __LINE__, #cond); } while (0)
+_Noreturn void rm_log_panic(const char *file, int line, const char *what);
 
 /* ---- detail.c: per-thread failure detail and the debug log ---- */
 
@@ -61,6 +61,9 @@ extern struct rm_counters rm_counters;
 void rm_stats_reset(void);
 
 /* ---- settings (config.c): tunables readable at any time ---- */
+
+/* The longest lease, in ms, anywhere: attributes, URL options, setters. */
+#define RM_LEASE_MAX 2147483647UL
 
 struct rm_settings {
     _Atomic unsigned pool_size;

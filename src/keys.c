@@ -43,7 +43,7 @@ static unsigned crc16(const char *buf, size_t len)
     return crc;
 }
 
-unsigned rm_key_slot(const char *key, size_t len)
+static unsigned slot_of(const char *key, size_t len)
 {
     const char *p;
     size_t n;
@@ -103,7 +103,7 @@ int rm_keys_make(const char *name, struct rm_keys *k)
     k->alive = out[7];
     k->seq = out[8];
     k->fchannel = out[9];
-    k->slot = rm_key_slot(name, len);
+    k->slot = slot_of(name, len);
     return 0;
 }
 

@@ -28,7 +28,4 @@ struct rm_keys {
 int rm_keys_make(const char *name, struct rm_keys *k);
 void rm_keys_free(struct rm_keys *k);
 
-/* The Redis Cluster hash slot of key[0..len). */
-unsigned rm_key_slot(const char *key, size_t len);
-
 #endif

@@ -23,7 +23,7 @@
  * multiplexer, the pool.  A lock's mu is never held across a round trip. */
 #include "lock.h"
 #include "clock.h"
-#include "identity.h"
+#include "thread.h"
 #include "internal.h"
 #include "wait.h"
 
@@ -110,7 +110,7 @@ void rm_lock_each(void (*fn)(struct rm_lock *l, void *arg), void *arg)
 
 /* ---- the gate ---- */
 
-int rm_gate_enter(struct rm_lock *l, struct rm_thread *self, const struct rm_wait *w)
+int rm_lock_gate_enter(struct rm_lock *l, struct rm_thread *self, const struct rm_wait *w)
 {
     pthread_mutex_lock(&l->mu);
     if (l->gate == self->tid) { /* kept from a hold that was lost and replaced */
@@ -128,13 +128,13 @@ int rm_gate_enter(struct rm_lock *l, struct rm_thread *self, const struct rm_wai
         return r;
     }
     struct rm_gate_waiter me = { .tid = self->tid };
-    rm_cond_init(&me.cv);
+    rm_clock_cond_init(&me.cv);
     if (l->gq_tail) l->gq_tail->next = &me;
     else l->gq_head = &me;
     l->gq_tail = &me;
     RM_COUNT(waiting);
     while (!me.granted) {
-        if (rm_cond_wait_until(&me.cv, &l->mu, w->deadline) == ETIMEDOUT && !me.granted) {
+        if (rm_clock_cond_wait_until(&me.cv, &l->mu, w->deadline) == ETIMEDOUT && !me.granted) {
             /* Give up our place. */
             struct rm_gate_waiter **p = &l->gq_head, *prev = NULL;
             while (*p != &me) prev = *p, p = &(*p)->next;
@@ -150,7 +150,7 @@ int rm_gate_enter(struct rm_lock *l, struct rm_thread *self, const struct rm_wai
     return r;
 }
 
-void rm_gate_leave_locked(struct rm_lock *l)
+void rm_lock_gate_leave_locked(struct rm_lock *l)
 {
     struct rm_gate_waiter *next = l->gq_head;
     if (!next) {
@@ -164,10 +164,10 @@ void rm_gate_leave_locked(struct rm_lock *l)
     pthread_cond_signal(&next->cv);
 }
 
-void rm_gate_leave(struct rm_lock *l)
+void rm_lock_gate_leave(struct rm_lock *l)
 {
     pthread_mutex_lock(&l->mu);
-    rm_gate_leave_locked(l);
+    rm_lock_gate_leave_locked(l);
     pthread_mutex_unlock(&l->mu);
 }
 

@@ -46,10 +46,10 @@ void rm_lock_put(struct rm_lock *l);
 void rm_lock_each(void (*fn)(struct rm_lock *l, void *arg), void *arg);
 
 /* Gate: enter (waiting as w allows, FIFO), and pass it on. */
-int rm_gate_enter(struct rm_lock *l, struct rm_thread *self, const struct rm_wait *w);
-void rm_gate_leave(struct rm_lock *l);
+int rm_lock_gate_enter(struct rm_lock *l, struct rm_thread *self, const struct rm_wait *w);
+void rm_lock_gate_leave(struct rm_lock *l);
 /* The same with l->mu held by the caller. */
-void rm_gate_leave_locked(struct rm_lock *l);
+void rm_lock_gate_leave_locked(struct rm_lock *l);
 
 /* fork(): -1 lock the registry, 0 unlock, 1 child: every lock forgets its
  * gate, its waiters and its hold. */

@@ -10,7 +10,7 @@
  * use-after-free. */
 #include "mutex.h"
 #include "hold.h"
-#include "identity.h"
+#include "thread.h"
 #include "internal.h"
 #include "watchdog.h"
 
@@ -174,17 +174,17 @@ static void release_at_exit(struct rm_lock *l, void *arg)
     struct exit_release *x = arg;
     pthread_mutex_lock(&l->mu);
     struct rm_hold *h = l->hold;
-    struct rm_wd_entry *wd = h ? h->wd : NULL;
+    struct rm_watchdog_entry *wd = h ? h->wd : NULL;
     struct rm_mutex *via = h ? h->via : NULL;
     uint64_t owner = h ? h->tid : 0;
     if (h) h->wd = NULL;
     pthread_mutex_unlock(&l->mu);
-    if (wd) rm_wd_cancel(wd);
+    if (wd) rm_watchdog_cancel(wd);
     /* The holding thread may still run; it is about to be gone with the
      * process, and its unlock now gets EPERM from Redis. */
-    if (owner && rm_now() < x->deadline) {
+    if (owner && rm_clock_now() < x->deadline) {
         char name[64];
-        size_t n = rm_owner_of(owner, name, sizeof name);
+        size_t n = rm_thread_owner_of(owner, name, sizeof name);
         via->ops->release_owner(via, x->ep, name, n, x->deadline);
     }
 }
@@ -193,6 +193,6 @@ void rm_mutex_release_all_at_exit(struct rm_endpoint *ep)
 {
     /* The registry lock is held across these round trips: the process is
      * exiting, and a lock must not be freed under us meanwhile. */
-    struct exit_release x = { ep, rm_after(RM_MSEC(1000)) };
+    struct exit_release x = { ep, rm_clock_after(RM_MSEC(1000)) };
     rm_lock_each(release_at_exit, &x);
 }

@@ -15,7 +15,7 @@
 #include "wait.h"
 
 struct rm_thread;
-struct rm_wd_entry;
+struct rm_watchdog_entry;
 struct rm_mutex;
 
 /* Set the detail for a robust handle refused with ENOTRECOVERABLE. */

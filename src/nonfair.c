@@ -38,7 +38,7 @@
 #include "call.h"
 #include "conn.h"
 #include "hold.h"
-#include "identity.h"
+#include "thread.h"
 #include "internal.h"
 #include "mutex.h"
 #include "endpoint.h"
@@ -51,9 +51,8 @@
 #include <stdio.h>
 #include <string.h>
 
-#define NOTREC_MS_STR "86400000" /* the not-recoverable mark lives a day */
-
-enum { ACQUIRED, BUSY, NOTRECOVERABLE, SHORTFALL };
+/* Beside acquire.lua's answers (RM_CALL_*): too few replicas acknowledged. */
+enum { SHORTFALL = RM_CALL_NOTRECOVERABLE + 1 };
 
 struct grant {
     int state;
@@ -84,7 +83,7 @@ static void release_req_make(struct release_req *q, const struct rm_mutex *mx,
     q->acq[0] = 0;
     if (acq) snprintf(q->acq, sizeof q->acq, "%llu", (unsigned long long)acq);
     const char *v[] = { mx->keys.lock, mx->keys.channel, q->latch, mx->keys.owner,
-                        mx->keys.notrec, owner, q->latch_ms, notrec ? "1" : "0", NOTREC_MS_STR,
+                        mx->keys.notrec, owner, q->latch_ms, notrec ? "1" : "0", RM_CALL_NOTREC_MS,
                         q->acq };
     memcpy(q->argv, v, sizeof v);
     for (int i = 0; i < 10; i++) q->lens[i] = strlen(v[i]);
@@ -95,18 +94,9 @@ static void release_req_make(struct release_req *q, const struct rm_mutex *mx,
 static int release(struct rm_endpoint *ep, const struct release_req *q, rm_nsec deadline,
                    rm_nsec give_up_at)
 {
-    long long released = 0;
-    int r = rm_call_release(ep, RM_SCRIPT_RELEASE, 5, 10, q->argv, q->lens, deadline,
-                            give_up_at, &released);
-    if (r == RM_DEFERRED) return 0;
-    if (r) return r;
-    if (released) return 0;
-    rm_detail("%s is not held by this thread in Redis (its lease ran out, or it was "
-              "force-unlocked)", q->argv[0]);
-    return EPERM;
+    return rm_call_unlock(ep, RM_SCRIPT_RELEASE, 5, 10, q->argv, q->lens, deadline, give_up_at);
 }
 
-static rm_nsec cmd_deadline(void) { return rm_after(RM_MSEC(RM_SETTING(command_timeout_ms))); }
 
 /* Give back (or have the watchdog give back) acquisition acq of self. */
 static void give_back(struct rm_mutex *mx, struct rm_thread *self, struct rm_endpoint *ep,
@@ -114,7 +104,7 @@ static void give_back(struct rm_mutex *mx, struct rm_thread *self, struct rm_end
 {
     struct release_req q;
     release_req_make(&q, mx, self->owner, self->owner_len, ++self->seq, 0, acq);
-    release(ep, &q, deadline, rm_after(RM_MSEC(rm_mutex_lease(mx))));
+    release(ep, &q, deadline, rm_clock_after(RM_MSEC(rm_mutex_lease(mx))));
 }
 
 /* ---- acquire.lua ---- */
@@ -133,31 +123,31 @@ static int attempt(struct rm_mutex *mx, struct rm_thread *self, struct rm_endpoi
                       (size_t)snprintf(acqs, sizeof acqs, "%llu", (unsigned long long)acq) };
     struct rm_conn *c;
     redisReply *reply;
-    g->sent = rm_now();
+    g->sent = rm_clock_now();
     int r = rm_call(ep, RM_SCRIPT_ACQUIRE, 4, 8, argv, lens, deadline, flags, &reply, &c);
     if (r) return r;
     redisReply **e = reply->element;
     if (reply->type != REDIS_REPLY_ARRAY || reply->elements < 1 || e[0]->type != REDIS_REPLY_INTEGER ||
-        (e[0]->integer == ACQUIRED && (reply->elements != 3 || e[1]->type != REDIS_REPLY_INTEGER)) ||
-        (e[0]->integer == BUSY && (reply->elements != 2 || e[1]->type != REDIS_REPLY_INTEGER))) {
+        (e[0]->integer == RM_CALL_ACQUIRED && (reply->elements != 3 || e[1]->type != REDIS_REPLY_INTEGER)) ||
+        (e[0]->integer == RM_CALL_BUSY && (reply->elements != 2 || e[1]->type != REDIS_REPLY_INTEGER))) {
         freeReplyObject(reply);
         rm_pool_put(&ep->pool, c, 0);
         rm_detail("unexpected reply from acquire.lua");
         return EIO;
     }
     g->state = (int)e[0]->integer;
-    if (g->state == ACQUIRED) {
+    if (g->state == RM_CALL_ACQUIRED) {
         g->token = (uint64_t)e[1]->integer;
         g->dead = e[2]->integer == 1;
-    } else if (g->state == BUSY) {
+    } else if (g->state == RM_CALL_BUSY) {
         g->pttl = e[1]->integer;
     }
     freeReplyObject(reply);
 
     long long acked = 0;
-    if (g->state == ACQUIRED && RM_SETTING(replicas) && rm_call_wait_replicas(c, &acked) != 1) {
+    if (g->state == RM_CALL_ACQUIRED && RM_SETTING(replicas) && rm_call_wait_replicas(c, &acked) != 1) {
         rm_pool_put(&ep->pool, c, 1);
-        give_back(mx, self, ep, acq, cmd_deadline());
+        give_back(mx, self, ep, acq, rm_call_deadline());
         rm_detail("only %lld of %u replicas acknowledged the acquisition of %s in %lu ms; "
                   "it was given back", acked, RM_SETTING(replicas), mx->keys.lock,
                   RM_SETTING(wait_timeout_ms));
@@ -185,8 +175,8 @@ static int acquire(struct rm_mutex *mx, struct rm_thread *self, struct rm_endpoi
         }
         if (at.unknown) RM_COUNT(indeterminate);
         at.unknown = 0;
-        if (g->state == ACQUIRED) break;
-        if (g->state == NOTRECOVERABLE) {
+        if (g->state == RM_CALL_ACQUIRED) break;
+        if (g->state == RM_CALL_NOTRECOVERABLE) {
             r = rm_mutex_notrecoverable(mx);
             break;
         }
@@ -205,16 +195,16 @@ static int acquire(struct rm_mutex *mx, struct rm_thread *self, struct rm_endpoi
         }
         rm_nsec bound = RM_MSEC(RM_SETTING(poll_ms));
         if (g->pttl >= 0 && RM_MSEC(g->pttl + 1) < bound) bound = RM_MSEC(g->pttl + 1);
-        rm_nsec until = rm_min(w->deadline, rm_after(bound));
+        rm_nsec until = rm_clock_min(w->deadline, rm_clock_after(bound));
         if (joined > 0) rm_sub_wait(&waiter, until);
-        else rm_sleep_until(until);
+        else rm_clock_sleep_until(until);
     }
     /* Giving up after a lost reply: the lock may be ours without our
      * knowing; let the watchdog release that acquisition, if it happened. */
     if (r && at.unknown) {
         struct release_req q;
         release_req_make(&q, mx, self->owner, self->owner_len, ++self->seq, 0, acq);
-        rm_wd_defer(ep, RM_SCRIPT_RELEASE, 5, 10, q.argv, q.lens, rm_after(RM_MSEC(rm_mutex_lease(mx))));
+        rm_watchdog_defer(ep, RM_SCRIPT_RELEASE, 5, 10, q.argv, q.lens, rm_clock_after(RM_MSEC(rm_mutex_lease(mx))));
     }
     if (joined > 0) rm_sub_leave(&waiter);
     rm_wait_end(&at, r);
@@ -226,7 +216,7 @@ static int acquire(struct rm_mutex *mx, struct rm_thread *self, struct rm_endpoi
 static int nf_lock(struct rm_mutex *mx, struct rm_thread *self, struct rm_endpoint *ep,
                    struct rm_wait *w)
 {
-    int r = rm_gate_enter(mx->lock, self, w);
+    int r = rm_lock_gate_enter(mx->lock, self, w);
     if (r) {
         if (r == EBUSY) rm_detail("%s is held or being acquired by another thread of this process",
                                   mx->keys.lock);
@@ -239,9 +229,9 @@ static int nf_lock(struct rm_mutex *mx, struct rm_thread *self, struct rm_endpoi
         struct rm_hold_terms terms = rm_mutex_terms(mx);
         struct rm_grant held = { acq, g.token, g.dead, g.sent + lease, g.sent + lease / 3 };
         r = rm_hold_take(mx->lock, &terms, self, ep, &held);
-        if (r == ENOMEM) give_back(mx, self, ep, acq, cmd_deadline());
+        if (r == ENOMEM) give_back(mx, self, ep, acq, rm_call_deadline());
     }
-    if (r && r != EOWNERDEAD) rm_gate_leave(mx->lock);
+    if (r && r != EOWNERDEAD) rm_lock_gate_leave(mx->lock);
     return r;
 }
 
@@ -253,9 +243,9 @@ static int nf_unlock(struct rm_mutex *mx, struct rm_thread *self, struct rm_endp
     if (!rm_hold_drop(mx->lock, self, &lease_end)) {
         struct release_req q;
         release_req_make(&q, mx, self->owner, self->owner_len, ++self->seq, notrec, 0);
-        r = release(ep, &q, cmd_deadline(), lease_end);
+        r = release(ep, &q, rm_call_deadline(), lease_end);
     }
-    rm_gate_leave(mx->lock);
+    rm_lock_gate_leave(mx->lock);
     return r;
 }
 

@@ -38,7 +38,7 @@ void rm_pool_init(struct rm_pool *p, const struct rm_server_addr *addr, struct r
     p->addr = addr;
     p->reach = reach;
     pthread_mutex_init(&p->mu, NULL);
-    rm_cond_init(&p->cv);
+    rm_clock_cond_init(&p->cv);
     p->rng = (uint32_t)getpid() ^ (uint32_t)(uintptr_t)p;
 }
 
@@ -75,7 +75,7 @@ static int check_policy(struct rm_pool *p, struct rm_conn *c)
     static const char *argv[] = { "CONFIG", "GET", "maxmemory-policy" };
     static const size_t lens[] = { 6, 3, 16 };
     redisReply *r;
-    if (rm_conn_call(c, 3, argv, lens, rm_after(RM_MSEC(1000)), &r)) {
+    if (rm_conn_call(c, 3, argv, lens, rm_clock_after(RM_MSEC(1000)), &r)) {
         rm_detail("Redis at %s did not answer CONFIG GET", p->addr->display);
         return RM_E_UNSENT;
     }
@@ -100,7 +100,7 @@ int rm_pool_get(struct rm_pool *p, rm_nsec deadline, int flags, struct rm_conn *
             *out = c;
             return 0;
         }
-        rm_nsec now = rm_now();
+        rm_nsec now = rm_clock_now();
         unsigned max = RM_SETTING(pool_size);
         if (p->open < max && now >= p->dial_not_before) {
             p->open++;
@@ -133,7 +133,7 @@ int rm_pool_get(struct rm_pool *p, rm_nsec deadline, int flags, struct rm_conn *
             }
             p->open--;
             if (first) p->policy_checked = 0;
-            p->dial_not_before = rm_now() + rm_backoff(p->dial_failures++, RM_MSEC(10),
+            p->dial_not_before = rm_clock_now() + rm_clock_backoff(p->dial_failures++, RM_MSEC(10),
                                                         RM_MSEC(1000), &p->rng);
             pthread_cond_broadcast(&p->cv);
             pthread_mutex_unlock(&p->mu);
@@ -150,7 +150,7 @@ int rm_pool_get(struct rm_pool *p, rm_nsec deadline, int flags, struct rm_conn *
         }
         rm_nsec until = deadline;
         if (p->open < max && p->dial_not_before < until) until = p->dial_not_before;
-        if (rm_cond_wait_until(&p->cv, &p->mu, until) == ETIMEDOUT && rm_now() >= deadline)
+        if (rm_clock_cond_wait_until(&p->cv, &p->mu, until) == ETIMEDOUT && rm_clock_now() >= deadline)
             break;
     }
     if (p->dial_failures)
@@ -201,6 +201,6 @@ void rm_pool_atfork(struct rm_pool *p, int who)
     p->broken = 0;
     p->dial_not_before = 0;
     p->rng ^= (uint32_t)getpid();
-    rm_cond_init(&p->cv);
+    rm_clock_cond_init(&p->cv);
     pthread_mutex_unlock(&p->mu); /* taken by the prepare handler, in this thread */
 }

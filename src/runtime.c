@@ -26,7 +26,7 @@
  * exit(): an atexit handler releases the holds the process still has, so
  * other processes need not wait for their leases to run out. */
 #include "runtime.h"
-#include "identity.h"
+#include "thread.h"
 #include "internal.h"
 #include "lock.h"
 #include "mutex.h"
@@ -142,7 +142,7 @@ int rm_runtime_shutdown(void)
         rm_detail("a thread still holds or waits for a mutex");
         return EBUSY;
     }
-    rm_wd_stop();
+    rm_watchdog_stop();
     rm_endpoint_destroy(rt.ep);
     rt.ep = NULL;
     atomic_store(&rt.state, STOPPED);
@@ -157,23 +157,23 @@ static void fork_prepare(void)
 {
     pthread_mutex_lock(&rt.mu);
     rm_lock_atfork(-1);
-    rm_wd_atfork(-1);
+    rm_watchdog_atfork(-1);
     if (rt.ep) rm_endpoint_atfork(rt.ep, -1);
 }
 
 static void fork_parent(void)
 {
     if (rt.ep) rm_endpoint_atfork(rt.ep, 0);
-    rm_wd_atfork(0);
+    rm_watchdog_atfork(0);
     rm_lock_atfork(0);
     pthread_mutex_unlock(&rt.mu);
 }
 
 static void fork_child(void)
 {
-    rm_identity_atfork_child();
+    rm_thread_atfork_child();
     if (rt.ep) rm_endpoint_atfork(rt.ep, 1);
-    rm_wd_atfork(1);
+    rm_watchdog_atfork(1);
     rm_lock_atfork(1);
     rm_stats_reset();
     atomic_store(&rt.active, 0);

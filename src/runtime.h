@@ -1,5 +1,6 @@
-/* runtime.h -- the library's process-wide lifetime: lazy start, the
- * endpoint, rmutex_configure / rmutex_shutdown, fork and exit hooks. */
+/* runtime.h -- the library's process-wide lifetime: a lazy start on the
+ * first call that talks to Redis, the endpoint, configuration and
+ * shutdown.  (The fork and exit hooks are runtime.c's own.) */
 #ifndef RM_RUNTIME_H
 #define RM_RUNTIME_H
 
@@ -11,5 +12,10 @@ struct rm_endpoint;
  * with rm_runtime_leave(); rmutex_shutdown() refuses while any is open. */
 int rm_runtime_enter(struct rm_endpoint **ep);
 void rm_runtime_leave(void);
+
+/* rmutex_configure(url) and rmutex_shutdown(), without the entry points'
+ * errno and cancellation handling (api.c). */
+int rm_runtime_configure(const char *url);
+int rm_runtime_shutdown(void);
 
 #endif

@@ -58,13 +58,13 @@ int rm_script_call(struct rm_conn *c, int id, int nkeys, int argc, const char *c
         int r = rm_conn_flush(c, deadline);
         if (!r) r = rm_conn_read(c, deadline, &reply);
         if (r) return r;
-        if (!eval && rm_reply_is_noscript(reply)) {
+        if (!eval && rm_conn_reply_is_noscript(reply)) {
             freeReplyObject(reply);
             RM_COUNT(script_loads);
             rm_log("script %s not cached by the server; sending its body", rm_scripts[id].name);
             continue;
         }
-        if ((r = rm_reply_status(reply))) {
+        if ((r = rm_conn_reply_status(reply))) {
             freeReplyObject(reply);
             return r;
         }

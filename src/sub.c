@@ -141,7 +141,7 @@ static void drop_conn(struct rm_sub *s, const char *why)
     rm_conn_close(s->conn);
     s->conn = NULL;
     RM_COUNT_SUB(pubsub_connections, 1);
-    s->reconnect_at = rm_now() + rm_backoff(s->failures, RM_MSEC(20), RM_MSEC(1000), &s->rng);
+    s->reconnect_at = rm_clock_now() + rm_clock_backoff(s->failures, RM_MSEC(20), RM_MSEC(1000), &s->rng);
     for (size_t i = 0; i < NBUCKETS; i++)
         for (struct rm_channel *ch = s->bucket[i]; ch; ch = ch->hnext) ch->state = CH_NEW;
     s->dirty = 1;
@@ -301,9 +301,9 @@ static void connect_locked(struct rm_sub *s)
     int r = rm_conn_dial(s->addr, "sub", RM_FOREVER, &c);
     if (!r || r == RM_E_UNSENT) s->reach.fn(s->reach.arg, !r);
     pthread_mutex_lock(&s->mu);
-    rm_nsec now = rm_now();
+    rm_nsec now = rm_clock_now();
     if (r) {
-        s->reconnect_at = now + rm_backoff(s->failures++, RM_MSEC(20), RM_MSEC(1000), &s->rng);
+        s->reconnect_at = now + rm_clock_backoff(s->failures++, RM_MSEC(20), RM_MSEC(1000), &s->rng);
         rm_log("pub/sub connect failed: %s", rmutex_detail());
         return;
     }
@@ -327,7 +327,7 @@ static void *sub_main(void *arg)
     pthread_setname_np(pthread_self(), "rmutex-sub");
     pthread_mutex_lock(&s->mu);
     while (!s->stop) {
-        rm_nsec now = rm_now(), wake_at;
+        rm_nsec now = rm_clock_now(), wake_at;
         if (!s->conn && now >= s->reconnect_at) {
             connect_locked(s);
             continue;
@@ -357,7 +357,7 @@ static void *sub_main(void *arg)
                     continue;
                 }
             }
-            wake_at = rm_min(s->next_idle, s->ping_out ? s->ping_sent + PING_TIMEOUT : s->ping_at);
+            wake_at = rm_clock_min(s->next_idle, s->ping_out ? s->ping_sent + PING_TIMEOUT : s->ping_at);
         } else {
             wake_at = s->reconnect_at;
         }
@@ -365,7 +365,7 @@ static void *sub_main(void *arg)
         struct pollfd p[2] = { { s->efd, POLLIN, 0 }, { s->conn ? s->conn->fd : -1, POLLIN, 0 } };
         struct rm_conn *c = s->conn;
         pthread_mutex_unlock(&s->mu);
-        rm_nsec left = wake_at == RM_FOREVER ? -1 : wake_at - rm_now();
+        rm_nsec left = wake_at == RM_FOREVER ? -1 : wake_at - rm_clock_now();
         int ms = left < 0 ? (wake_at == RM_FOREVER ? -1 : 0) : (int)((left + 999999) / 1000000);
         int n = poll(p, c ? 2 : 1, ms);
         if (n > 0 && (p[0].revents & POLLIN)) {
@@ -412,7 +412,7 @@ int rm_sub_join(struct rm_sub *s, const char *channel, struct rm_waiter *w, cons
     w->sub = s;
     w->match = match;
     w->match_len = match_len;
-    if (rm_cond_init(&w->cv)) return ENOMEM;
+    if (rm_clock_cond_init(&w->cv)) return ENOMEM;
 
     pthread_mutex_lock(&s->mu);
     if (!s->started && start_locked(s)) {
@@ -452,7 +452,7 @@ int rm_sub_wait(struct rm_waiter *w, rm_nsec deadline)
     struct rm_sub *s = w->sub;
     pthread_mutex_lock(&s->mu);
     while (!w->woken)
-        if (rm_cond_wait_until(&w->cv, &s->mu, deadline) == ETIMEDOUT) break;
+        if (rm_clock_cond_wait_until(&w->cv, &s->mu, deadline) == ETIMEDOUT) break;
     int why = w->woken;
     w->woken = 0;
     pthread_mutex_unlock(&s->mu);
@@ -479,7 +479,7 @@ void rm_sub_leave(struct rm_waiter *w)
                 break;
             }
     if (--ch->refs == 0) {
-        ch->idle_since = rm_now();
+        ch->idle_since = rm_clock_now();
         if (ch->idle_since + RM_MSEC(RM_SETTING(idle_ms)) < s->next_idle) {
             s->next_idle = ch->idle_since + RM_MSEC(RM_SETTING(idle_ms));
             poke(s);

@@ -29,7 +29,7 @@ void rm_wait_timed(struct rm_wait *w, clockid_t clock, const struct timespec *ab
         w->bad_abstime = 1;
         return;
     }
-    rm_nsec mono = rm_now();
+    rm_nsec mono = rm_clock_now();
     rm_nsec now = clock == CLOCK_MONOTONIC ? mono : rm_clock_ns(clock);
     if (abs->tv_sec >= (RM_FOREVER / 1000000000) - 1) {
         w->deadline = RM_FOREVER;
@@ -48,7 +48,7 @@ int rm_wait_check(const struct rm_wait *w)
         rm_detail("abstime is NULL or its tv_nsec is outside [0, 1e9)");
         return EINVAL;
     }
-    if (w->deadline != RM_FOREVER && rm_now() >= w->deadline) return ETIMEDOUT;
+    if (w->deadline != RM_FOREVER && rm_clock_now() >= w->deadline) return ETIMEDOUT;
     return 0;
 }
 
@@ -65,7 +65,7 @@ int rm_wait_failed(struct rm_attempts *a, const struct rm_wait *w, int r, uint32
          * the lost request took the lock.  trylock asks once more only. */
         a->unknown = 1;
         if (++a->lost > 1 && w->mode == RM_WAIT_TRY) return EAGAIN;
-        if (w->mode == RM_WAIT_TIMED && rm_now() >= w->deadline) return ETIMEDOUT;
+        if (w->mode == RM_WAIT_TIMED && rm_clock_now() >= w->deadline) return ETIMEDOUT;
         return 0;
     }
     if (r != RM_E_UNSENT && r != RM_E_TRANSIENT) return r; /* Redis refused for good */
@@ -73,15 +73,15 @@ int rm_wait_failed(struct rm_attempts *a, const struct rm_wait *w, int r, uint32
     int e = rm_wait_check(w);
     if (e) return e;
     rm_wait_begin(a);
-    rm_nsec pause = rm_backoff(a->failures++, RM_MSEC(10), RM_MSEC(1000), rng);
-    rm_sleep_until(rm_min(w->deadline, rm_after(pause)));
+    rm_nsec pause = rm_clock_backoff(a->failures++, RM_MSEC(10), RM_MSEC(1000), rng);
+    rm_clock_sleep_until(rm_clock_min(w->deadline, rm_clock_after(pause)));
     return 0;
 }
 
 rm_nsec rm_wait_io_deadline(const struct rm_wait *w, int first)
 {
     if (w->mode != RM_WAIT_TRY && !first) return w->deadline;
-    return rm_max(w->deadline, rm_after(RM_MSEC(RM_SETTING(command_timeout_ms))));
+    return rm_clock_max(w->deadline, rm_clock_after(RM_MSEC(RM_SETTING(command_timeout_ms))));
 }
 
 void rm_wait_end(struct rm_attempts *a, int r)

@@ -26,7 +26,7 @@
  * too.  Lost holds get the lost-lock callback, on this thread, with no lock
  * held; their owner's unlock returns EPERM.
  *
- * Ordering with unlock: rm_wd_cancel() takes an entry out before the
+ * Ordering with unlock: rm_watchdog_cancel() takes an entry out before the
  * release is sent.  A renewal already on the wire can still reach Redis
  * after the release; it finds no owner field and does nothing (renew.lua
  * renews only a hold that still has the owner's field), and its answer is
@@ -57,8 +57,8 @@
 
 enum { KIND_HOLD = 'h', KIND_WAITER = 'w', KIND_DEFERRED = 'd' };
 
-struct rm_wd_entry {
-    struct rm_wd_entry *next, *prev;
+struct rm_watchdog_entry {
+    struct rm_watchdog_entry *next, *prev;
     struct rm_endpoint *ep;
     char kind;
     int script;               /* KIND_DEFERRED */
@@ -91,7 +91,7 @@ static struct {
     pthread_cond_t cb_done;   /* a callback finished */
     int started, stop;
     pthread_t thread;
-    struct rm_wd_entry *head; /* every live entry */
+    struct rm_watchdog_entry *head; /* every live entry */
     struct link *links;
     rmutex_lost_fn cb;
     void *cb_arg;
@@ -102,8 +102,8 @@ static struct {
 static pthread_once_t cv_once = PTHREAD_ONCE_INIT;
 static void init_cvs(void)
 {
-    rm_cond_init(&wd.cv);
-    rm_cond_init(&wd.cb_done);
+    rm_clock_cond_init(&wd.cv);
+    rm_clock_cond_init(&wd.cb_done);
 }
 
 RMUTEX_API int rmutex_set_lost_callback(rmutex_lost_fn fn, void *arg)
@@ -115,19 +115,19 @@ RMUTEX_API int rmutex_set_lost_callback(rmutex_lost_fn fn, void *arg)
     return 0;
 }
 
-static int renewed(const struct rm_wd_entry *e) { return e->kind != KIND_DEFERRED; }
+static int renewed(const struct rm_watchdog_entry *e) { return e->kind != KIND_DEFERRED; }
 
-static rm_nsec window(const struct rm_wd_entry *e) { return e->window; }
+static rm_nsec window(const struct rm_watchdog_entry *e) { return e->window; }
 
 /* Renewed entries are due every lease/3; one woken for an earlier entry
  * takes them along up to a quarter of that early. */
-static void schedule(struct rm_wd_entry *e, rm_nsec due, rm_nsec period)
+static void schedule(struct rm_watchdog_entry *e, rm_nsec due, rm_nsec period)
 {
     e->next_due = due;
     e->window = period / 4;
 }
 
-static rm_nsec retry_delay(const struct rm_wd_entry *e)
+static rm_nsec retry_delay(const struct rm_watchdog_entry *e)
 {
     rm_nsec d = renewed(e) ? RM_MSEC(e->lease_ms) / 10 : RM_MSEC(250);
     return d > RM_MSEC(250) ? RM_MSEC(250) : d;
@@ -136,7 +136,7 @@ static rm_nsec retry_delay(const struct rm_wd_entry *e)
 static void *wd_main(void *arg);
 
 /* Link e in and make sure the thread will look at it in time. */
-static void add_locked(struct rm_wd_entry *e)
+static void add_locked(struct rm_watchdog_entry *e)
 {
     e->prev = NULL;
     e->next = wd.head;
@@ -154,7 +154,7 @@ static void add_locked(struct rm_wd_entry *e)
     if (e->next_due < wd.planned) pthread_cond_signal(&wd.cv);
 }
 
-static void unlink_locked(struct rm_wd_entry *e)
+static void unlink_locked(struct rm_watchdog_entry *e)
 {
     if (e->prev) e->prev->next = e->next;
     else wd.head = e->next;
@@ -163,11 +163,11 @@ static void unlink_locked(struct rm_wd_entry *e)
 }
 
 /* Allocate an entry holding copies of argv. */
-static struct rm_wd_entry *entry_new(int argc, const char *const *argv, const size_t *lens)
+static struct rm_watchdog_entry *entry_new(int argc, const char *const *argv, const size_t *lens)
 {
     size_t total = 0;
     for (int i = 0; i < argc; i++) total += lens[i] + 1;
-    struct rm_wd_entry *e = calloc(1, sizeof *e + total);
+    struct rm_watchdog_entry *e = calloc(1, sizeof *e + total);
     if (!e) return NULL;
     char *p = e->buf;
     for (int i = 0; i < argc; i++) {
@@ -181,7 +181,7 @@ static struct rm_wd_entry *entry_new(int argc, const char *const *argv, const si
     return e;
 }
 
-static struct rm_wd_entry *add(struct rm_wd_entry *e)
+static struct rm_watchdog_entry *add(struct rm_watchdog_entry *e)
 {
     pthread_once(&cv_once, init_cvs);
     pthread_mutex_lock(&wd.mu);
@@ -190,7 +190,7 @@ static struct rm_wd_entry *add(struct rm_wd_entry *e)
     return e;
 }
 
-struct rm_wd_entry *rm_wd_hold(struct rm_endpoint *ep, const struct rm_keys *k,
+struct rm_watchdog_entry *rm_watchdog_hold(struct rm_endpoint *ep, const struct rm_keys *k,
                                const char *owner, size_t owner_len, uint64_t acq,
                                unsigned long lease_ms, rm_nsec valid_until, rm_nsec due,
                                rmutex_t *m)
@@ -200,7 +200,7 @@ struct rm_wd_entry *rm_wd_hold(struct rm_endpoint *ep, const struct rm_keys *k,
     size_t lens[] = { strlen(k->lock), strlen(k->owner), owner_len,
                       (size_t)snprintf(lease, sizeof lease, "%lu", lease_ms),
                       (size_t)snprintf(acqs, sizeof acqs, "%llu", (unsigned long long)acq) };
-    struct rm_wd_entry *e = entry_new(5, argv, lens);
+    struct rm_watchdog_entry *e = entry_new(5, argv, lens);
     if (!e) return NULL;
     e->ep = ep;
     e->kind = KIND_HOLD;
@@ -208,28 +208,28 @@ struct rm_wd_entry *rm_wd_hold(struct rm_endpoint *ep, const struct rm_keys *k,
     e->lease_ms = lease_ms;
     e->m = m;
     e->valid_until = valid_until;
-    schedule(e, due, due - rm_now());
+    schedule(e, due, due - rm_clock_now());
     return add(e);
 }
 
-struct rm_wd_entry *rm_wd_waiter(struct rm_endpoint *ep, const struct rm_keys *k,
+struct rm_watchdog_entry *rm_watchdog_waiter(struct rm_endpoint *ep, const struct rm_keys *k,
                                  const char *waiter, size_t waiter_len, unsigned long lease_ms)
 {
     char lease[24];
     const char *argv[] = { k->alive, k->queue, k->seq, waiter, lease };
     size_t lens[] = { strlen(k->alive), strlen(k->queue), strlen(k->seq), waiter_len,
                       (size_t)snprintf(lease, sizeof lease, "%lu", lease_ms) };
-    struct rm_wd_entry *e = entry_new(5, argv, lens);
+    struct rm_watchdog_entry *e = entry_new(5, argv, lens);
     if (!e) return NULL;
     e->ep = ep;
     e->kind = KIND_WAITER;
     e->nkeys = 3;
     e->lease_ms = lease_ms;
-    schedule(e, rm_now() + RM_MSEC(lease_ms) / 3, RM_MSEC(lease_ms) / 3);
+    schedule(e, rm_clock_now() + RM_MSEC(lease_ms) / 3, RM_MSEC(lease_ms) / 3);
     return add(e);
 }
 
-int rm_wd_cancel(struct rm_wd_entry *e)
+int rm_watchdog_cancel(struct rm_watchdog_entry *e)
 {
     pthread_mutex_lock(&wd.mu);
     while (e->cb_running) pthread_cond_wait(&wd.cb_done, &wd.mu);
@@ -244,20 +244,20 @@ int rm_wd_cancel(struct rm_wd_entry *e)
     return lost;
 }
 
-int rm_wd_lost(const struct rm_wd_entry *e) { return atomic_load(&e->lost); }
+int rm_watchdog_lost(const struct rm_watchdog_entry *e) { return atomic_load(&e->lost); }
 
-void rm_wd_defer(struct rm_endpoint *ep, int script, int nkeys, int argc,
+void rm_watchdog_defer(struct rm_endpoint *ep, int script, int nkeys, int argc,
                  const char *const *argv, const size_t *lens, rm_nsec give_up_at)
 {
     RM_ASSERT(argc <= MAXARGS);
-    struct rm_wd_entry *e = entry_new(argc, argv, lens);
+    struct rm_watchdog_entry *e = entry_new(argc, argv, lens);
     if (!e) return; /* the lease will run out by itself */
     e->ep = ep;
     e->kind = KIND_DEFERRED;
     e->script = script;
     e->nkeys = nkeys;
     e->give_up_at = give_up_at;
-    e->next_due = rm_now();
+    e->next_due = rm_clock_now();
     RM_COUNT(deferred_releases);
     add(e);
 }
@@ -279,7 +279,7 @@ static struct link *link_for(struct rm_endpoint *ep)
 /* One renewal round trip for one endpoint: the due entries in e[0..n)
  * (renewed entries first, in batches; then each KIND_DEFERRED as its own
  * call).  Fills res[i]: 1/0 from Redis, -1 failed, -2 NOSCRIPT. */
-static void exchange(struct link *l, struct rm_wd_entry **e, int n, int *res, rm_nsec deadline)
+static void exchange(struct link *l, struct rm_watchdog_entry **e, int n, int *res, rm_nsec deadline)
 {
     for (int i = 0; i < n; i++) res[i] = -1;
     if (!l->conn) {
@@ -320,7 +320,7 @@ static void exchange(struct link *l, struct rm_wd_entry **e, int n, int *res, rm
                 argv[k] = e[b + i]->argv[j], lens[k++] = e[b + i]->lens[j];
         argv[k] = count, lens[k++] = (size_t)snprintf(count, sizeof count, "%d", cnt);
         for (int i = 0; i < cnt; i++) {
-            struct rm_wd_entry *x = e[b + i];
+            struct rm_watchdog_entry *x = e[b + i];
             kinds[i] = x->kind;
             argv[k] = &kinds[i], lens[k++] = 1;
             for (int j = x->nkeys; j < x->argc; j++) argv[k] = x->argv[j], lens[k++] = x->lens[j];
@@ -351,10 +351,10 @@ static void exchange(struct link *l, struct rm_wd_entry **e, int n, int *res, rm
         if (r->type == REDIS_REPLY_ARRAY && (int)r->elements == cnt) {
             for (int i = 0; i < cnt; i++)
                 res[b + i] = r->element[i]->type == REDIS_REPLY_INTEGER ? (int)r->element[i]->integer : -1;
-        } else if (rm_reply_is_noscript(r)) {
+        } else if (rm_conn_reply_is_noscript(r)) {
             for (int i = 0; i < cnt; i++) res[b + i] = -2;
         } else {
-            rm_reply_status(r);
+            rm_conn_reply_status(r);
             rm_log("renewal failed: %s", rmutex_detail());
         }
         freeReplyObject(r);
@@ -363,7 +363,7 @@ static void exchange(struct link *l, struct rm_wd_entry **e, int n, int *res, rm
         redisReply *r;
         if (rm_conn_read(c, deadline, &r)) goto drop;
         if (r->type == REDIS_REPLY_INTEGER) res[i] = (int)r->integer;
-        else if (rm_reply_is_noscript(r)) res[i] = -2;
+        else if (rm_conn_reply_is_noscript(r)) res[i] = -2;
         freeReplyObject(r);
     }
     if (replicas && nholds) {
@@ -382,7 +382,7 @@ drop:
 }
 
 /* Apply the answer res for e, sent at sent.  Returns 1 if e is newly lost. */
-static int apply(struct rm_wd_entry *e, int res, rm_nsec sent, rm_nsec now)
+static int apply(struct rm_watchdog_entry *e, int res, rm_nsec sent, rm_nsec now)
 {
     e->inflight = 0;
     if (res == -2) {
@@ -413,7 +413,7 @@ static int apply(struct rm_wd_entry *e, int res, rm_nsec sent, rm_nsec now)
         return 0;
     }
     if (res == -1 && now < e->valid_until) {
-        e->next_due = rm_min(now + retry_delay(e), e->valid_until);
+        e->next_due = rm_clock_min(now + retry_delay(e), e->valid_until);
         return 0;
     }
     e->lost = 1;
@@ -426,13 +426,13 @@ static void *wd_main(void *arg)
 {
     RM_UNUSED(arg);
     pthread_setname_np(pthread_self(), "rmutex-wd");
-    struct rm_wd_entry **due = NULL;
+    struct rm_watchdog_entry **due = NULL;
     int *res = NULL;
     size_t cap = 0;
 
     pthread_mutex_lock(&wd.mu);
     while (!wd.stop) {
-        rm_nsec now = rm_now(), next = RM_FOREVER;
+        rm_nsec now = rm_clock_now(), next = RM_FOREVER;
         struct rm_endpoint *ep = NULL;
         size_t n = 0, holds = 0;
         /* Collect what is due on one endpoint: renewals (pass 0), renewals
@@ -440,7 +440,7 @@ static void *wd_main(void *arg)
          * calls (pass 2). */
         for (int pass = 0; pass < 3; pass++) {
             if (pass == 1 && holds % BATCH == 0) continue;
-            for (struct rm_wd_entry *e = wd.head; e; e = e->next) {
+            for (struct rm_watchdog_entry *e = wd.head; e; e = e->next) {
                 if (e->inflight || e->lost || e->cancelled) continue;
                 if ((pass == 2) == renewed(e)) continue;
                 /* Woken at the earliest due entry: take every entry due
@@ -472,7 +472,7 @@ static void *wd_main(void *arg)
         }
         if (!n) {
             wd.planned = next;
-            rm_cond_wait_until(&wd.cv, &wd.mu, next);
+            rm_clock_cond_wait_until(&wd.cv, &wd.mu, next);
             wd.planned = RM_FOREVER;
             continue;
         }
@@ -485,15 +485,15 @@ static void *wd_main(void *arg)
         pthread_mutex_unlock(&wd.mu);
         rm_log("watchdog: %zu renewal(s), %zu deferred call(s)", holds, n - holds);
 
-        rm_nsec sent = rm_now();
+        rm_nsec sent = rm_clock_now();
         if (l) exchange(l, due, (int)n, res, sent + budget);
         else for (size_t i = 0; i < n; i++) res[i] = -1;
         if (n && res[0] == -1 && holds) RM_COUNT(renewal_failures);
 
         pthread_mutex_lock(&wd.mu);
-        now = rm_now();
+        now = rm_clock_now();
         for (size_t i = 0; i < n; i++) {
-            struct rm_wd_entry *e = due[i];
+            struct rm_watchdog_entry *e = due[i];
             int newly_lost = e->cancelled ? 0 : apply(e, res[i], sent, now);
             e->inflight = 0;
             if (e->cancelled) {
@@ -506,7 +506,7 @@ static void *wd_main(void *arg)
         }
         /* Lost-lock callbacks, with no lock held; cancel waits for them. */
         for (size_t i = 0; i < n; i++) {
-            struct rm_wd_entry *e = due[i];
+            struct rm_watchdog_entry *e = due[i];
             if (!e || !wd.cb) continue;
             rmutex_lost_fn cb = wd.cb;
             void *cb_arg = wd.cb_arg;
@@ -528,7 +528,7 @@ static void *wd_main(void *arg)
 static void reset_locked(void)
 {
     while (wd.head) {
-        struct rm_wd_entry *e = wd.head;
+        struct rm_watchdog_entry *e = wd.head;
         wd.head = e->next;
         free(e);
     }
@@ -542,7 +542,7 @@ static void reset_locked(void)
     wd.planned = RM_FOREVER;
 }
 
-void rm_wd_stop(void)
+void rm_watchdog_stop(void)
 {
     pthread_once(&cv_once, init_cvs);
     pthread_mutex_lock(&wd.mu);
@@ -556,7 +556,7 @@ void rm_wd_stop(void)
     pthread_mutex_unlock(&wd.mu);
 }
 
-void rm_wd_atfork(int who)
+void rm_watchdog_atfork(int who)
 {
     if (who < 0) {
         pthread_mutex_lock(&wd.mu);
@@ -568,7 +568,7 @@ void rm_wd_atfork(int who)
     }
     /* Child: the parent's holds are not ours; no thread, no socket. */
     reset_locked();
-    rm_cond_init(&wd.cv);
-    rm_cond_init(&wd.cb_done);
+    rm_clock_cond_init(&wd.cv);
+    rm_clock_cond_init(&wd.cb_done);
     pthread_mutex_unlock(&wd.mu); /* taken by the prepare handler, in this thread */
 }

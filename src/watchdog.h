@@ -10,14 +10,14 @@
 
 struct rm_endpoint;
 struct rm_keys;
-struct rm_wd_entry;
+struct rm_watchdog_entry;
 
 /* Start renewing the hold of k by owner (acquisition acq) with a lease of
  * lease_ms.  The hold is known good until valid_until; the first renewal
  * is due at due (lease/3 after the acquiring call -- for a fair hand-off,
  * the confirming one -- was sent).  m is passed to the lost-lock callback.
  * Returns the entry, or NULL when out of memory. */
-struct rm_wd_entry *rm_wd_hold(struct rm_endpoint *ep, const struct rm_keys *k,
+struct rm_watchdog_entry *rm_watchdog_hold(struct rm_endpoint *ep, const struct rm_keys *k,
                                const char *owner, size_t owner_len, uint64_t acq,
                                unsigned long lease_ms, rm_nsec valid_until, rm_nsec due,
                                rmutex_t *m);
@@ -25,28 +25,28 @@ struct rm_wd_entry *rm_wd_hold(struct rm_endpoint *ep, const struct rm_keys *k,
 /* Start keeping a queued fair waiter alive: its liveness deadline in the
  * queue is pushed to server time + lease_ms every lease_ms/3.  Never
  * "lost"; cancel it when the waiting call ends. */
-struct rm_wd_entry *rm_wd_waiter(struct rm_endpoint *ep, const struct rm_keys *k,
+struct rm_watchdog_entry *rm_watchdog_waiter(struct rm_endpoint *ep, const struct rm_keys *k,
                                  const char *waiter, size_t waiter_len, unsigned long lease_ms);
 
 /* Stop renewing e and free it; after this no renewal of it is sent.
  * (One already on the wire finds the hold gone, or renews the same owner's
  * hold, and its answer is ignored.)  Waits for a lost-lock callback of e
  * that is running.  Returns 1 if the watchdog had found the hold lost. */
-int rm_wd_cancel(struct rm_wd_entry *e);
+int rm_watchdog_cancel(struct rm_watchdog_entry *e);
 
 /* 1 if the watchdog has found e's hold lost.  Lock-free. */
-int rm_wd_lost(const struct rm_wd_entry *e);
+int rm_watchdog_lost(const struct rm_watchdog_entry *e);
 
 /* Call a script in the background until it answers or give_up_at: the
  * release of a hold that could not be released in the caller's time.
  * argv[0..nkeys) are KEYS, the rest ARGV; all are copied. */
-void rm_wd_defer(struct rm_endpoint *ep, int script, int nkeys, int argc,
+void rm_watchdog_defer(struct rm_endpoint *ep, int script, int nkeys, int argc,
                  const char *const *argv, const size_t *lens, rm_nsec give_up_at);
 
 /* Stop the thread (rmutex_shutdown); entries must be gone. */
-void rm_wd_stop(void);
+void rm_watchdog_stop(void);
 
 /* fork(): -1 lock, 0 unlock, 1 child: no thread, no entries, no socket. */
-void rm_wd_atfork(int who);
+void rm_watchdog_atfork(int who);
 
 #endif

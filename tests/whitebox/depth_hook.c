@@ -8,7 +8,7 @@
 #include <errno.h>
 
 #include "hold.h"
-#include "identity.h"
+#include "thread.h"
 #include "mutex.h"
 
 #include "depth_hook.h"

@@ -1,6 +1,6 @@
-/* identity.h -- who is asking: the process's UUID and the thread's number. */
-#ifndef RM_IDENTITY_H
-#define RM_IDENTITY_H
+/* thread.h -- who is asking: the process's UUID and the thread's number. */
+#ifndef RM_THREAD_H
+#define RM_THREAD_H
 
 #include <stddef.h>
 #include <stdint.h>
@@ -24,13 +24,13 @@ struct rm_thread {
 struct rm_thread *rm_thread_self(void);
 
 /* The owner field of thread number tid of this process, into buf. */
-size_t rm_owner_of(uint64_t tid, char *buf, size_t size);
+size_t rm_thread_owner_of(uint64_t tid, char *buf, size_t size);
 
 /* The fork generation: 1, one more in each forked child.  State counted
  * in an older generation belongs to threads the child does not have. */
 unsigned rm_thread_generation(void);
 
 /* fork(): the child gets a new process UUID and a new generation. */
-void rm_identity_atfork_child(void);
+void rm_thread_atfork_child(void);
 
 #endif

@@ -1,4 +1,4 @@
-/* identity.c -- owner identity.
+/* thread.c -- the calling thread as the library sees it: its owner identity.
  *
  * A hold in Redis is owned by "<process-uuid>:<thread-number>", the shape
  * of Redisson's "<client-uuid>:<java-thread-id>".  The UUID comes from
@@ -12,7 +12,7 @@
  * first hold of a thread arms a thread-specific-data destructor that hands
  * its holds to rm_hold_thread_exit(): renewal stops, the lease runs out, and the next robust locker gets EOWNERDEAD -- glibc's behaviour for
  * a robust mutex whose owner thread exits. */
-#include "identity.h"
+#include "thread.h"
 #include "internal.h"
 
 #include <pthread.h>
@@ -43,13 +43,13 @@ struct rm_thread *rm_thread_self(void)
         t->tid = atomic_fetch_add(&next_tid, 1);
         t->rng = (uint32_t)(t->tid * 2654435761u) ^ (uint32_t)(uintptr_t)t;
     }
-    t->owner_len = rm_owner_of(t->tid, t->owner, sizeof t->owner);
+    t->owner_len = rm_thread_owner_of(t->tid, t->owner, sizeof t->owner);
     t->holds = NULL; /* a forked child holds nothing */
     t->gen = gen;
     return t;
 }
 
-size_t rm_owner_of(uint64_t tid, char *buf, size_t size)
+size_t rm_thread_owner_of(uint64_t tid, char *buf, size_t size)
 {
     pthread_once(&uuid_once, make_uuid);
     return (size_t)snprintf(buf, size, "%s:%llu", process_uuid, (unsigned long long)tid);
@@ -57,7 +57,7 @@ size_t rm_owner_of(uint64_t tid, char *buf, size_t size)
 
 unsigned rm_thread_generation(void) { return atomic_load(&generation); }
 
-void rm_identity_atfork_child(void)
+void rm_thread_atfork_child(void)
 {
     make_uuid();
     atomic_fetch_add(&generation, 1);
