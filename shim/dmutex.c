@@ -225,7 +225,9 @@ int rm_dm_lock(const struct rm_dm_real *real, struct rm_dm *dm, pthread_mutex_t 
 {
     if (local_path(dm)) return local_acquire(real, local, mode, clock, abstime);
     uintptr_t self = self_id();
-    if (dm->depth > 0 && holder_of(dm) == self) {
+    /* holder first: only the holder writes depth, so only it may read it
+     * without the local mutex. */
+    if (holder_of(dm) == self && dm->depth > 0) {
         /* A relock by the holder: the local mutex's type answers
          * (RECURSIVE counts, ERRORCHECK EDEADLK, NORMAL deadlocks). */
         int lr = local_acquire(real, local, mode, clock, abstime);

@@ -1,7 +1,7 @@
-/* fair_crash_test.cc -- waiters that die, time out or race a grant (issue 3,
- * "What must hold" 2, 5, 6 and 7; "Tests": kill -9 of one queued waiter and
- * of three, the dead one at the head at release, a timedlock timing out in
- * the middle of the queue, and no garbage after every client died).
+/* fair_crash_test.cc -- waiters that die, time out or race a grant: kill -9
+ * of one queued waiter and of three, the dead one at the head at release, a
+ * timedlock timing out in the middle of the queue, and no garbage after
+ * every client died.
  *
  * Hold lease 2000 ms, waiter lease 1000 ms.  "Within one waiter lease of the
  * release" is asserted as kWaiterLease + kSlack, kSlack (scaled) covering

@@ -1,5 +1,6 @@
-/* fair_depth_test.cc -- correctness with 10 000 queued waiters (issue 3,
- * "What must hold" 2, 4, 5 and 6; "Tests": queue depth).  How long the
+/* fair_depth_test.cc -- correctness with 10 000 queued waiters: the order
+ * holds, dead waiters are skipped, the scripts stay bounded, nothing is left
+ * behind.  How long the
  * scripts take at that depth is the benchmark's business; this checks that
  * the lock still behaves.
  *

@@ -1,6 +1,5 @@
-/* fair_order_test.cc -- FIFO among live waiters (issue 3, "What must hold" 1
- * and 2; "Tests": FIFO, and a holder that keeps the lock for 10 waiter
- * leases).
+/* fair_order_test.cc -- FIFO among live waiters, also behind a holder that
+ * keeps the lock for 10 waiter leases (which must evict nobody alive).
  *
  * How the order is observed, without MONITOR: every holder, right after it
  * acquired and right before it releases, runs one script on its own

@@ -1,6 +1,6 @@
-/* fair_sustained_test.cc -- sustained contention (issue 3, "Tests": 8
- * threads contend without pause for two minutes; every thread keeps
- * acquiring and no gap without any acquisition exceeds a coarse bound).
+/* fair_sustained_test.cc -- sustained contention: 8 threads contend without
+ * pause for two minutes; every thread keeps acquiring and no gap without
+ * any acquisition exceeds a coarse bound.
  * Redisson's RFairLock stalls entirely after about 35 s of this.
  *
  * 8 threads in 2 processes (4 each) lock, hold ~100 us, unlock, and lock

@@ -1,7 +1,6 @@
-/* fair_test.cc -- the fair lock's semantics (issue 3, "What must hold" 5, 6
- * and 8): the keys it writes, return codes, trylock never jumping the queue,
- * direct hand-off (one message, to the head only, no round trip of the
- * woken thread), fencing tokens per new owner, robust mutexes, lost holds,
+/* fair_test.cc -- the fair lock's semantics: the keys it writes, return codes, trylock never jumping the queue,
+ * direct hand-off (one message, to the head only, one confirming round trip
+ * of the woken thread), fencing tokens per new owner, robust mutexes, lost holds,
  * fork, and a fair and a non-fair handle on the same name.
  *
  * Every process here runs with lease=2000 (hold lease, renewed by the
@@ -295,7 +294,7 @@ TEST_F(FairLock, ANewcomerFindingTheLockFreeQueuesBehindTheWaiters)
     EXPECT_RC(0, newcomer.rc());
 }
 
-/* Decided behaviour (issue 3, point 8): a fair and a non-fair rmutex on the
+/* Decided behaviour: a fair and a non-fair rmutex on the
  * same name exclude each other -- they share the lock hash "NAME", field
  * "<uuid>:<thread>" -- and neither reports the mismatch.  Only fair handles
  * are queued: a fair release hands the lock to the first fair waiter (a

@@ -1,9 +1,8 @@
 /* skew_preload.c -- LD_PRELOAD shim that moves a process's wall clock by
  * RMUTEX_TEST_CLOCK_SKEW_S seconds (CLOCK_REALTIME and its coarse variant,
  * gettimeofday, time).  CLOCK_MONOTONIC is left alone.  The fair-lock tests
- * use it to check that queue deadlines come from Redis only ("What must
- * hold" 3 of issue 3): a client with a skewed clock neither evicts nor is
- * evicted.
+ * use it to check that queue deadlines come from Redis only: a client with
+ * a skewed clock neither evicts nor is evicted.
  *
  * With RMUTEX_TEST_CLOCK_STEP_FILE and RMUTEX_TEST_CLOCK_STEP_S the clock
  * also steps by that many seconds at the moment the file comes to exist, as
