@@ -35,76 +35,16 @@
 #include <thread>
 #include <vector>
 
+#include "child_util.h"
+
 namespace {
 
-void say(const std::string &line)
-{
-    std::string s = line + "\n";
-    ssize_t n = write(1, s.data(), s.size());
-    (void)n;
-}
-
-std::string opt(int argc, char **argv, const char *key, const char *dflt)
-{
-    size_t k = strlen(key);
-    for (int i = 0; i < argc; i++)
-        if (strncmp(argv[i], key, k) == 0 && argv[i][k] == '=')
-            return argv[i] + k + 1;
-    return dflt;
-}
-
-bool flag(int argc, char **argv, const char *key)
-{
-    for (int i = 0; i < argc; i++)
-        if (strcmp(argv[i], key) == 0)
-            return true;
-    return false;
-}
-
-bool init_from_args(rmutex_t *m, const char *name, int argc, char **argv)
-{
-    rmutexattr_t a;
-    rmutexattr_init(&a);
-    rmutexattr_settype(&a, atoi(opt(argc, argv, "--type", "0").c_str()));
-    rmutexattr_setrobust(&a, flag(argc, argv, "--robust") ? RMUTEX_ROBUST : RMUTEX_STALLED);
-    rmutexattr_setlease(&a, strtoul(opt(argc, argv, "--lease", "0").c_str(), nullptr, 10));
-    int rc = rmutex_init(m, name, &a);
-    rmutexattr_destroy(&a);
-    if (rc != 0) {
-        say("error init rc=" + std::to_string(rc) + " detail=" + rmutex_detail());
-        return false;
-    }
-    return true;
-}
-
-std::string fence_of(rmutex_t *m)
-{
-    uint64_t t = 0;
-    if (rmutex_fence(m, &t) != 0)
-        return "none";
-    return std::to_string(t);
-}
-
-bool read_line(std::string *line)
-{
-    line->clear();
-    char c;
-    for (;;) {
-        ssize_t n = read(0, &c, 1);
-        if (n < 0 && errno == EINTR)
-            continue;
-        if (n <= 0)
-            return false;
-        if (c == '\n')
-            return true;
-        line->push_back(c);
-    }
-}
+using namespace rmtc;
 
 int cmd_hold(const char *name, int argc, char **argv)
 {
     static rmutex_t m;
-    if (!init_from_args(&m, name, argc, argv))
+    if (!init_from_args(&m, name, argc, argv, false))
         return 2;
     int rc = rmutex_lock(&m);
     if (rc == EOWNERDEAD && flag(argc, argv, "--consistent"))
@@ -133,7 +73,7 @@ int cmd_hold(const char *name, int argc, char **argv)
 int cmd_trylock(const char *name, int argc, char **argv)
 {
     rmutex_t m;
-    if (!init_from_args(&m, name, argc, argv))
+    if (!init_from_args(&m, name, argc, argv, false))
         return 2;
     int rc = rmutex_trylock(&m);
     say("trylock rc=" + std::to_string(rc));
@@ -158,7 +98,7 @@ int cmd_counter(int argc, char **argv)
     std::string password = opt(argc, argv, "--password", "");
 
     static rmutex_t m;
-    if (!init_from_args(&m, name, argc, argv))
+    if (!init_from_args(&m, name, argc, argv, false))
         return 2;
     std::atomic<long> errors{0};
     std::vector<std::thread> ts;

@@ -18,6 +18,7 @@
 #include <cstdarg>
 #include <cstdlib>
 #include <cstring>
+#include <fstream>
 #include <filesystem>
 #include <sstream>
 #include <thread>
@@ -455,11 +456,6 @@ Child::Child(const std::vector<std::string> &args, const std::string &url,
 Child::Child(const std::string &program, const std::vector<std::string> &args,
              const std::string &url, const std::vector<std::string> &extra_env)
 {
-    int to_child[2], from_child[2];
-    if (pipe2(to_child, O_CLOEXEC) != 0 || pipe2(from_child, O_CLOEXEC) != 0) {
-        ADD_FAILURE() << "pipe: " << strerror(errno);
-        return;
-    }
     /* The environment: ours, minus what RMUTEX_URL and extra_env replace. */
     auto replaced = [&](const char *e) {
         if (strncmp(e, "RMUTEX_URL=", 11) == 0)
@@ -479,23 +475,65 @@ Child::Child(const std::string &program, const std::vector<std::string> &args,
     env.insert(env.end(), extra_env.begin(), extra_env.end());
     std::vector<std::string> all = {program};
     all.insert(all.end(), args.begin(), args.end());
+    spawn(all, env, false);
+}
+
+Child::Child(const std::vector<std::string> &argv, const std::map<std::string, std::string> &env)
+{
+    std::vector<std::string> envs;
+    for (char **e = environ; *e; e++) {
+        std::string kv(*e);
+        std::string k = kv.substr(0, kv.find('='));
+        if (k == "LD_PRELOAD" || k == "RMUTEX_PRELOAD" || k == "RMUTEX_URL" || env.count(k))
+            continue;
+        envs.push_back(kv);
+    }
+    for (const auto &[k, v] : env)
+        if (!v.empty())
+            envs.push_back(k + "=" + v);
+    spawn(argv, envs, true);
+}
+
+void Child::spawn(const std::vector<std::string> &all, const std::vector<std::string> &env,
+                  bool capture_stderr)
+{
+    int errfd = -1;
+    if (capture_stderr) {
+        char tmpl[] = "/tmp/rmutex-child-stderr.XXXXXX";
+        if ((errfd = mkstemp(tmpl)) < 0) {
+            ADD_FAILURE() << "mkstemp: " << strerror(errno);
+            return;
+        }
+        err_path_ = tmpl;
+    }
+    int to_child[2], from_child[2];
+    if (pipe2(to_child, O_CLOEXEC) != 0 || pipe2(from_child, O_CLOEXEC) != 0) {
+        ADD_FAILURE() << "pipe: " << strerror(errno);
+        if (errfd >= 0)
+            close(errfd);
+        return;
+    }
     std::vector<char *> argv, envp;
     for (auto &a : all)
-        argv.push_back(a.data());
+        argv.push_back(const_cast<char *>(a.c_str()));
     argv.push_back(nullptr);
     for (auto &e : env)
-        envp.push_back(e.data());
+        envp.push_back(const_cast<char *>(e.c_str()));
     envp.push_back(nullptr);
 
     posix_spawn_file_actions_t fa;
     posix_spawn_file_actions_init(&fa);
     posix_spawn_file_actions_adddup2(&fa, to_child[0], 0);
     posix_spawn_file_actions_adddup2(&fa, from_child[1], 1);
+    if (errfd >= 0)
+        posix_spawn_file_actions_adddup2(&fa, errfd, 2);
     pid_t pid;
     int rc = posix_spawn(&pid, argv[0], &fa, nullptr, argv.data(), envp.data());
     posix_spawn_file_actions_destroy(&fa);
     close(to_child[0]);
     close(from_child[1]);
+    if (errfd >= 0)
+        close(errfd);
     in_ = to_child[1];
     out_ = from_child[0];
     if (rc != 0) {
@@ -516,6 +554,8 @@ Child::~Child()
         close(in_);
     if (out_ >= 0)
         close(out_);
+    if (!err_path_.empty())
+        unlink(err_path_.c_str());
 }
 
 std::optional<std::string> Child::read_line(ms bound) { return read_line_unscaled(scaled(bound)); }
@@ -528,6 +568,7 @@ std::optional<std::string> Child::read_line_unscaled(ms bound)
         if (nl != std::string::npos) {
             std::string line = buf_.substr(0, nl);
             buf_.erase(0, nl + 1);
+            log_.push_back(line);
             return line;
         }
         if (out_ < 0)
@@ -581,19 +622,56 @@ void Child::kill(int sig)
 int Child::wait(ms bound)
 {
     if (pid_ <= 0)
-        return -1;
+        return reaped_ ? status_ : -1;
     auto end = Clock::now() + scaled(bound);
     int status;
     for (;;) {
         pid_t r = waitpid(pid_, &status, WNOHANG);
         if (r == pid_) {
             pid_ = -1;
+            reaped_ = true;
+            status_ = status;
             return status;
         }
         if (Clock::now() >= end)
             return -1;
         std::this_thread::sleep_for(ms(5));
     }
+}
+
+std::string Child::err() const
+{
+    std::ifstream f(err_path_);
+    std::stringstream ss;
+    ss << f.rdbuf();
+    return ss.str();
+}
+
+std::vector<std::string> lines(const std::string &s)
+{
+    std::vector<std::string> v;
+    std::stringstream ss(s);
+    std::string l;
+    while (std::getline(ss, l))
+        if (!l.empty())
+            v.push_back(l);
+    return v;
+}
+
+std::string shell(const std::string &cmd, int *status)
+{
+    std::string out;
+    FILE *p = popen(cmd.c_str(), "r");
+    if (!p)
+        return out;
+    char buf[4096];
+    size_t n;
+    while ((n = fread(buf, 1, sizeof buf, p)) > 0)
+        out.append(buf, n);
+    int st = pclose(p);
+    if (status)
+        *status = st;
+    return out;
 }
 
 std::unique_ptr<Child> child_holding(const std::string &name, const std::string &url,

@@ -178,6 +178,11 @@ class Child {
     /* The same with another helper program. */
     Child(const std::string &program, const std::vector<std::string> &args,
           const std::string &url, const std::vector<std::string> &extra_env = {});
+    /* Any program (argv[0] is its path), with this process's environment
+     * minus LD_PRELOAD, RMUTEX_PRELOAD and RMUTEX_URL, plus env (a value ""
+     * unsets); its stderr is kept in a file for err().  For programs under
+     * test, such as the preload shim's and the header swap's. */
+    Child(const std::vector<std::string> &argv, const std::map<std::string, std::string> &env);
     ~Child();
     Child(const Child &) = delete;
     Child &operator=(const Child &) = delete;
@@ -197,12 +202,30 @@ class Child {
     /* Wait for exit within scaled(bound).  Returns the wait status, or -1. */
     int wait(ms bound);
     bool exited() const { return pid_ < 0; }
+    /* It was spawned (and may have exited since). */
+    bool started() const { return pid_ > 0 || reaped_; }
+    /* Everything it wrote to stderr so far (the env constructor only). */
+    std::string err() const;
+    /* The stdout lines read so far. */
+    const std::vector<std::string> &log() const { return log_; }
 
   private:
+    void spawn(const std::vector<std::string> &argv, const std::vector<std::string> &env,
+               bool capture_stderr);
+
     pid_t pid_ = -1;
+    bool reaped_ = false;
+    int status_ = -1;
     int in_ = -1, out_ = -1;
-    std::string buf_;
+    std::string buf_, err_path_;
+    std::vector<std::string> log_;
 };
+
+/* Lines of s (without newlines, empty lines dropped). */
+std::vector<std::string> lines(const std::string &s);
+
+/* Run a command through /bin/sh and return its stdout. */
+std::string shell(const std::string &cmd, int *status = nullptr);
 
 /* Spawn "rmutex_test_child hold name opts..." and wait until it prints
  * "held rc=<expect_rc>".  nullptr (and a test failure) otherwise. */

@@ -6,7 +6,6 @@
  * its stderr and the lock keys in Redis.  Waits are on conditions with
  * scaled bounds (RMUTEX_TEST_TIME_SCALE). */
 #include "harness.h"
-#include "proc.h"
 
 #include <fcntl.h>
 #include <sys/stat.h>
@@ -19,9 +18,9 @@
 #include <set>
 
 using namespace rmt;
-using shimt::lines;
-using shimt::Proc;
-using shimt::shell;
+using rmt::lines;
+using Proc = rmt::Child;
+using rmt::shell;
 
 namespace {
 
@@ -103,7 +102,7 @@ class Shim : public RedisTest {
         for (int i = 0; i < procs; i++)
             ps.push_back(run(args, "shimprog: counter_lock=" + n("counter")));
         for (auto &p : ps) {
-            EXPECT_TRUE(p->expect("done", ms(60000))) << p->err();
+            EXPECT_TRUE(p->expect_line("done", ms(60000))) << p->err();
             EXPECT_EQ(0, p->wait(ms(10000))) << "a stack overflow ends it with SIGSEGV";
             EXPECT_EQ("", p->err());
         }
@@ -183,21 +182,21 @@ TEST_F(Shim, TrylockTimedlockAndClocklockSeeOtherProcesses)
 {
     std::string cfg = "shimprog: counter_lock=" + n();
     auto holder = run({ "hold", "global" }, cfg);
-    ASSERT_TRUE(holder->expect("locked rc=0", ms(10000)));
+    ASSERT_TRUE(holder->expect_line("locked rc=0", ms(10000)));
     EXPECT_TRUE(held(n()));
     auto t = run({ "try", "global" }, cfg);
-    EXPECT_TRUE(t->expect("rc=16", ms(10000))) << t->err(); /* EBUSY */
+    EXPECT_TRUE(t->expect_line("rc=16", ms(10000))) << t->err(); /* EBUSY */
     auto tl = run({ "timed", "global", "300" }, cfg);
-    EXPECT_TRUE(tl->expect("rc=110", ms(10000))) << tl->err(); /* ETIMEDOUT */
+    EXPECT_TRUE(tl->expect_line("rc=110", ms(10000))) << tl->err(); /* ETIMEDOUT */
     auto cl = run({ "clock", "global", "300" }, cfg);
-    EXPECT_TRUE(cl->expect("rc=110", ms(10000))) << cl->err();
+    EXPECT_TRUE(cl->expect_line("rc=110", ms(10000))) << cl->err();
     holder->write_line("go");
-    EXPECT_TRUE(holder->expect("unlocked rc=0", ms(10000)));
+    EXPECT_TRUE(holder->expect_line("unlocked rc=0", ms(10000)));
     EXPECT_TRUE(wait_until([&] { return !held(n()); }, ms(5000)));
     auto again = run({ "try", "global" }, cfg);
-    EXPECT_TRUE(again->expect("rc=0", ms(10000))) << again->err();
+    EXPECT_TRUE(again->expect_line("rc=0", ms(10000))) << again->err();
     auto tl2 = run({ "timed", "global", "5000" }, cfg);
-    EXPECT_TRUE(tl2->expect("rc=0", ms(10000))) << tl2->err();
+    EXPECT_TRUE(tl2->expect_line("rc=0", ms(10000))) << tl2->err();
     for (auto *p : { holder.get(), t.get(), tl.get(), cl.get(), again.get(), tl2.get() })
         EXPECT_EQ("", p->err());
 }
@@ -223,12 +222,12 @@ TEST_F(Shim, FindsStaticLibraryAndDynamicallyInitializedMutexes)
         std::string name = n(std::to_string(i++));
         std::string cfg = std::string("shimprog: ") + c.entry + "=" + name;
         auto holder = run({ "hold", c.mutex }, cfg);
-        ASSERT_TRUE(holder->expect("locked rc=0", ms(10000))) << holder->err();
+        ASSERT_TRUE(holder->expect_line("locked rc=0", ms(10000))) << holder->err();
         EXPECT_TRUE(held(name));
         auto t = run({ "try", c.mutex }, cfg);
-        EXPECT_TRUE(t->expect("rc=16", ms(10000))) << t->err();
+        EXPECT_TRUE(t->expect_line("rc=16", ms(10000))) << t->err();
         holder->write_line("go");
-        EXPECT_TRUE(holder->expect("unlocked rc=0", ms(10000)));
+        EXPECT_TRUE(holder->expect_line("unlocked rc=0", ms(10000)));
         EXPECT_TRUE(wait_until([&] { return !held(name); }, ms(5000)));
         EXPECT_EQ("", holder->err());
         EXPECT_EQ("", t->err());
@@ -242,19 +241,19 @@ TEST_F(Shim, UnlistedMutexesKeepGlibcBehaviourAndNeverTouchRedis)
     /* Redis is not even reachable: nothing may wait for it. */
     std::string dead = "redis://127.0.0.1:" + std::to_string(free_port());
     auto p = run({ "plain" }, "shimprog: counter_lock=" + n(), kProg, dead);
-    EXPECT_TRUE(p->expect("plain lock=0 relock=35 unlock=0 unlock2=1", ms(10000))) << p->err();
+    EXPECT_TRUE(p->expect_line("plain lock=0 relock=35 unlock=0 unlock2=1", ms(10000))) << p->err();
     EXPECT_EQ(0, p->wait(ms(10000)));
     EXPECT_EQ("", p->err());
 
     /* Two processes hold the same unlisted mutex at once: it is local. */
     std::string cfg = "shimprog: counter_lock=" + n();
     auto a = run({ "hold", "plain" }, cfg), b = run({ "hold", "plain" }, cfg);
-    EXPECT_TRUE(a->expect("locked rc=0", ms(10000)));
-    EXPECT_TRUE(b->expect("locked rc=0", ms(10000)));
+    EXPECT_TRUE(a->expect_line("locked rc=0", ms(10000)));
+    EXPECT_TRUE(b->expect_line("locked rc=0", ms(10000)));
     a->write_line("go");
     b->write_line("go");
-    EXPECT_TRUE(a->expect("unlocked rc=0", ms(10000)));
-    EXPECT_TRUE(b->expect("unlocked rc=0", ms(10000)));
+    EXPECT_TRUE(a->expect_line("unlocked rc=0", ms(10000)));
+    EXPECT_TRUE(b->expect_line("unlocked rc=0", ms(10000)));
     EXPECT_EQ(0, redis().cmd({ "DBSIZE" }).integer());
 }
 
@@ -264,12 +263,12 @@ TEST_F(Shim, ProgramsTheConfigurationDoesNotNameAreInertAndSilent)
     /* Errors in another program's section are not ours to report. */
     std::string cfg = "otherprog: counter_lock=" + n() + ", bad entry;bogus | also*: ";
     auto a = run({ "hold", "global" }, cfg, kProg, dead), b = run({ "hold", "global" }, cfg, kProg, dead);
-    EXPECT_TRUE(a->expect("locked rc=0", ms(10000))) << a->err();
-    EXPECT_TRUE(b->expect("locked rc=0", ms(10000))) << b->err();
+    EXPECT_TRUE(a->expect_line("locked rc=0", ms(10000))) << a->err();
+    EXPECT_TRUE(b->expect_line("locked rc=0", ms(10000))) << b->err();
     a->write_line("go");
     b->write_line("go");
-    EXPECT_TRUE(a->expect("unlocked rc=0", ms(10000)));
-    EXPECT_TRUE(b->expect("unlocked rc=0", ms(10000)));
+    EXPECT_TRUE(a->expect_line("unlocked rc=0", ms(10000)));
+    EXPECT_TRUE(b->expect_line("unlocked rc=0", ms(10000)));
     EXPECT_EQ("", a->err());
     EXPECT_EQ("", b->err());
 }
@@ -285,17 +284,17 @@ TEST_F(Shim, ExecedChildrenFollowTheConfiguration)
     std::string cfg = "shimprog: counter_lock=" + n();
 
     auto p = run({ "exec", "global", other, "try", "global" }, cfg);
-    ASSERT_TRUE(p->expect("locked rc=0", ms(10000))) << p->err();
-    EXPECT_TRUE(p->expect("rc=0", ms(10000))) << p->err(); /* the inert child got its own mutex */
-    EXPECT_TRUE(p->expect("child exit=0", ms(10000)));
-    EXPECT_TRUE(p->expect("unlocked rc=0", ms(10000)));
+    ASSERT_TRUE(p->expect_line("locked rc=0", ms(10000))) << p->err();
+    EXPECT_TRUE(p->expect_line("rc=0", ms(10000))) << p->err(); /* the inert child got its own mutex */
+    EXPECT_TRUE(p->expect_line("child exit=0", ms(10000)));
+    EXPECT_TRUE(p->expect_line("unlocked rc=0", ms(10000)));
     EXPECT_EQ("", p->err());
 
     auto q = run({ "exec", "global", kProg, "try", "global" }, cfg);
-    ASSERT_TRUE(q->expect("locked rc=0", ms(10000))) << q->err();
-    EXPECT_TRUE(q->expect("rc=16", ms(10000))) << q->err(); /* the listed child is excluded */
-    EXPECT_TRUE(q->expect("child exit=0", ms(10000)));
-    EXPECT_TRUE(q->expect("unlocked rc=0", ms(10000)));
+    ASSERT_TRUE(q->expect_line("locked rc=0", ms(10000))) << q->err();
+    EXPECT_TRUE(q->expect_line("rc=16", ms(10000))) << q->err(); /* the listed child is excluded */
+    EXPECT_TRUE(q->expect_line("child exit=0", ms(10000)));
+    EXPECT_TRUE(q->expect_line("unlocked rc=0", ms(10000)));
     EXPECT_EQ("", q->err());
 }
 
@@ -304,13 +303,13 @@ TEST_F(Shim, ExecedChildrenFollowTheConfiguration)
 TEST_F(Shim, RecursiveStaticInitializerCountsLocallyAndHoldsRedisUntilTheLastUnlock)
 {
     auto p = run({ "rec" }, "shimprog: rec_lock=" + n());
-    ASSERT_TRUE(p->expect("depth2 rc=0,0", ms(10000))) << p->err();
+    ASSERT_TRUE(p->expect_line("depth2 rc=0,0", ms(10000))) << p->err();
     EXPECT_TRUE(held(n()));
     p->write_line("go");
-    ASSERT_TRUE(p->expect("depth1 rc=0", ms(10000)));
+    ASSERT_TRUE(p->expect_line("depth1 rc=0", ms(10000)));
     EXPECT_TRUE(held(n()));
     p->write_line("go");
-    ASSERT_TRUE(p->expect("free rc=0", ms(10000)));
+    ASSERT_TRUE(p->expect_line("free rc=0", ms(10000)));
     EXPECT_FALSE(held(n()));
     EXPECT_EQ("", p->err());
 }
@@ -319,7 +318,7 @@ TEST_F(Shim, ErrorcheckMutexKeepsGlibcCodes)
 {
     auto p = run({ "err" }, "shimprog: err_lock=" + n());
     /* EDEADLK, EBUSY, then EPERM for the second unlock. */
-    EXPECT_TRUE(p->expect("err lock=0 relock=35 trylock=16 unlock=0 unlock2=1", ms(10000))) << p->err();
+    EXPECT_TRUE(p->expect_line("err lock=0 relock=35 trylock=16 unlock=0 unlock2=1", ms(10000))) << p->err();
     EXPECT_EQ(0, p->wait(ms(10000)));
     EXPECT_EQ("", p->err());
     EXPECT_FALSE(held(n()));
@@ -331,15 +330,15 @@ TEST_F(Shim, ConditionVariableProducerConsumerOnADistributedMutex)
 {
     std::string cfg = "shimprog: counter_lock=" + n();
     auto p = run({ "cond", "global" }, cfg);
-    ASSERT_TRUE(p->expect("waiting", ms(10000))) << p->err();
+    ASSERT_TRUE(p->expect_line("waiting", ms(10000))) << p->err();
     /* The consumer gave the Redis hold up for its wait... */
     EXPECT_TRUE(wait_until([&] { return !held(n()); }, ms(5000)));
     auto other = run({ "try", "global" }, cfg);
-    EXPECT_TRUE(other->expect("rc=0", ms(10000))) << other->err();
+    EXPECT_TRUE(other->expect_line("rc=0", ms(10000))) << other->err();
     /* ...and has it again when it wakes up. */
     p->write_line("go");
-    EXPECT_TRUE(p->expect("got 42", ms(10000)));
-    EXPECT_TRUE(p->expect("done", ms(10000)));
+    EXPECT_TRUE(p->expect_line("got 42", ms(10000)));
+    EXPECT_TRUE(p->expect_line("done", ms(10000)));
     EXPECT_EQ("", p->err());
     EXPECT_FALSE(held(n()));
 }
@@ -347,10 +346,10 @@ TEST_F(Shim, ConditionVariableProducerConsumerOnADistributedMutex)
 TEST_F(Shim, TimedConditionWaitsReturnWithTheRedisHoldRetaken)
 {
     auto p = run({ "condtimed", "global", "200" }, "shimprog: counter_lock=" + n());
-    ASSERT_TRUE(p->expect("timedwait rc=110 clockwait rc=110", ms(10000))) << p->err();
+    ASSERT_TRUE(p->expect_line("timedwait rc=110 clockwait rc=110", ms(10000))) << p->err();
     EXPECT_TRUE(held(n()));
     p->write_line("go");
-    EXPECT_TRUE(p->expect("unlocked rc=0", ms(10000)));
+    EXPECT_TRUE(p->expect_line("unlocked rc=0", ms(10000)));
     EXPECT_FALSE(held(n()));
     EXPECT_EQ("", p->err());
 }
@@ -362,20 +361,20 @@ TEST_F(Shim, CancellationInAConditionWaitRestoresTheRedisHold)
 {
     std::string cfg = "shimprog: counter_lock=" + n();
     auto p = run({ "cancel", "global" }, cfg);
-    ASSERT_TRUE(p->expect("waiting", ms(10000))) << p->err();
+    ASSERT_TRUE(p->expect_line("waiting", ms(10000))) << p->err();
     ASSERT_TRUE(wait_until([&] { return !held(n()); }, ms(5000)));
     p->write_line("cancel");
-    ASSERT_TRUE(p->expect("cleanup", ms(10000)));
+    ASSERT_TRUE(p->expect_line("cleanup", ms(10000)));
     EXPECT_TRUE(held(n())) << "the cleanup handler runs without the Redis hold";
     auto other = run({ "try", "global" }, cfg);
-    EXPECT_TRUE(other->expect("rc=16", ms(10000))) << other->err();
+    EXPECT_TRUE(other->expect_line("rc=16", ms(10000))) << other->err();
     p->write_line("go");
-    EXPECT_TRUE(p->expect("cleanup-unlocked rc=0", ms(10000)));
-    EXPECT_TRUE(p->expect("joined canceled=1", ms(10000)));
-    EXPECT_TRUE(p->expect("relocked rc=0", ms(10000)));
+    EXPECT_TRUE(p->expect_line("cleanup-unlocked rc=0", ms(10000)));
+    EXPECT_TRUE(p->expect_line("joined canceled=1", ms(10000)));
+    EXPECT_TRUE(p->expect_line("relocked rc=0", ms(10000)));
     EXPECT_TRUE(held(n()));
     p->write_line("go");
-    EXPECT_TRUE(p->expect("unlocked rc=0", ms(10000)));
+    EXPECT_TRUE(p->expect_line("unlocked rc=0", ms(10000)));
     EXPECT_FALSE(held(n()));
     EXPECT_EQ("", p->err());
 }
@@ -385,10 +384,10 @@ TEST_F(Shim, CancellationInAConditionWaitRestoresTheRedisHold)
 TEST_F(Shim, MissingSymbolGetsOneLineAndTheOthersStillWork)
 {
     auto p = run({ "hold", "global" }, "shimprog: no_such_lock, counter_lock=" + n());
-    ASSERT_TRUE(p->expect("locked rc=0", ms(10000))) << p->err();
+    ASSERT_TRUE(p->expect_line("locked rc=0", ms(10000))) << p->err();
     EXPECT_TRUE(held(n()));
     p->write_line("go");
-    EXPECT_TRUE(p->expect("unlocked rc=0", ms(10000)));
+    EXPECT_TRUE(p->expect_line("unlocked rc=0", ms(10000)));
     auto err = lines(p->err());
     ASSERT_EQ(1u, err.size()) << p->err();
     EXPECT_NE(std::string::npos, err[0].find("'no_such_lock' not found")) << err[0];
@@ -403,7 +402,7 @@ TEST_F(Shim, StrippedExecutableSaysWhyItsStaticIsNotFound)
     shell("strip '" + stripped + "'", &st);
     ASSERT_EQ(0, st);
     auto p = run({ "try", "static" }, "shimprog: s_lock=" + n(), stripped);
-    EXPECT_TRUE(p->expect("rc=0", ms(10000)));
+    EXPECT_TRUE(p->expect_line("rc=0", ms(10000)));
     EXPECT_EQ(0, p->wait(ms(10000)));
     auto err = lines(p->err());
     ASSERT_EQ(1u, err.size()) << p->err();
@@ -415,10 +414,10 @@ TEST_F(Shim, MalformedEntriesAreReportedAndLeftOut)
 {
     auto p = run({ "hold", "static" },
                  "shimprog: counter_lock;bogus, 9lives, s_lock=" + n() + ";lease=0x10, s_lock=" + n());
-    ASSERT_TRUE(p->expect("locked rc=0", ms(10000))) << p->err();
+    ASSERT_TRUE(p->expect_line("locked rc=0", ms(10000))) << p->err();
     EXPECT_TRUE(held(n()));
     p->write_line("go");
-    EXPECT_TRUE(p->expect("unlocked rc=0", ms(10000)));
+    EXPECT_TRUE(p->expect_line("unlocked rc=0", ms(10000)));
     auto err = lines(p->err());
     ASSERT_EQ(3u, err.size()) << p->err();
     EXPECT_NE(std::string::npos, err[0].find("unknown option 'bogus'")) << err[0];
@@ -440,11 +439,11 @@ TEST_F(Shim, RedisDownAtStartMakesListedMutexesWaitWithOneLine)
     EXPECT_NE(std::string::npos, err[0].find("unreachable")) << err[0];
     /* Back: the lock goes through, and nothing more is said. */
     ASSERT_TRUE(server()->restart());
-    ASSERT_TRUE(p->expect("locked rc=0", ms(20000))) << p->err();
+    ASSERT_TRUE(p->expect_line("locked rc=0", ms(20000))) << p->err();
     Redis again(host(), port());
     EXPECT_TRUE(again.exists(n()));
     p->write_line("go");
-    EXPECT_TRUE(p->expect("unlocked rc=0", ms(10000)));
+    EXPECT_TRUE(p->expect_line("unlocked rc=0", ms(10000)));
     EXPECT_EQ(1u, lines(p->err()).size()) << p->err();
 }
 
@@ -459,7 +458,7 @@ TEST_F(Shim, FairEntryMakesAFairDistributedLock)
     for (int i = 0; i < 3; i++)
         ps.push_back(run({ "count", counter, "10", "2", "global" }, "shimprog: counter_lock=" + n() + ";fair"));
     for (auto &p : ps) {
-        EXPECT_TRUE(p->expect("done", ms(60000))) << p->err();
+        EXPECT_TRUE(p->expect_line("done", ms(60000))) << p->err();
         EXPECT_TRUE(lines(p->err()).empty()) << p->err();
     }
     EXPECT_EQ("60\n", read_file(counter));
@@ -469,12 +468,12 @@ TEST_F(Shim, RobustEntryOnARobustMutexReportsADeadOwner)
 {
     std::string cfg = "shimprog: robust_lock=" + n() + ";robust";
     auto dying = run({ "robust", "robust", "die" }, cfg);
-    ASSERT_TRUE(dying->expect("locked rc=0", ms(10000))) << dying->err();
+    ASSERT_TRUE(dying->expect_line("locked rc=0", ms(10000))) << dying->err();
     dying->write_line("die");
     EXPECT_EQ(0, dying->wait(ms(10000)));
     /* The lease (1 s here) runs out; the next owner learns of the death. */
     auto next = run({ "robust", "robust", "x" }, cfg);
-    EXPECT_TRUE(next->expect("locked rc=130 consistent=0 unlock=0", ms(15000))) << next->err();
+    EXPECT_TRUE(next->expect_line("locked rc=130 consistent=0 unlock=0", ms(15000))) << next->err();
     EXPECT_EQ("", next->err());
     EXPECT_EQ("", dying->err());
 }
@@ -483,10 +482,10 @@ TEST_F(Shim, RobustEntryOnAPlainMutexIsReportedAndStillExcludes)
 {
     std::string cfg = "shimprog: counter_lock=" + n() + ";robust";
     auto p = run({ "hold", "global" }, cfg);
-    ASSERT_TRUE(p->expect("locked rc=0", ms(10000))) << p->err();
+    ASSERT_TRUE(p->expect_line("locked rc=0", ms(10000))) << p->err();
     EXPECT_TRUE(held(n()));
     p->write_line("go");
-    EXPECT_TRUE(p->expect("unlocked rc=0", ms(10000)));
+    EXPECT_TRUE(p->expect_line("unlocked rc=0", ms(10000)));
     auto err = lines(p->err());
     ASSERT_EQ(1u, err.size()) << p->err();
     EXPECT_NE(std::string::npos, err[0].find("robust ignored")) << err[0];

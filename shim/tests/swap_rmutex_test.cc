@@ -4,7 +4,6 @@
 #include <rmutex/pthread.h>
 
 #include "harness.h"
-#include "proc.h"
 
 #include <atomic>
 #include <cerrno>
@@ -84,14 +83,14 @@ static long count_in_processes(const std::string &url, const std::string &mode, 
     if (!mkdtemp(dir)) return -1;
     std::string counter = std::string(dir) + "/counter";
     std::ofstream(counter) << "0\n";
-    std::vector<std::unique_ptr<shimt::Proc>> ps;
+    std::vector<std::unique_ptr<rmt::Child>> ps;
     for (int i = 0; i < procs; i++)
-        ps.push_back(std::make_unique<shimt::Proc>(
+        ps.push_back(std::make_unique<rmt::Child>(
             mode.empty() ? std::vector<std::string>{ SWAP_PROG, counter, "20" }
                          : std::vector<std::string>{ SWAP_PROG, counter, "20", mode },
             std::map<std::string, std::string>{ { "RMUTEX_URL", url } }));
     for (auto &p : ps) {
-        EXPECT_TRUE(p->expect("done", ms(60000))) << p->err();
+        EXPECT_TRUE(p->expect_line("done", ms(60000))) << p->err();
         EXPECT_EQ(0, p->wait(ms(10000))) << "a stack overflow ends it with SIGSEGV";
     }
     if (stderr_of_first) *stderr_of_first = ps[0]->err();
@@ -112,9 +111,9 @@ TEST_F(SwapRmutex, AZeroFilledGlobalMutexIsNamedByItsSymbolAndExcludes)
 {
     EXPECT_EQ(60, count_in_processes(url(), "zero"));
     std::string err;
-    auto p = std::make_unique<shimt::Proc>(std::vector<std::string>{ SWAP_PROG, "/dev/null", "1", "zero" },
+    auto p = std::make_unique<rmt::Child>(std::vector<std::string>{ SWAP_PROG, "/dev/null", "1", "zero" },
                                            std::map<std::string, std::string>{ { "RMUTEX_URL", url() } });
-    EXPECT_TRUE(p->expect("done", ms(30000)));
+    EXPECT_TRUE(p->expect_line("done", ms(30000)));
     EXPECT_EQ(0, p->wait(ms(10000)));
     EXPECT_EQ("", p->err()) << "a named zero-filled mutex says nothing";
 }

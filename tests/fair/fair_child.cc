@@ -48,101 +48,11 @@
 #include <thread>
 #include <vector>
 
+#include "child_util.h"
+
 namespace {
 
-std::mutex out_mu;
-
-void say(const std::string &line)
-{
-    std::lock_guard<std::mutex> g(out_mu);
-    std::string s = line + "\n";
-    const char *p = s.data();
-    size_t n = s.size();
-    while (n > 0) {
-        ssize_t w = write(1, p, n);
-        if (w < 0 && errno == EINTR)
-            continue;
-        if (w <= 0)
-            return;
-        p += w;
-        n -= static_cast<size_t>(w);
-    }
-}
-
-std::string opt(int argc, char **argv, const char *key, const char *dflt)
-{
-    size_t k = strlen(key);
-    for (int i = 0; i < argc; i++)
-        if (strncmp(argv[i], key, k) == 0 && argv[i][k] == '=')
-            return argv[i] + k + 1;
-    return dflt;
-}
-
-bool flag(int argc, char **argv, const char *key)
-{
-    for (int i = 0; i < argc; i++)
-        if (strcmp(argv[i], key) == 0)
-            return true;
-    return false;
-}
-
-bool read_line(std::string *line)
-{
-    line->clear();
-    char c;
-    for (;;) {
-        ssize_t n = read(0, &c, 1);
-        if (n < 0 && errno == EINTR)
-            continue;
-        if (n <= 0)
-            return false;
-        if (c == '\n')
-            return true;
-        line->push_back(c);
-    }
-}
-
-std::vector<std::string> split(const std::string &s)
-{
-    std::vector<std::string> w;
-    size_t i = 0;
-    while (i < s.size()) {
-        while (i < s.size() && s[i] == ' ')
-            i++;
-        size_t j = i;
-        while (j < s.size() && s[j] != ' ')
-            j++;
-        if (j > i)
-            w.push_back(s.substr(i, j - i));
-        i = j;
-    }
-    return w;
-}
-
-bool init_from_args(rmutex_t *m, const char *name, int argc, char **argv)
-{
-    rmutexattr_t a;
-    rmutexattr_init(&a);
-    rmutexattr_settype(&a, atoi(opt(argc, argv, "--type", "0").c_str()));
-    rmutexattr_setrobust(&a, flag(argc, argv, "--robust") ? RMUTEX_ROBUST : RMUTEX_STALLED);
-    rmutexattr_setlease(&a, strtoul(opt(argc, argv, "--lease", "0").c_str(), nullptr, 10));
-    rmutexattr_setfair(&a, flag(argc, argv, "--nonfair") ? 0 : 1);
-    int rc = rmutex_init(m, name, &a);
-    rmutexattr_destroy(&a);
-    if (rc != 0) {
-        say("error init rc=" + std::to_string(rc) + " detail=" + rmutex_detail());
-        return false;
-    }
-    return true;
-}
-
-std::string fence_of(rmutex_t *m)
-{
-    uint64_t t = 0;
-    if (rmutex_fence(m, &t) != 0)
-        return "none";
-    return std::to_string(t);
-}
+using namespace rmtc;
 
 rmutex_stats_t stats_now()
 {
@@ -211,7 +121,7 @@ void run_command(int idx, const std::vector<std::string> &c)
 
 int cmd_threads(const char *name, int argc, char **argv)
 {
-    if (!init_from_args(&g_m, name, argc, argv))
+    if (!init_from_args(&g_m, name, argc, argv, true))
         return 2;
     std::map<int, std::unique_ptr<Worker>> workers;
     say("ready pid=" + std::to_string(getpid()));
@@ -305,7 +215,7 @@ int cmd_contend(const char *name_c, int argc, char **argv)
     std::string owner_key = derived("rmutex_owner", name), queue_key = derived("rmutex_fair_queue", name),
                 token_key = derived("redisson_lock_token", name);
 
-    if (!init_from_args(&g_m, name_c, argc, argv))
+    if (!init_from_args(&g_m, name_c, argc, argv, true))
         return 2;
     std::atomic<long> errors{0}, acquisitions{0};
     std::vector<std::vector<Hold>> holds(static_cast<size_t>(threads));

@@ -1,0 +1,369 @@
+/* admin_test.cc -- rmutex_force_unlock, rmutex_shutdown, rmutex_configure
+ * and the setters, rmutex_stats.
+ *
+ * Every return code of every rmutex_* call, as rmutex.h specifies them,
+ * against a real redis-server.  "Held elsewhere" means held by
+ * rmutex_test_child (another process) unless a test says "another thread".
+ * Where the header is silent, the assumption is written next to the
+ * assertion that depends on it. */
+#include <signal.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cctype>
+#include <cerrno>
+#include <climits>
+#include <cstring>
+#include <mutex>
+#include <regex>
+
+#include "api_util.h"
+#include "harness.h"
+
+namespace {
+
+using namespace rmt;
+
+/* ===================================================================== */
+/* rmutex_force_unlock                                                     */
+/* ===================================================================== */
+
+class RmutexForceUnlock : public RedisTest {
+  protected:
+    /* poll=10000: a waiter that gets in quickly was woken by the release. */
+    RmutexForceUnlock() : RedisTest(false, "poll=10000") {}
+};
+
+TEST_F(RmutexForceUnlock, ReleasesALockHeldByAnotherProcessWhoseUnlockThenIsEperm)
+{
+    std::string name = lock_name();
+    auto child = child_holding(name, url());
+    ASSERT_TRUE(child);
+    EXPECT_RC(0, rmutex_force_unlock(name.c_str()));
+    EXPECT_FALSE(redis().exists(name));
+    rmutex_t m;
+    init_mutex(&m, name);
+    ASSERT_RC(0, rmutex_trylock(&m));
+    auto mine = redis().hgetall(name);
+    ASSERT_TRUE(child->write_line("unlock"));
+    auto line = child->expect_line("unlocked", ms(5000));
+    ASSERT_TRUE(line);
+    EXPECT_EQ(std::to_string(EPERM), field(*line, "rc"));
+    EXPECT_EQ(mine, redis().hgetall(name)) << "the old holder's unlock released our hold";
+    EXPECT_RC(0, rmutex_unlock(&m));
+}
+
+TEST_F(RmutexForceUnlock, WakesWaiters)
+{
+    std::string name = lock_name();
+    auto child = child_holding(name, url());
+    ASSERT_TRUE(child);
+    rmutex_t m;
+    init_mutex(&m, name);
+    Async waiter([&] {
+        int rc = rmutex_lock(&m);
+        return rc == 0 ? rmutex_unlock(&m) : rc;
+    });
+    ASSERT_TRUE(wait_until([] { return stats().waiting >= 1 && stats().channels >= 1; }, ms(5000)));
+    auto t0 = Clock::now();
+    ASSERT_RC(0, rmutex_force_unlock(name.c_str()));
+    ASSERT_TRUE(waiter.wait(ms(2000))) << "not woken by the forced release";
+    EXPECT_RC(0, waiter.rc());
+    EXPECT_LT(std::chrono::duration_cast<ms>(waiter.finished_at() - t0).count(), scaled(ms(2000)).count());
+}
+
+TEST_F(RmutexForceUnlock, OfAFreeLockIsZeroAndBadNamesAreEinval)
+{
+    std::string name = lock_name();
+    EXPECT_RC(0, rmutex_force_unlock(name.c_str()));
+    EXPECT_RC(EINVAL, rmutex_force_unlock(nullptr));
+    EXPECT_RC(EINVAL, rmutex_force_unlock(""));
+    EXPECT_RC(EINVAL, rmutex_force_unlock("a{b"));
+    std::string huge(RMUTEX_NAME_MAX + 1, 'f');
+    EXPECT_RC(EINVAL, rmutex_force_unlock(huge.c_str()));
+}
+
+TEST_F(RmutexForceUnlock, KeepsTheFencingCounter)
+{
+    std::string name = lock_name();
+    rmutex_t m;
+    init_mutex(&m, name);
+    uint64_t before = 0, after = 0;
+    ASSERT_RC(0, rmutex_lock(&m));
+    ASSERT_RC(0, rmutex_fence(&m, &before));
+    ASSERT_RC(0, rmutex_force_unlock(name.c_str()));
+    EXPECT_RC(EPERM, rmutex_unlock(&m));
+    ASSERT_RC(0, rmutex_lock(&m));
+    ASSERT_RC(0, rmutex_fence(&m, &after));
+    EXPECT_LT(before, after);
+    EXPECT_RC(0, rmutex_unlock(&m));
+}
+
+/* ===================================================================== */
+/* rmutex_shutdown                                                         */
+/* ===================================================================== */
+
+class RmutexShutdown : public RedisTest {};
+
+TEST_F(RmutexShutdown, IsEbusyWithAHoldOutstandingAndChangesNothing)
+{
+    std::string name = lock_name();
+    rmutex_t m;
+    init_mutex(&m, name);
+    ASSERT_RC(0, rmutex_lock(&m));
+    auto held = redis().hgetall(name);
+    EXPECT_RC(EBUSY, rmutex_shutdown());
+    EXPECT_RC(EBUSY, rmutex_configure(url().c_str())) << "the library is still in use";
+    EXPECT_EQ(held, redis().hgetall(name));
+    EXPECT_RC(0, rmutex_unlock(&m));
+    EXPECT_FALSE(redis().exists(name));
+    EXPECT_RC(0, rmutex_shutdown());
+}
+
+TEST_F(RmutexShutdown, IsEbusyWhileAThreadWaits)
+{
+    std::string name = lock_name();
+    auto child = child_holding(name, url());
+    ASSERT_TRUE(child);
+    rmutex_t m;
+    init_mutex(&m, name);
+    Async waiter([&] {
+        int rc = rmutex_lock(&m);
+        return rc == 0 ? rmutex_unlock(&m) : rc;
+    });
+    ASSERT_TRUE(wait_until([] { return stats().waiting >= 1; }, ms(5000)));
+    EXPECT_RC(EBUSY, rmutex_shutdown());
+    ASSERT_TRUE(child->write_line("unlock"));
+    ASSERT_TRUE(waiter.wait(ms(5000)));
+    EXPECT_RC(0, waiter.rc());
+    EXPECT_RC(0, rmutex_shutdown());
+}
+
+TEST_F(RmutexShutdown, ClosesConnectionsAndTheLibraryWorksAgainAfterwards)
+{
+    std::string name = lock_name();
+    rmutex_t m;
+    init_mutex(&m, name);
+    ASSERT_RC(0, rmutex_lock(&m));
+    ASSERT_RC(0, rmutex_unlock(&m));
+    std::string me = std::to_string(getpid());
+    ASSERT_FALSE(redis().client_ids("rmutex:cmd:" + me).empty()) << "pool connections are named rmutex:cmd:<pid>";
+    ASSERT_RC(0, rmutex_shutdown());
+    EXPECT_TRUE(wait_until(
+        [&] {
+            for (auto &c : redis().client_list())
+                if (c["name"].rfind("rmutex:", 0) == 0 && c["name"].size() > me.size() &&
+                    c["name"].compare(c["name"].size() - me.size(), me.size(), me) == 0)
+                    return false;
+            return true;
+        },
+        ms(2000)))
+        << "connections left open after rmutex_shutdown()";
+    ASSERT_RC(0, rmutex_shutdown()) << "a second shutdown is harmless";
+    /* configure may be called again, then the same mutex works. */
+    ASSERT_RC(0, rmutex_configure(url_with("pool=2").c_str()));
+    ASSERT_RC(0, rmutex_lock(&m));
+    EXPECT_TRUE(redis().exists(name));
+    EXPECT_RC(0, rmutex_unlock(&m));
+}
+
+/* ===================================================================== */
+/* rmutex_configure and the process-wide settings                          */
+/* ===================================================================== */
+
+class RmutexConfigure : public RedisTest {
+  protected:
+    RmutexConfigure() : RedisTest(false, "", /*configure=*/false) {}
+};
+
+TEST_F(RmutexConfigure, RejectsMalformedUrls)
+{
+    std::string hp = host() + ":" + std::to_string(port());
+    for (const std::string &bad : std::vector<std::string>{std::string(""), std::string("garbage"), std::string("redis//") + hp,
+                            std::string("http://") + hp, std::string("redis://"), std::string("redis://:"),
+                            "redis://" + host() + ":99999", "redis://" + host() + ":-1",
+                            "redis://" + host() + ":abc", "redis://" + host() + ":6379x",
+                            "redis://" + hp + "/notadb", "redis://" + hp + "/-3", "redis://[::1",
+                            std::string("unix://"), "redis://" + hp + "?lease", "redis://" + hp + "?lease=abc",
+                            "redis://" + hp + "?lease=-5", "redis://" + hp + "?pool=0",
+                            "redis://" + hp + "?pool=100000", "redis://" + hp + "?poll=x"}) {
+        EXPECT_RC(EINVAL, rmutex_configure(bad.c_str())) << "URL \"" << bad << "\"";
+        EXPECT_STRNE("", rmutex_detail()) << "URL \"" << bad << "\"";
+    }
+    /* None of them counted as a use: a good URL is still accepted. */
+    ASSERT_RC(0, rmutex_configure(url().c_str()));
+}
+
+TEST_F(RmutexConfigure, RejectsUnknownOptions)
+{
+    EXPECT_RC(EINVAL, rmutex_configure((base_url() + "?bogus=1").c_str()));
+    EXPECT_RC(EINVAL, rmutex_configure((base_url() + "?lease=1000&nosuch=2").c_str()));
+    ASSERT_RC(0, rmutex_configure(url().c_str()));
+}
+
+TEST_F(RmutexConfigure, RejectsTlsWithEnotsupAndSaysWhy)
+{
+    EXPECT_RC(ENOTSUP, rmutex_configure(("rediss://" + host() + ":" + std::to_string(port())).c_str()));
+    EXPECT_TRUE(contains_ci(rmutex_detail(), "tls")) << "detail: " << rmutex_detail();
+    ASSERT_RC(0, rmutex_configure(url().c_str()));
+}
+
+TEST_F(RmutexConfigure, RejectsAHostThatDoesNotResolve)
+{
+    int rc = rmutex_configure("redis://no-such-host.invalid:6379");
+    /* EINVAL for a name that does not exist; EAGAIN is the documented code
+     * when the resolver fails temporarily (no DNS in a sandbox). */
+    EXPECT_TRUE(rc == EINVAL || rc == EAGAIN) << err_name(rc);
+    EXPECT_STRNE("", rmutex_detail());
+}
+
+TEST_F(RmutexConfigure, IsEbusyAfterFirstUseUntilShutdown)
+{
+    ASSERT_RC(0, rmutex_configure(url().c_str()));
+    rmutex_t m;
+    init_mutex(&m, lock_name());
+    ASSERT_RC(0, rmutex_trylock(&m));
+    ASSERT_RC(0, rmutex_unlock(&m));
+    EXPECT_RC(EBUSY, rmutex_configure(url().c_str()));
+    EXPECT_RC(EBUSY, rmutex_configure(url_with("lease=1000").c_str()));
+    ASSERT_RC(0, rmutex_shutdown());
+    EXPECT_RC(0, rmutex_configure(url_with("lease=1000").c_str()));
+    ASSERT_RC(0, rmutex_lock(&m));
+    long long pttl = redis().pttl(lock_name());
+    EXPECT_GT(pttl, 0);
+    EXPECT_LE(pttl, 1000) << "the new configuration's lease applies";
+    EXPECT_RC(0, rmutex_unlock(&m));
+}
+
+TEST_F(RmutexConfigure, AcceptsEveryDocumentedFormAndOption)
+{
+    if (!server())
+        GTEST_SKIP() << "needs the harness's own server (unix socket)";
+    std::string hp = host() + ":" + std::to_string(port());
+    std::vector<std::string> good = {
+        "redis://" + hp,
+        "redis://" + hp + "/0",
+        "redis://" + hp + "/3?pool=2&lease=1000&poll=500&idle=500&command_timeout=1000&connect_timeout=500",
+        "redis://localhost:" + std::to_string(port()),
+        "redis://" + hp + "?replicas=0&wait_timeout=100",
+        "unix://" + server()->unix_socket(),
+        "unix://" + server()->unix_socket() + "?db=2&pool=1",
+    };
+    std::string name = lock_name();
+    for (auto &u : good) {
+        SCOPED_TRACE(u);
+        ASSERT_RC(0, rmutex_configure(u.c_str()));
+        rmutex_t m;
+        init_mutex(&m, name);
+        ASSERT_RC(0, rmutex_trylock(&m));
+        ASSERT_RC(0, rmutex_unlock(&m));
+        ASSERT_RC(0, rmutex_destroy(&m));
+        ASSERT_RC(0, rmutex_shutdown());
+    }
+}
+
+TEST_F(RmutexConfigure, SelectsTheDatabaseFromTheUrl)
+{
+    if (!server())
+        GTEST_SKIP() << "writes to database 5 of the harness's own server";
+    ASSERT_RC(0, rmutex_configure((base_url() + "/5").c_str()));
+    std::string name = lock_name();
+    rmutex_t m;
+    init_mutex(&m, name);
+    ASSERT_RC(0, rmutex_lock(&m));
+    EXPECT_FALSE(redis().exists(name)) << "locked in database 0";
+    Redis db5(host(), port());
+    ASSERT_EQ("OK", db5.cmd({"SELECT", "5"}).str());
+    EXPECT_EQ("hash", db5.type(name));
+    EXPECT_RC(0, rmutex_unlock(&m));
+}
+
+TEST_F(RmutexConfigure, NullMeansTheRmutexUrlEnvironmentVariable)
+{
+    setenv("RMUTEX_URL", url_with("lease=1200").c_str(), 1);
+    ASSERT_RC(0, rmutex_configure(nullptr));
+    std::string name = lock_name();
+    rmutex_t m;
+    init_mutex(&m, name);
+    ASSERT_RC(0, rmutex_lock(&m));
+    long long pttl = redis().pttl(name);
+    EXPECT_GT(pttl, 0);
+    EXPECT_LE(pttl, 1200);
+    EXPECT_RC(0, rmutex_unlock(&m));
+}
+
+TEST_F(RmutexConfigure, WithoutAnyCallUsesRmutexUrl)
+{
+    setenv("RMUTEX_URL", url_with("lease=1300").c_str(), 1);
+    std::string name = lock_name();
+    rmutex_t m;
+    init_mutex(&m, name);
+    ASSERT_RC(0, rmutex_lock(&m));
+    long long pttl = redis().pttl(name);
+    EXPECT_GT(pttl, 0);
+    EXPECT_LE(pttl, 1300);
+    EXPECT_RC(0, rmutex_unlock(&m));
+}
+
+TEST_F(RmutexConfigure, SettersCheckTheirRanges)
+{
+    EXPECT_RC(EINVAL, rmutex_set_pool_size(0));
+    EXPECT_RC(EINVAL, rmutex_set_pool_size(1025));
+    EXPECT_RC(0, rmutex_set_pool_size(1));
+    EXPECT_RC(0, rmutex_set_pool_size(1024));
+    EXPECT_RC(0, rmutex_set_pool_size(4));
+    EXPECT_RC(EINVAL, rmutex_set_default_lease(0));
+    EXPECT_RC(EINVAL, rmutex_set_default_lease(99));
+    EXPECT_RC(EINVAL, rmutex_set_default_lease(2147483648UL));
+    EXPECT_RC(0, rmutex_set_default_lease(2147483647UL));
+    EXPECT_RC(0, rmutex_set_default_lease(100));
+    EXPECT_RC(0, rmutex_set_wait_replicas(0, 0));
+    EXPECT_RC(0, rmutex_set_lost_callback(nullptr, nullptr));
+}
+
+TEST_F(RmutexConfigure, DefaultLeaseAppliesToLaterHolds)
+{
+    ASSERT_RC(0, rmutex_configure(url().c_str()));
+    ASSERT_RC(0, rmutex_set_default_lease(1100));
+    std::string name = lock_name();
+    rmutex_t m;
+    init_mutex(&m, name);
+    ASSERT_RC(0, rmutex_lock(&m));
+    long long pttl = redis().pttl(name);
+    EXPECT_GT(pttl, 0);
+    EXPECT_LE(pttl, 1100);
+    EXPECT_RC(0, rmutex_unlock(&m));
+}
+
+/* ===================================================================== */
+/* rmutex_stats                                                            */
+/* ===================================================================== */
+
+class RmutexStats : public RedisTest {};
+
+TEST_F(RmutexStats, RejectsNullAndWritesOnlyTheGivenSize)
+{
+    EXPECT_RC(EINVAL, rmutex_stats(nullptr, sizeof(rmutex_stats_t)));
+    unsigned char buf[sizeof(rmutex_stats_t) + 16];
+    memset(buf, 0xAB, sizeof buf);
+    EXPECT_RC(0, rmutex_stats(reinterpret_cast<rmutex_stats_t *>(buf), 8));
+    for (size_t i = 8; i < sizeof buf; i++)
+        ASSERT_EQ(0xAB, buf[i]) << "byte " << i << " written past the given size";
+}
+
+TEST_F(RmutexStats, CountsAcquisitionsAndGauges)
+{
+    rmutex_t m;
+    init_mutex(&m, lock_name());
+    rmutex_stats_t s0 = stats();
+    ASSERT_RC(0, rmutex_lock(&m));
+    rmutex_stats_t s1 = stats();
+    EXPECT_EQ(s0.acquisitions + 1, s1.acquisitions);
+    EXPECT_EQ(1u, s1.held);
+    EXPECT_GE(s1.connections, 1u);
+    EXPECT_GT(s1.round_trips, s0.round_trips);
+    ASSERT_RC(0, rmutex_unlock(&m));
+    EXPECT_EQ(0u, stats().held);
+}
+
+} // namespace
