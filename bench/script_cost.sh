@@ -24,10 +24,19 @@ while [ $# -gt 0 ]; do
 done
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
-cp "$root/src/lua/fair.lua" "$tmp/work.lua"
+# Each version as Redis runs it: "--!include" lines expanded from its own lib/.
+expand() { # LUA_DIR OUT
+    cmake -DIN="$1/fair.lua" -DOUT="$2" -DLIBDIR="$1/lib" -P "$root/cmake/lua_expand.cmake"
+}
+expand "$root/src/lua" "$tmp/work.lua"
 versions=(work)
 if [ -n "$rev" ]; then
-    git -C "$root" show "$rev:src/lua/fair.lua" > "$tmp/rev.lua"
+    mkdir -p "$tmp/rev/lib"
+    git -C "$root" show "$rev:src/lua/fair.lua" > "$tmp/rev/fair.lua"
+    for f in $(git -C "$root" ls-tree --name-only "$rev" src/lua/lib/ 2>/dev/null); do
+        git -C "$root" show "$rev:$f" > "$tmp/rev/lib/$(basename "$f")"
+    done
+    expand "$tmp/rev" "$tmp/rev.lua"
     versions=(rev work)
 fi
 

@@ -7,9 +7,9 @@
 --                                     learns its owner died (EOWNERDEAD)
 -- KEYS[4] rmutex_notrecoverable:{NAME} set when robust state was abandoned
 -- ARGV[1] lease in ms, ARGV[2] owner "<uuid>:<thread>", ARGV[3] "1" if robust,
--- ARGV[4] request id of this acquisition (the owner mark is "<owner>|<id>",
--- plus "!" when the previous holder died, so that a clean-up of an
--- acquisition whose outcome was unknown touches that acquisition only)
+-- ARGV[4] request id of this acquisition (the owner mark names it, see
+-- lib/mark.lua, so that a clean-up of an acquisition whose outcome was
+-- unknown touches that acquisition only)
 --
 -- Returns {0, token, dead} acquired (dead = 1: the previous holder's lease
 -- ran out without an unlock), {1, pttl} held by somebody else, {2} not
@@ -19,6 +19,8 @@
 -- That makes the script idempotent per owner: when a reply is lost and the
 -- client asks again, finding its own field means the first call worked, and
 -- it is answered with the same token instead of a second count.
+--!include mark.lua
+
 local lock, token, owner, notrec = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
 local lease, me = tonumber(ARGV[1]), ARGV[2]
 local mine = me .. '|' .. ARGV[4]
@@ -32,16 +34,15 @@ if pttl ~= -2 then
   if redis.call('hexists', lock, me) == 0 then
     return {1, pttl}
   end
-  local mark = redis.call('get', owner)
-  local dead = (mark and string.sub(mark, -1) == '!') and 1 or 0
+  local dead = mark_dead(redis.call('get', owner))
   redis.call('pexpire', lock, lease)
-  redis.call('set', owner, dead == 1 and (mine .. '!') or mine, 'px', 2 * lease)
-  return {0, tonumber(redis.call('get', token)) or 0, dead}
+  redis.call('set', owner, mark_make(mine, false, dead), 'px', 2 * lease)
+  return {0, tonumber(redis.call('get', token)) or 0, dead and 1 or 0}
 end
 
 -- Free.  A surviving owner mark means the last holder never unlocked.
-local dead = redis.call('exists', owner)
+local dead = mark_died(redis.call('get', owner))
 redis.call('hset', lock, me, 1)
 redis.call('pexpire', lock, lease)
-redis.call('set', owner, dead == 1 and (mine .. '!') or mine, 'px', 2 * lease)
-return {0, redis.call('incr', token), dead}
+redis.call('set', owner, mark_make(mine, false, dead), 'px', 2 * lease)
+return {0, redis.call('incr', token), dead and 1 or 0}

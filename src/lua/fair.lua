@@ -31,14 +31,15 @@
 --    the lock on receipt; its watchdog confirms the grant (renew.lua) and so
 --    does any later call of its own (confirm below).  A grant nobody
 --    confirms lapses with the waiter's lease and passes on.
---  * The owner mark O is "<waiter>" for a confirmed hold, "<waiter>?" for a
---    grant not yet confirmed; a trailing "!" means the hold descends from a
---    holder that lapsed without an unlock (the new owner gets EOWNERDEAD).
---    A lapsed unconfirmed grant is not a death: it passes on its own "!".
+--  * The owner mark O names the waiter and says whether its grant is
+--    confirmed and whether the hold descends from a holder that lapsed
+--    without an unlock (lib/mark.lua has the grammar).
 --  * Every key but T expires: L with its lease, O after two, Q/A/S two
 --    waiter leases after the last live waiter's renewal.
 -- Every operation is O(log N) in the queue length plus PURGE.
 if redis.replicate_commands then redis.replicate_commands() end
+
+--!include mark.lua
 
 local L, Q, A, S, T, O, N, C, R, X =
   KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6], KEYS[7], KEYS[8], KEYS[9], KEYS[10]
@@ -57,17 +58,6 @@ local function clock()
   return server_ms
 end
 
--- Does the mark left by the previous hold say its owner died?
-local function died(mark)
-  if not mark then return false end
-  if string.find(mark, '?', 1, true) then return string.sub(mark, -1) == '!' end
-  return true
-end
-
--- Is mark about this very acquisition (any state)?
-local function mine(mark)
-  return mark == member or mark == member .. '!' or mark == member .. '?' or mark == member .. '?!'
-end
 
 -- The lock is free: grant it to the first live waiter.  Returns the waiter
 -- granted, false when the queue is empty, or 'more' when this call's share
@@ -91,15 +81,15 @@ local function settle()
     redis.call('zrem', A, head)
     if deadline and deadline > now then
       local left = deadline - now
-      local flag = died(redis.call('get', O)) and '?!' or '?'
+      local dead = mark_died(redis.call('get', O))
       local owner = string.match(head, '^(.*)|') or head
       redis.call('hset', L, owner, 1)
       redis.call('pexpire', L, left)
-      redis.call('set', O, head .. flag, 'px', 2 * left + 1000)
+      redis.call('set', O, mark_make(head, true, dead), 'px', 2 * left + 1000)
       local token = redis.call('incr', T)
       -- One message, on the channel of the waiter's process only.
       redis.call('publish', C .. ':' .. (string.match(owner, '^(.*):') or owner),
-                 head .. ' ' .. token .. ' ' .. (flag == '?!' and 1 or 0) .. ' ' ..
+                 head .. ' ' .. token .. ' ' .. (dead and 1 or 0) .. ' ' ..
                  left .. ' ' .. redis.call('exists', N))
       return head
     end
@@ -122,13 +112,12 @@ end
 
 -- This acquisition holds L (granted or taken): make it a full hold.
 local function confirm(hold)
-  local mark = redis.call('get', O)
-  local dead = (mark and string.sub(mark, -1) == '!') and 1 or 0
+  local dead = mark_dead(redis.call('get', O))
   redis.call('pexpire', L, hold)
-  redis.call('set', O, member .. (dead == 1 and '!' or ''), 'px', 2 * hold)
+  redis.call('set', O, mark_make(member, false, dead), 'px', 2 * hold)
   redis.call('zrem', Q, member)
   redis.call('zrem', A, member)
-  return {0, tonumber(redis.call('get', T)) or 0, dead}
+  return {0, tonumber(redis.call('get', T)) or 0, dead and 1 or 0}
 end
 
 local function keep(key, ms)
@@ -140,7 +129,7 @@ if op == 'acquire' then
   if ARGV[6] == '1' and redis.call('exists', N) == 1 then
     redis.call('zrem', Q, member)
     redis.call('zrem', A, member)
-    if redis.call('hexists', L, me) == 1 and mine(redis.call('get', O)) then
+    if redis.call('hexists', L, me) == 1 and mark_names(redis.call('get', O), member) then
       redis.call('del', L)
       settle_or_announce()
     end
@@ -154,11 +143,11 @@ if op == 'acquire' then
     if granted == false then
       -- Nobody is queued: take it (this acquisition is not queued either:
       -- settle() leaves no queue behind when it returns false).
-      local dead = died(redis.call('get', O)) and 1 or 0
+      local dead = mark_died(redis.call('get', O))
       redis.call('hset', L, me, 1)
       redis.call('pexpire', L, hold)
-      redis.call('set', O, member .. (dead == 1 and '!' or ''), 'px', 2 * hold)
-      return {0, redis.call('incr', T), dead}
+      redis.call('set', O, mark_make(member, false, dead), 'px', 2 * hold)
+      return {0, redis.call('incr', T), dead and 1 or 0}
     end
   end
   -- Busy; or free with dead waiters still to purge ('more'): come back at once.
@@ -189,7 +178,7 @@ elseif op == 'cancel' then
   redis.call('zrem', Q, member)
   redis.call('zrem', A, member)
   local mark = redis.call('get', O)
-  if redis.call('hexists', L, me) == 1 and mine(mark) then
+  if redis.call('hexists', L, me) == 1 and mark_names(mark, member) then
     redis.call('del', L)
     if mark == member then redis.call('del', O) end
     settle_or_announce()

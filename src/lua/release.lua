@@ -16,6 +16,8 @@
 -- Returns 1 released, 0 not held by this owner (its lease ran out, or
 -- somebody force-unlocked it).  Only the owner's own field is ever removed,
 -- so a retried release can never free somebody else's later hold.
+--!include mark.lua
+
 local done = redis.call('get', KEYS[3])
 if done then
   return tonumber(done)
@@ -24,8 +26,7 @@ if redis.call('hexists', KEYS[1], ARGV[1]) == 0 then
   return 0
 end
 if ARGV[5] ~= '' then
-  local mark, mine = redis.call('get', KEYS[4]), ARGV[1] .. '|' .. ARGV[5]
-  if mark ~= mine and mark ~= mine .. '!' then
+  if not mark_names(redis.call('get', KEYS[4]), ARGV[1] .. '|' .. ARGV[5]) then
     return 0
   end
 end

@@ -10,6 +10,8 @@
 -- Returns one integer per entry: 1 renewed, 0 gone (a hold: lost; a waiter:
 -- granted or dequeued).  A key of the wrong type counts as gone instead of
 -- failing the batch.
+--!include mark.lua
+
 if redis.replicate_commands then redis.replicate_commands() end
 local time = redis.call('time')
 local now = tonumber(time[1]) * 1000 + math.floor(tonumber(time[2]) / 1000)
@@ -30,10 +32,8 @@ for i = 1, tonumber(ARGV[1]) do
     if redis.pcall('hexists', lock, me) == 1 then
       redis.call('pexpire', lock, lease)
       local m = redis.pcall('get', mark)
-      if m == member .. '?' then
-        redis.call('set', mark, member, 'px', 2 * lease)
-      elseif m == member .. '?!' then
-        redis.call('set', mark, member .. '!', 'px', 2 * lease)
+      if mark_pending(m, member) then
+        redis.call('set', mark, mark_make(member, false, mark_dead(m)), 'px', 2 * lease)
       else
         redis.call('pexpire', mark, 2 * lease)
       end

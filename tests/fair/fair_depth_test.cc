@@ -5,7 +5,7 @@
  * the lock still behaves.
  *
  * The 10 000 waiters are made by calling the library's own fair.lua
- * (src/lua/fair.lua, SCRIPT LOAD) with made-up owners, exactly as 10 000
+ * (src/lua/fair.lua as embedded, SCRIPT LOAD) with made-up owners, exactly as 10 000
  * processes would: "acquire" while the lock is held enqueues them, their
  * "release" and "cancel" are what their processes would send.  So every
  * state here is one the scripts produce.  Real waiters (child processes)

@@ -25,7 +25,7 @@ extern char **environ;
 #error "RMUTEX_FAIR_SKEW must name the clock-skew preload library"
 #endif
 #ifndef RMUTEX_FAIR_LUA
-#error "RMUTEX_FAIR_LUA must name src/lua/fair.lua"
+#error "RMUTEX_FAIR_LUA must name fair.lua as Redis runs it (the build's lua/)"
 #endif
 
 namespace fair {
