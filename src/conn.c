@@ -190,8 +190,10 @@ int rm_conn_reply_status(const redisReply *r)
         if (starts_with(r, transient[i])) return RM_E_TRANSIENT;
     if (starts_with(r, "OOM")) return ENOMEM;
     if (starts_with(r, "READONLY")) return EROFS;
-    if (starts_with(r, "NOPERM") || starts_with(r, "NOAUTH") || starts_with(r, "WRONGPASS"))
-        return EACCES;
+    if (starts_with(r, "NOPERM") || starts_with(r, "NOAUTH") || starts_with(r, "WRONGPASS") ||
+        memmem(r->str, r->len, "can't run this command", 22) ||
+        memmem(r->str, r->len, "no permissions to", 17))
+        return EACCES; /* the last two: an ACL refusing a call inside a script */
     /* A script's redis.call() failing on a key of ours that holds something
      * else: the name collides with data that is not a lock. */
     if (memmem(r->str, r->len, "WRONGTYPE", 9) || memmem(r->str, r->len, "not an integer", 14))

@@ -212,8 +212,11 @@ static int fair_lock(struct rm_mutex *mx, struct rm_thread *self, struct rm_endp
         rm_nsec until = rm_clock_min(w->deadline, rm_clock_after(bound));
         /* A grant message names this waiter: the next attempt confirms the
          * grant into a full hold before the call returns. */
-        if (joined > 0) rm_sub_wait(&waiter, until);
-        else rm_clock_sleep_until(until);
+        if (joined > 0 && rm_sub_wait(&waiter, until) == RM_WAKE_REFUSED) {
+            r = rm_sub_refused(&waiter);
+            break;
+        }
+        if (joined <= 0) rm_clock_sleep_until(until);
     }
     if (alive) rm_watchdog_cancel(alive);
     if (joined > 0) rm_sub_leave(&waiter);

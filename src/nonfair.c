@@ -196,8 +196,11 @@ static int acquire(struct rm_mutex *mx, struct rm_thread *self, struct rm_endpoi
         rm_nsec bound = RM_MSEC(RM_SETTING(poll_ms));
         if (g->pttl >= 0 && RM_MSEC(g->pttl + 1) < bound) bound = RM_MSEC(g->pttl + 1);
         rm_nsec until = rm_clock_min(w->deadline, rm_clock_after(bound));
-        if (joined > 0) rm_sub_wait(&waiter, until);
-        else rm_clock_sleep_until(until);
+        if (joined > 0 && rm_sub_wait(&waiter, until) == RM_WAKE_REFUSED) {
+            r = rm_sub_refused(&waiter);
+            break;
+        }
+        if (joined < 0) rm_clock_sleep_until(until);
     }
     /* Giving up after a lost reply: the lock may be ours without our
      * knowing; let the watchdog release that acquisition, if it happened. */

@@ -52,7 +52,7 @@
 #define PING_EVERY RM_MSEC(5000)
 #define PING_TIMEOUT RM_MSEC(5000)
 
-enum { CH_NEW, CH_SENT, CH_SUBSCRIBED };
+enum { CH_NEW, CH_SENT, CH_SUBSCRIBED, CH_REFUSED };
 
 struct rm_channel {
     struct rm_channel *hnext;
@@ -198,6 +198,26 @@ static int is_str(const redisReply *r, const char *s)
            r->len == strlen(s) && !strcasecmp(r->str, s);
 }
 
+/* An error reply on the pub/sub connection answers the oldest SUBSCRIBE
+ * still unanswered (PING and UNSUBSCRIBE are not refused).  NOPERM: the
+ * user may not listen there (its ACL lacks the channel pattern).  Its
+ * waiters could only poll for the rest of their wait, silently slower and
+ * never told; they are woken with RM_WAKE_REFUSED instead and fail loud
+ * (EACCES, rm_sub_refused).  Redis refuses a SUBSCRIBE as a whole, so every
+ * channel sent and not yet confirmed is refused; one confirmed later after
+ * all becomes subscribed as usual.  A reconnection asks again. */
+static void refused(struct rm_sub *s, const redisReply *r)
+{
+    rm_log("pub/sub error: %.*s", (int)r->len, r->str);
+    if (r->len < 6 || strncmp(r->str, "NOPERM", 6)) return;
+    for (size_t i = 0; i < NBUCKETS; i++)
+        for (struct rm_channel *ch = s->bucket[i]; ch; ch = ch->hnext) {
+            if (ch->state != CH_SENT) continue;
+            ch->state = CH_REFUSED;
+            for (struct rm_waiter *w = ch->head; w; w = w->next) wake(w, RM_WAKE_REFUSED);
+        }
+}
+
 static void dispatch(struct rm_sub *s, redisReply *r)
 {
     if (r->type == REDIS_REPLY_STATUS && is_str(r, "PONG")) {
@@ -205,7 +225,7 @@ static void dispatch(struct rm_sub *s, redisReply *r)
         return;
     }
     if (r->type != REDIS_REPLY_ARRAY || r->elements < 2) {
-        if (r->type == REDIS_REPLY_ERROR) rm_log("pub/sub error: %s", r->str);
+        if (r->type == REDIS_REPLY_ERROR) refused(s, r);
         return;
     }
     redisReply *kind = r->element[0], *name = r->element[1];
@@ -218,7 +238,7 @@ static void dispatch(struct rm_sub *s, redisReply *r)
     if (!ch) return;
     if (is_str(kind, "message") && r->elements == 3 && r->element[2]->type == REDIS_REPLY_STRING) {
         deliver(ch, r->element[2]->str, r->element[2]->len);
-    } else if (is_str(kind, "subscribe") && ch->state == CH_SENT) {
+    } else if (is_str(kind, "subscribe") && (ch->state == CH_SENT || ch->state == CH_REFUSED)) {
         ch->state = CH_SUBSCRIBED;
         RM_COUNT(subscribes);
         for (struct rm_waiter *w = ch->head; w; w = w->next) wake(w, RM_WAKE_SUBSCRIBED);
@@ -439,12 +459,20 @@ int rm_sub_join(struct rm_sub *s, const char *channel, struct rm_waiter *w, cons
     }
     ch->refs++;
     w->ch = ch;
+    if (ch->state == CH_REFUSED) w->woken = RM_WAKE_REFUSED;
     w->prev = ch->tail;
     if (ch->tail) ch->tail->next = w;
     else ch->head = w;
     ch->tail = w;
     pthread_mutex_unlock(&s->mu);
     return 0;
+}
+
+int rm_sub_refused(const struct rm_waiter *w)
+{
+    rm_detail("Redis refused to SUBSCRIBE to %s (NOPERM: the user's ACL needs its channel "
+              "pattern, README: least privilege)", w->ch->name);
+    return EACCES;
 }
 
 int rm_sub_wait(struct rm_waiter *w, rm_nsec deadline)
@@ -458,7 +486,7 @@ int rm_sub_wait(struct rm_waiter *w, rm_nsec deadline)
     pthread_mutex_unlock(&s->mu);
     if (why == RM_WAKE_MESSAGE) RM_COUNT(wakeups_pubsub);
     else if (why == RM_WAKE_SUBSCRIBED) RM_COUNT(wakeups_subscribe);
-    else RM_COUNT(wakeups_poll);
+    else if (why == RM_WAKE_TIMEOUT) RM_COUNT(wakeups_poll);
     return why;
 }
 

@@ -17,6 +17,8 @@ enum {
     RM_WAKE_TIMEOUT = 0,    /* its time bound passed: poll */
     RM_WAKE_MESSAGE = 1,    /* a release message for this waiter */
     RM_WAKE_SUBSCRIBED = 2, /* the channel was (re)subscribed: re-check */
+    RM_WAKE_REFUSED = 3,    /* Redis refused to subscribe it (ACL NOPERM):
+                               no release will ever be heard; give up */
 };
 
 /* A thread waiting on a channel.  It lives on the waiter's stack; the
@@ -48,6 +50,9 @@ void rm_sub_destroy(struct rm_sub *sub);
  * into w->msg.  Returns 0, ENOMEM or EAGAIN. */
 int rm_sub_join(struct rm_sub *sub, const char *channel, struct rm_waiter *w, const char *match,
                 size_t match_len);
+
+/* Set the detail for a wait ended by RM_WAKE_REFUSED; returns EACCES. */
+int rm_sub_refused(const struct rm_waiter *w);
 
 /* Wait until w is woken or deadline.  Returns RM_WAKE_*, counting it in the
  * stats, and consumes the wake-up. */

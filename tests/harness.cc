@@ -1,6 +1,7 @@
 /* harness.cc -- redis-server control, a raw hiredis client, the child helper
  * and the time bounds shared by the rmutex tests.  See harness.h. */
 #include "harness.h"
+#include "acl_rule.h"
 
 #include <arpa/inet.h>
 #include <fcntl.h>
@@ -880,6 +881,19 @@ void RedisTest::SetUp()
     }
     redis_ = std::make_unique<Redis>(host_, port_, password_);
     ASSERT_TRUE(redis_->ok()) << redis_->error();
+    const char *acl = getenv("RMUTEX_TEST_ACL");
+    if (acl && !strcmp(acl, "1")) {
+        /* ACL mode: the library (and every child) runs as the README's
+         * least-privileged user; redis() stays the default user, for the
+         * tests' own looks at the server. */
+        std::vector<std::string> cmd = {"ACL", "SETUSER", kAclUser, "reset", "on",
+                                        std::string(">") + kAclPassword};
+        cmd.insert(cmd.end(), acl_rule().begin(), acl_rule().end());
+        Reply r = redis_->cmd(cmd);
+        ASSERT_EQ("OK", r.str()) << "ACL SETUSER: " << r.str();
+        base_url_ = "redis://" + std::string(kAclUser) + ":" + kAclPassword + "@" + host_ + ":" +
+                    std::to_string(port_);
+    }
     setenv("RMUTEX_URL", url().c_str(), 1);
     if (configure_)
         ASSERT_RC(0, rmutex_configure(url().c_str()));
