@@ -1,15 +1,17 @@
 #!/usr/bin/env bash
 # scripts/test.sh -- THE test command: installs what is missing, then builds
-# and runs the test suite in three stages, each in its own build dir:
+# and runs the test suite in four stages, each in its own build dir:
 #
 #   normal  RelWithDebInfo build, every test              (build/normal)
 #   asan    AddressSanitizer + UBSan build, every test    (build/asan)
 #   tsan    ThreadSanitizer build, tests labelled threaded (build/tsan)
+#   fuzz    the libFuzzer targets of fuzz/ (clang, ASan + UBSan), each for
+#           RMUTEX_FUZZ_SECONDS (default 30) on its seed corpus (build/fuzz)
 #
 # usage: scripts/test.sh [--quick] [--stage NAME]... [--no-deps] [--werror]
 #                        [-j N] [-- CTEST-ARG...]
 #   --quick        the normal stage only
-#   --stage NAME   run this stage (repeatable; default: all three)
+#   --stage NAME   run this stage (repeatable; default: all four)
 #   --no-deps      do not check/install the Debian packages
 #   --werror       build with -DRMUTEX_WERROR=ON
 #   -j N           parallel build jobs (default: nproc); ctest always runs -j2
@@ -40,8 +42,8 @@ while [ $# -gt 0 ]; do
         --quick) stages=(normal) ;;
         --stage)
             [ $# -ge 2 ] || { echo "test.sh: --stage needs a name" >&2; exit 2; }
-            case $2 in normal|asan|tsan) stages+=("$2") ;;
-                *) echo "test.sh: unknown stage '$2' (normal, asan, tsan)" >&2; exit 2 ;;
+            case $2 in normal|asan|tsan|fuzz) stages+=("$2") ;;
+                *) echo "test.sh: unknown stage '$2' (normal, asan, tsan, fuzz)" >&2; exit 2 ;;
             esac
             shift ;;
         --stage=*) set -- --stage "${1#--stage=}" "${@:2}"; continue ;;
@@ -56,7 +58,7 @@ while [ $# -gt 0 ]; do
     esac
     shift
 done
-[ ${#stages[@]} -gt 0 ] || stages=(normal asan tsan)
+[ ${#stages[@]} -gt 0 ] || stages=(normal asan tsan fuzz)
 
 banner() {
     echo
@@ -163,6 +165,25 @@ run_stage() { # NAME
             export TSAN_OPTIONS="halt_on_error=1:second_deadlock_stack=1:die_after_fork=0${TSAN_OPTIONS:+:$TSAN_OPTIONS}"
             export RMUTEX_TEST_TIME_SCALE=5
             timeout=1500 ;;
+        fuzz)
+            banner "stage fuzz: libFuzzer targets (clang, ASan + UBSan), ${RMUTEX_FUZZ_SECONDS:-30} s each"
+            if ! command -v clang >/dev/null 2>&1 || ! ls /usr/lib/llvm-*/lib/clang/*/lib/linux/libclang_rt.fuzzer-x86_64.a >/dev/null 2>&1; then
+                [ "$deps" = 1 ] && rmutex_install_deps clang libclang-rt-14-dev
+            fi
+            if ! prefix=$(sanitizer_prefix clang "-fsanitize=address,undefined"); then
+                echo "test.sh: clang cannot build and run an ASan program here" >&2
+                return 1
+            fi
+            CC=clang cmake --log-level=WARNING -S . -B "$dir" -DCMAKE_BUILD_TYPE=RelWithDebInfo \
+                -DRMUTEX_FUZZ=ON -DRMUTEX_BUILD_TESTS=OFF -DRMUTEX_BUILD_EXAMPLES=OFF \
+                -DRMUTEX_BUILD_BENCH=OFF -DRMUTEX_BUILD_SHIM=OFF \
+                -DRMUTEX_FUZZ_SECONDS="${RMUTEX_FUZZ_SECONDS:-30}" || return 1
+            # shellcheck disable=SC2086
+            $prefix cmake --build "$dir" -j "$jobs" || return 1
+            # shellcheck disable=SC2086
+            $prefix ctest --test-dir "$dir" -j2 --output-on-failure --no-tests=error \
+                "${ctest_extra[@]}" 2>&1 | tee "$dir/ctest.log"
+            return "${PIPESTATUS[0]}" ;;
     esac
     echo "compiler: $cc / $cxx${prefix:+; tests run under '$prefix' (TSan/ASan need ASLR off on this kernel)}"
     [ -n "${RMUTEX_TEST_TIME_SCALE:-}" ] && echo "RMUTEX_TEST_TIME_SCALE=$RMUTEX_TEST_TIME_SCALE"

@@ -185,6 +185,9 @@ static int resolve(const char *host, unsigned long port, struct rm_server_addr *
     memset(&hints, 0, sizeof hints);
     hints.ai_family = AF_UNSPEC;
     hints.ai_socktype = SOCK_STREAM;
+#ifdef RM_CONFIG_NO_DNS
+    hints.ai_flags = AI_NUMERICHOST; /* the fuzz targets (fuzz/): never ask a resolver */
+#endif
     char portstr[8];
     snprintf(portstr, sizeof portstr, "%lu", port);
     int r = getaddrinfo(host, portstr, &hints, &res);
@@ -270,7 +273,8 @@ int rm_config_parse(const char *url, struct rm_server_addr *out, int apply)
         if (!(host = strndup(hp, (size_t)(he - hp)))) { r = ENOMEM; goto out; }
         if ((r = resolve(host, port, &a))) goto out;
         int v6 = a.sa.ss_family == AF_INET6;
-        snprintf(a.display, sizeof a.display, "redis://%s%s%s%s%.64s%s:%lu/%d",
+        /* The user is cut so that a long one cannot push the host out. */
+        snprintf(a.display, sizeof a.display, "redis://%.32s%s%s%s%.64s%s:%lu/%d",
                  a.user ? a.user : "", a.password ? ":***" : "", (a.user || a.password) ? "@" : "",
                  v6 ? "[" : "", host, v6 ? "]" : "", port, a.db);
     } else {

@@ -1,0 +1,461 @@
+/* faults.c -- rmutex under injected faults, with a history checker.
+ *
+ * DESIGN
+ * ------
+ * The program starts its own redis-server (append-only file, fsync always,
+ * so that a restart keeps the locks) on a free loopback port, forks PROCS
+ * worker processes of THREADS threads each, and lets them contend on one
+ * lock name of the chosen kind (non-fair or fair) for SECONDS, while the
+ * parent injects faults:
+ *
+ *   kill-cmd     CLIENT KILL TYPE normal, five times 100 ms apart (a storm
+ *                on the command and watchdog connections)
+ *   kill-sub     CLIENT KILL TYPE pubsub, likewise (the multiplexer's)
+ *   pause        CLIENT PAUSE for 1.5 waiter leases (longer than the command
+ *                timeout and the waiter lease, shorter than the lease)
+ *   sleep        DEBUG SLEEP for 1.5 command timeouts (the server itself
+ *                stalls, pub/sub included)
+ *   restart      SHUTDOWN (the append-only file is fsynced) and start again
+ *                on the same port
+ *   kill9        kill -9 of a random worker (a holder or a waiter), then a
+ *                new worker in its place
+ *   stop         SIGSTOP of a random worker for 1.5 leases, then SIGCONT: a
+ *                holder paused past its lease, whose late write the fencing
+ *                token must reject
+ *
+ * The protected resource lives in shared memory: a counter and a fence (the
+ * highest fencing token that has touched it).  A critical section raises
+ * the fence to its token, reads the counter, sleeps a little, and writes
+ * counter + 1 -- if its token is not below the fence; a write below the
+ * fence is rejected and counted, as a real fenced store would.  Every hold is
+ * recorded: process, thread, token, when it read and when it wrote
+ * (CLOCK_MONOTONIC, which is system-wide), and whether its write was
+ * accepted.
+ *
+ * The checker, after the run: the read-modify-writes of two holds whose
+ * write was accepted must not overlap in time (the README allows overlap
+ * only for a holder paused past its lease, whose write the fence then
+ * rejects); the counter must equal
+ * the number of accepted writes (no lost update); it reports the longest
+ * time without any acquisition and every error code the API returned.
+ * Exit status 0 when everything held, 1 on a violation, 2 on a setup
+ * failure.
+ *
+ *   rmutex_faults --redis-server PATH [--seconds N] [--kind nonfair|fair]
+ *                 [--procs P] [--threads T] [--faults a,b,...]
+ *
+ * Leases are short (lease 2 s, waiter lease 1 s, command timeout 500 ms) so
+ * that every fault is longer than what it should outlast. */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <fcntl.h>
+#include <hiredis/hiredis.h>
+#include <netinet/in.h>
+#include <pthread.h>
+#include <rmutex.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdatomic.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#define LEASE_MS 2000
+#define WAITER_LEASE_MS 1000
+#define COMMAND_TIMEOUT_MS 500
+#define MAX_HOLDS 2000000
+#define MAX_PROCS 16
+#define MAX_ERRNO 256
+
+struct hold {
+    int32_t pid, thread;
+    uint64_t token;
+    int64_t start, wrote, end; /* read at start, write at wrote (or refused) */
+    int32_t accepted;
+};
+
+struct shared {
+    _Atomic uint64_t nholds;
+    pthread_mutex_t store;     /* the store's own atomicity (robust, shared) */
+    int64_t counter;           /* the protected resource */
+    uint64_t fence;            /* highest token that touched it */
+    uint64_t accepted, rejected;
+    _Atomic uint64_t errors[MAX_ERRNO];
+    _Atomic int stop;
+    struct hold holds[MAX_HOLDS];
+};
+
+static struct shared *sh;
+static char url[256], lock_name[128];
+static int fair, threads = 2;
+
+static int64_t now_ns(void)
+{
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (int64_t)t.tv_sec * 1000000000 + t.tv_nsec;
+}
+
+static void sleep_ms(long ms)
+{
+    struct timespec t = { ms / 1000, (ms % 1000) * 1000000L };
+    while (nanosleep(&t, &t) && errno == EINTR) {}
+}
+
+/* The store's own lock: process-shared and robust, since workers are
+ * killed and stopped at any point.  It orders the store's operations; it
+ * is not the lock under test. */
+static void store_enter(void)
+{
+    if (pthread_mutex_lock(&sh->store) == EOWNERDEAD) pthread_mutex_consistent(&sh->store);
+}
+
+static void store_leave(void) { pthread_mutex_unlock(&sh->store); }
+
+static void count_error(int rc)
+{
+    atomic_fetch_add(&sh->errors[rc > 0 && rc < MAX_ERRNO ? rc : 0], 1);
+}
+
+/* ---- workers ---------------------------------------------------------- */
+
+static void *worker_thread(void *arg)
+{
+    int thread = (int)(intptr_t)arg;
+    rmutex_t m;
+    rmutexattr_t a;
+    rmutexattr_init(&a);
+    rmutexattr_setfair(&a, fair);
+    if (rmutex_init(&m, lock_name, &a)) {
+        count_error(EINVAL);
+        return NULL;
+    }
+    while (!atomic_load(&sh->stop)) {
+        struct timespec dl;
+        clock_gettime(CLOCK_MONOTONIC, &dl);
+        dl.tv_sec += 20;
+        int rc = rmutex_clocklock(&m, CLOCK_MONOTONIC, &dl);
+        if (rc) {
+            count_error(rc);
+            continue;
+        }
+        struct hold h = { getpid(), thread, 0, now_ns(), 0, 0, 0 };
+        rmutex_fence(&m, &h.token);
+        /* The fenced store: every access raises its fence to the caller's
+         * token, and a write below the fence is refused -- so a holder
+         * paused past its lease cannot write over what a later holder has
+         * read or written. */
+        store_enter();
+        if (h.token > sh->fence) sh->fence = h.token;
+        int64_t v = sh->counter;
+        store_leave();
+        sleep_ms(1 + rand() % 3);
+        store_enter();
+        if (h.token >= sh->fence) {
+            sh->counter = v + 1;
+            sh->accepted++;
+            h.accepted = 1;
+        } else {
+            sh->rejected++;
+        }
+        store_leave();
+        h.wrote = h.end = now_ns();
+        rc = rmutex_unlock(&m);
+        if (rc) count_error(rc);
+        uint64_t i = atomic_fetch_add(&sh->nholds, 1);
+        if (i < MAX_HOLDS) sh->holds[i] = h;
+    }
+    rmutex_destroy(&m);
+    return NULL;
+}
+
+static void worker(void)
+{
+    pthread_t t[16];
+    srand((unsigned)getpid());
+    for (int i = 0; i < threads; i++) pthread_create(&t[i], NULL, worker_thread, (void *)(intptr_t)i);
+    for (int i = 0; i < threads; i++) pthread_join(t[i], NULL);
+    _exit(0);
+}
+
+static pid_t spawn_worker(void)
+{
+    pid_t p = fork();
+    if (p == 0) worker();
+    return p;
+}
+
+/* ---- the server -------------------------------------------------------- */
+
+static char server_bin[512], dir[64];
+static int port;
+static pid_t server_pid = -1;
+
+static int free_port(void)
+{
+    for (int i = 0; i < 100; i++) {
+        int p = 20000 + rand() % 30000;
+        int fd = socket(AF_INET, SOCK_STREAM, 0);
+        struct sockaddr_in sa = { .sin_family = AF_INET, .sin_port = htons((uint16_t)p),
+                                  .sin_addr.s_addr = htonl(INADDR_LOOPBACK) };
+        int ok = bind(fd, (struct sockaddr *)&sa, sizeof sa) == 0;
+        close(fd);
+        if (ok) return p;
+    }
+    return -1;
+}
+
+static redisContext *admin(void)
+{
+    struct timeval tv = { 1, 0 };
+    return redisConnectWithTimeout("127.0.0.1", port, tv);
+}
+
+static int server_start(void)
+{
+    char ports[16];
+    snprintf(ports, sizeof ports, "%d", port);
+    server_pid = fork();
+    if (server_pid == 0) {
+        int null = open("/dev/null", O_WRONLY);
+        dup2(null, 1);
+        execlp(server_bin, server_bin, "--port", ports, "--bind", "127.0.0.1", "--dir", dir,
+              "--appendonly", "yes", "--appendfsync", "always", "--save", "", (char *)NULL);
+        _exit(127);
+    }
+    for (int i = 0; i < 200; i++) {
+        redisContext *c = admin();
+        if (c && !c->err) {
+            redisReply *r = redisCommand(c, "PING");
+            int ok = r && r->type == REDIS_REPLY_STATUS;
+            freeReplyObject(r);
+            redisFree(c);
+            if (ok) return 0;
+        } else if (c) {
+            redisFree(c);
+        }
+        sleep_ms(25);
+    }
+    return -1;
+}
+
+static void server_cmd(const char *fmt, ...)
+{
+    redisContext *c = admin();
+    if (c && !c->err) {
+        va_list ap;
+        va_start(ap, fmt);
+        redisReply *r = redisvCommand(c, fmt, ap);
+        va_end(ap);
+        freeReplyObject(r);
+    }
+    if (c) redisFree(c);
+}
+
+static void server_stop(void)
+{
+    server_cmd("SHUTDOWN");
+    int st;
+    if (server_pid > 0) waitpid(server_pid, &st, 0);
+    server_pid = -1;
+}
+
+/* ---- faults ------------------------------------------------------------ */
+
+static pid_t workers[MAX_PROCS];
+static int procs = 4;
+
+enum { F_KILL_CMD, F_KILL_SUB, F_PAUSE, F_SLEEP, F_RESTART, F_KILL9, F_STOP, F_COUNT };
+static const char *fault_names[F_COUNT] = { "kill-cmd", "kill-sub", "pause", "sleep",
+                                            "restart", "kill9", "stop" };
+static int enabled[F_COUNT];
+static unsigned injected[F_COUNT];
+
+static void inject(int f)
+{
+    int w = rand() % procs;
+    switch (f) {
+    case F_KILL_CMD:
+    case F_KILL_SUB:
+        for (int i = 0; i < 5; i++) {
+            server_cmd("CLIENT KILL TYPE %s", f == F_KILL_CMD ? "normal" : "pubsub");
+            sleep_ms(100);
+        }
+        break;
+    case F_PAUSE:
+        server_cmd("CLIENT PAUSE %d", WAITER_LEASE_MS * 3 / 2);
+        sleep_ms(WAITER_LEASE_MS * 3 / 2);
+        break;
+    case F_SLEEP:
+        server_cmd("DEBUG SLEEP %f", COMMAND_TIMEOUT_MS * 1.5 / 1000);
+        break;
+    case F_RESTART:
+        server_stop();
+        if (server_start()) fprintf(stderr, "faults: the server did not come back\n");
+        break;
+    case F_KILL9:
+        kill(workers[w], SIGKILL);
+        waitpid(workers[w], NULL, 0);
+        workers[w] = spawn_worker();
+        break;
+    case F_STOP:
+        kill(workers[w], SIGSTOP);
+        sleep_ms(LEASE_MS * 3 / 2);
+        kill(workers[w], SIGCONT);
+        break;
+    }
+    injected[f]++;
+}
+
+/* ---- the checker ------------------------------------------------------- */
+
+static int by_start(const void *a, const void *b)
+{
+    const struct hold *x = a, *y = b;
+    return x->start < y->start ? -1 : x->start > y->start;
+}
+
+static int check(double seconds)
+{
+    uint64_t n = atomic_load(&sh->nholds);
+    if (n > MAX_HOLDS) n = MAX_HOLDS;
+    qsort(sh->holds, n, sizeof *sh->holds, by_start);
+    uint64_t overlaps = 0;
+    int64_t longest_gap = 0, last_end = 0;
+    const struct hold *open = NULL; /* the accepted hold whose write is the latest so far */
+    for (uint64_t i = 0; i < n; i++) {
+        const struct hold *h = &sh->holds[i];
+        if (i && h->start - sh->holds[i - 1].start > longest_gap)
+            longest_gap = h->start - sh->holds[i - 1].start;
+        if (open && h->start < open->wrote && h->accepted) {
+            overlaps++;
+            if (overlaps <= 5)
+                fprintf(stderr, "faults: overlap: %d/%d token %llu [%lld, %lld] and %d/%d token "
+                        "%llu [%lld, %lld]\n", open->pid, open->thread,
+                        (unsigned long long)open->token, (long long)open->start,
+                        (long long)open->wrote, h->pid, h->thread,
+                        (unsigned long long)h->token, (long long)h->start, (long long)h->wrote);
+        }
+        if (h->accepted && h->wrote > last_end) {
+            last_end = h->wrote;
+            open = h;
+        }
+    }
+    int64_t counter = sh->counter;
+    uint64_t accepted = sh->accepted;
+    int64_t lost = (int64_t)accepted - counter;
+    printf("faults: %s lock, %d procs x %d threads, %.0f s\n", fair ? "fair" : "non-fair", procs,
+           threads, seconds);
+    printf("  holds %llu (%.0f/s), writes accepted %llu, refused by the fence (a holder paused "
+           "past its lease) %llu\n",
+           (unsigned long long)n, n / seconds, (unsigned long long)accepted,
+           (unsigned long long)sh->rejected);
+    printf("  faults injected:");
+    for (int f = 0; f < F_COUNT; f++)
+        if (enabled[f]) printf(" %s %u", fault_names[f], injected[f]);
+    printf("\n  overlapping read-modify-writes %llu, lost updates %lld\n",
+           (unsigned long long)overlaps, (long long)lost);
+    printf("  longest time without an acquisition %.0f ms\n", longest_gap / 1e6);
+    printf("  errors:");
+    int any = 0;
+    for (int e = 0; e < MAX_ERRNO; e++)
+        if (atomic_load(&sh->errors[e])) {
+            printf(" %s %llu", e ? strerrorname_np(e) : "other",
+                   (unsigned long long)atomic_load(&sh->errors[e]));
+            any = 1;
+        }
+    printf("%s\n", any ? "" : " none");
+    int ok = overlaps == 0 && lost == 0 && n > 0;
+    printf("  %s\n", ok ? "OK: no overlap, no lost update" : "VIOLATION");
+    fflush(stdout);
+    return ok ? 0 : 1;
+}
+
+/* ---- main -------------------------------------------------------------- */
+
+static void usage(void)
+{
+    fprintf(stderr, "usage: rmutex_faults --redis-server PATH [--seconds N] [--kind nonfair|fair]\n"
+                    "                     [--procs P] [--threads T] [--faults a,b,...]\n"
+                    "faults: kill-cmd kill-sub pause sleep restart kill9 stop (default: all)\n");
+    exit(2);
+}
+
+int main(int argc, char **argv)
+{
+    double seconds = 30;
+    const char *faults = "kill-cmd,kill-sub,pause,sleep,restart,kill9,stop";
+    snprintf(server_bin, sizeof server_bin, "redis-server");
+    for (int i = 1; i < argc; i++) {
+        const char *v = i + 1 < argc ? argv[i + 1] : NULL;
+        if (!v) usage();
+        if (!strcmp(argv[i], "--redis-server")) snprintf(server_bin, sizeof server_bin, "%s", v);
+        else if (!strcmp(argv[i], "--seconds")) seconds = atof(v);
+        else if (!strcmp(argv[i], "--kind")) fair = !strcmp(v, "fair");
+        else if (!strcmp(argv[i], "--procs")) procs = atoi(v);
+        else if (!strcmp(argv[i], "--threads")) threads = atoi(v);
+        else if (!strcmp(argv[i], "--faults")) faults = v;
+        else usage();
+        i++;
+    }
+    if (procs < 1 || procs > MAX_PROCS || threads < 1 || threads > 16 || seconds <= 0) usage();
+    for (int f = 0; f < F_COUNT; f++) {
+        const char *p = strstr(faults, fault_names[f]);
+        size_t n = strlen(fault_names[f]);
+        enabled[f] = p && (p == faults || p[-1] == ',') && (p[n] == ',' || p[n] == 0);
+    }
+    srand((unsigned)time(NULL) ^ (unsigned)getpid());
+    sh = mmap(NULL, sizeof *sh, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+    if (sh == MAP_FAILED) return 2;
+    pthread_mutexattr_t ma;
+    pthread_mutexattr_init(&ma);
+    pthread_mutexattr_setpshared(&ma, PTHREAD_PROCESS_SHARED);
+    pthread_mutexattr_setrobust(&ma, PTHREAD_MUTEX_ROBUST);
+    pthread_mutex_init(&sh->store, &ma);
+    snprintf(dir, sizeof dir, "/tmp/rmutex-faults.XXXXXX");
+    if (!mkdtemp(dir) || (port = free_port()) < 0 || server_start()) {
+        fprintf(stderr, "faults: cannot start %s\n", server_bin);
+        return 2;
+    }
+    snprintf(url, sizeof url,
+             "redis://127.0.0.1:%d?lease=%d&waiter_lease=%d&command_timeout=%d&connect_timeout=%d",
+             port, LEASE_MS, WAITER_LEASE_MS, COMMAND_TIMEOUT_MS, COMMAND_TIMEOUT_MS);
+    setenv("RMUTEX_URL", url, 1);
+    snprintf(lock_name, sizeof lock_name, "faults:%s:%d", fair ? "fair" : "nonfair", (int)getpid());
+    for (int i = 0; i < procs; i++) workers[i] = spawn_worker();
+
+    int64_t end = now_ns() + (int64_t)(seconds * 1e9);
+    while (now_ns() < end) {
+        sleep_ms(1000 + rand() % 1500);
+        int choices[F_COUNT], n = 0;
+        for (int f = 0; f < F_COUNT; f++)
+            if (enabled[f]) choices[n++] = f;
+        if (n && now_ns() < end) inject(choices[rand() % n]);
+    }
+    atomic_store(&sh->stop, 1);
+    /* Let the workers finish their current call (a waiter may wait for a
+     * lease), then make sure none is left. */
+    for (int i = 0; i < procs; i++) {
+        int done = 0;
+        for (int t = 0; t < 400 && !done; t++) {
+            done = waitpid(workers[i], NULL, WNOHANG) == workers[i];
+            if (!done) sleep_ms(50);
+        }
+        if (!done) {
+            kill(workers[i], SIGKILL);
+            waitpid(workers[i], NULL, 0);
+        }
+    }
+    server_stop();
+    char rm[128];
+    snprintf(rm, sizeof rm, "rm -rf '%s'", dir);
+    if (system(rm)) {}
+    return check(seconds);
+}
