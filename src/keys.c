@@ -1,4 +1,4 @@
-/* keys.c -- lock names, the keys derived from them, and hash slots.
+/* keys.c -- lock names and the keys derived from them.
  *
  * Redisson derives a lock's other keys with prefixName(prefix, name):
  * "prefix:{name}" when the name has no '{', else "prefix:name", trusting the
@@ -30,25 +30,6 @@ static void hashed_part(const char *key, size_t len, const char **p, size_t *n)
     }
     *p = key;
     *n = len;
-}
-
-static unsigned crc16(const char *buf, size_t len)
-{
-    unsigned crc = 0;
-    for (size_t i = 0; i < len; i++) {
-        crc ^= (unsigned)(unsigned char)buf[i] << 8;
-        for (int b = 0; b < 8; b++)
-            crc = (crc & 0x8000) ? ((crc << 1) ^ 0x1021) & 0xffff : (crc << 1) & 0xffff;
-    }
-    return crc;
-}
-
-static unsigned slot_of(const char *key, size_t len)
-{
-    const char *p;
-    size_t n;
-    hashed_part(key, len, &p, &n);
-    return crc16(p, n) & 16383;
 }
 
 static const char *const prefixes[] = {
@@ -103,7 +84,6 @@ int rm_keys_make(const char *name, struct rm_keys *k)
     k->alive = out[7];
     k->seq = out[8];
     k->fchannel = out[9];
-    k->slot = slot_of(name, len);
     return 0;
 }
 

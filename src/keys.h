@@ -18,7 +18,6 @@ struct rm_keys {
     const char *alive;   /* rmutex_fair_alive:{NAME}: zset waiter -> liveness deadline */
     const char *seq;     /* rmutex_fair_seq:{NAME}: ticket counter */
     const char *fchannel; /* rmutex_fair_channel:{NAME}: + ":<uuid>", a process's grants */
-    unsigned slot;       /* cluster hash slot of all of them */
     char *buf;           /* one allocation holding the strings */
 };
 

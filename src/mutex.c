@@ -21,6 +21,39 @@
 #include <string.h>
 
 static char destroyed_sentinel;
+
+/* Every handle, so that a handle is reachable from here for as long as it
+ * exists (an rmutex_t on the stack or the heap that is never destroyed is
+ * the program's business, but leak checkers should not blame its state on
+ * the library any more than they do for a pthread mutex). */
+static pthread_mutex_t all_mu = PTHREAD_MUTEX_INITIALIZER;
+static struct rm_mutex *all;
+
+static void all_add(struct rm_mutex *mx)
+{
+    pthread_mutex_lock(&all_mu);
+    mx->all_prev = NULL;
+    mx->all_next = all;
+    if (all) all->all_prev = mx;
+    all = mx;
+    pthread_mutex_unlock(&all_mu);
+}
+
+static void all_remove(struct rm_mutex *mx)
+{
+    pthread_mutex_lock(&all_mu);
+    if (mx->all_prev) mx->all_prev->all_next = mx->all_next;
+    else all = mx->all_next;
+    if (mx->all_next) mx->all_next->all_prev = mx->all_prev;
+    pthread_mutex_unlock(&all_mu);
+}
+
+void rm_mutex_atfork(int who)
+{
+    if (who < 0) pthread_mutex_lock(&all_mu);
+    else if (who == 0) pthread_mutex_unlock(&all_mu);
+    else pthread_mutex_init(&all_mu, NULL); /* the child: this thread took it */
+}
 #define DESTROYED ((void *)&destroyed_sentinel)
 
 _Static_assert(sizeof(rmutex_t) == 64, "rmutex_t is 64 bytes: part of the ABI");
@@ -57,12 +90,14 @@ static int create(rmutex_t *m, const char *name, int kind, unsigned long lease_m
     mx->fair = !!(kind & RMUTEX_FLAG_FAIR);
     mx->lease_ms = lease_ms;
     mx->ops = mx->fair ? &rm_fair_ops : &rm_nonfair_ops;
+    all_add(mx);
     *out = mx;
     return 0;
 }
 
 static void free_state(struct rm_mutex *mx)
 {
+    all_remove(mx);
     rm_lock_put(mx->lock);
     free(mx);
 }

@@ -51,6 +51,7 @@ struct rm_mutex {
     const struct rm_lock_ops *ops;
     unsigned users;          /* threads inside a call through it; under lock->mu */
     unsigned users_gen;      /* the fork generation users counts in */
+    struct rm_mutex *all_next, *all_prev; /* every handle (mutex.c) */
 };
 
 /* The state of m, created on first use for a static initializer.  NULL
@@ -71,6 +72,9 @@ unsigned long rm_mutex_lease(const struct rm_mutex *mx);
 
 /* The terms of a hold taken through mx (hold.c). */
 struct rm_hold_terms rm_mutex_terms(struct rm_mutex *mx);
+
+/* fork(): -1 lock the list of handles, 0 unlock, 1 child. */
+void rm_mutex_atfork(int who);
 
 /* At exit: release in Redis, on ep, every hold of this process, within
  * ~1 s. */

@@ -156,6 +156,7 @@ int rm_runtime_shutdown(void)
 static void fork_prepare(void)
 {
     pthread_mutex_lock(&rt.mu);
+    rm_mutex_atfork(-1);
     rm_lock_atfork(-1);
     rm_watchdog_atfork(-1);
     if (rt.ep) rm_endpoint_atfork(rt.ep, -1);
@@ -166,6 +167,7 @@ static void fork_parent(void)
     if (rt.ep) rm_endpoint_atfork(rt.ep, 0);
     rm_watchdog_atfork(0);
     rm_lock_atfork(0);
+    rm_mutex_atfork(0);
     pthread_mutex_unlock(&rt.mu);
 }
 
@@ -175,6 +177,7 @@ static void fork_child(void)
     if (rt.ep) rm_endpoint_atfork(rt.ep, 1);
     rm_watchdog_atfork(1);
     rm_lock_atfork(1);
+    rm_mutex_atfork(1);
     rm_stats_reset();
     atomic_store(&rt.active, 0);
     pthread_mutex_unlock(&rt.mu); /* taken by the prepare handler, in this thread */
