@@ -118,8 +118,6 @@ static int lock_common(rmutex_t *m, struct rm_wait *w)
     pthread_mutex_lock(&l->mu);
     struct rm_hold *h = rm_hold_of(l, self);
     if (h) return relock(mx, h, w); /* unlocks l->mu */
-    unsigned gen = rm_thread_generation();
-    if (mx->users_gen != gen) mx->users = 0, mx->users_gen = gen; /* a forked child's */
     mx->users++;
     pthread_mutex_unlock(&l->mu);
 

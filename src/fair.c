@@ -225,7 +225,7 @@ static int fair_lock(struct rm_mutex *mx, struct rm_thread *self, struct rm_endp
     if (r && (queued || at.unknown)) cancel(mx, self, ep, acq);
     if (r) return r;
     struct rm_hold_terms terms = rm_mutex_terms(mx);
-    struct rm_grant g = { acq, o.token, o.dead, o.valid_until, o.due };
+    struct rm_grant g = { o.token, o.dead, o.valid_until, o.due };
     r = rm_hold_take(mx->lock, &terms, self, ep, &g);
     if (r == ENOMEM) cancel(mx, self, ep, acq);
     return r;

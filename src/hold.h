@@ -22,10 +22,9 @@ struct rm_hold_terms {
     int robust;
 };
 
-/* An acquisition Redis granted: its id, fencing token, whether the previous
+/* An acquisition Redis granted: its fencing token, whether the previous
  * holder lapsed, how long it is known good, when its first renewal is due. */
 struct rm_grant {
-    uint64_t acq;
     uint64_t token;
     int dead;
     rm_nsec valid_until, due;

@@ -22,7 +22,8 @@
 
 static char destroyed_sentinel;
 
-/* Every handle, so that a handle is reachable from here for as long as it
+/* Every handle: a forked child forgets the callers its parent's threads
+ * had in them, and a handle stays reachable from here for as long as it
  * exists (an rmutex_t on the stack or the heap that is never destroyed is
  * the program's business, but leak checkers should not blame its state on
  * the library any more than they do for a pthread mutex). */
@@ -52,7 +53,10 @@ void rm_mutex_atfork(int who)
 {
     if (who < 0) pthread_mutex_lock(&all_mu);
     else if (who == 0) pthread_mutex_unlock(&all_mu);
-    else pthread_mutex_init(&all_mu, NULL); /* the child: this thread took it */
+    else { /* the child: this thread took it; no other thread is in a call */
+        for (struct rm_mutex *mx = all; mx; mx = mx->all_next) mx->users = 0;
+        pthread_mutex_init(&all_mu, NULL);
+    }
 }
 #define DESTROYED ((void *)&destroyed_sentinel)
 
@@ -157,8 +161,7 @@ int rm_mutex_destroy(rmutex_t *m)
     /* Busy: a thread is in a call through this handle, or holds the name
      * through it.  (A hold taken through another handle of the name is
      * that handle's business.) */
-    int busy = (mx->users && mx->users_gen == rm_thread_generation()) ||
-               (l->hold && l->hold->via == mx);
+    int busy = mx->users || (l->hold && l->hold->via == mx);
     pthread_mutex_unlock(&l->mu);
     if (busy) {
         rm_detail("the mutex is held through this handle, or waited for, by a thread of this "

@@ -50,7 +50,6 @@ struct rm_mutex {
     unsigned long lease_ms;  /* 0: default lease, renewed by the watchdog */
     const struct rm_lock_ops *ops;
     unsigned users;          /* threads inside a call through it; under lock->mu */
-    unsigned users_gen;      /* the fork generation users counts in */
     struct rm_mutex *all_next, *all_prev; /* every handle (mutex.c) */
 };
 
@@ -73,7 +72,8 @@ unsigned long rm_mutex_lease(const struct rm_mutex *mx);
 /* The terms of a hold taken through mx (hold.c). */
 struct rm_hold_terms rm_mutex_terms(struct rm_mutex *mx);
 
-/* fork(): -1 lock the list of handles, 0 unlock, 1 child. */
+/* fork(): -1 lock the list of handles, 0 unlock, 1 child: no handle has
+ * a caller any more. */
 void rm_mutex_atfork(int who);
 
 /* At exit: release in Redis, on ep, every hold of this process, within

@@ -230,7 +230,7 @@ static int nf_lock(struct rm_mutex *mx, struct rm_thread *self, struct rm_endpoi
     rm_nsec lease = RM_MSEC(rm_mutex_lease(mx));
     if (!(r = acquire(mx, self, ep, w, acq, &g))) {
         struct rm_hold_terms terms = rm_mutex_terms(mx);
-        struct rm_grant held = { acq, g.token, g.dead, g.sent + lease, g.sent + lease / 3 };
+        struct rm_grant held = { g.token, g.dead, g.sent + lease, g.sent + lease / 3 };
         r = rm_hold_take(mx->lock, &terms, self, ep, &held);
         if (r == ENOMEM) give_back(mx, self, ep, acq, rm_call_deadline());
     }

@@ -55,8 +55,6 @@ size_t rm_thread_owner_of(uint64_t tid, char *buf, size_t size)
     return (size_t)snprintf(buf, size, "%s:%llu", process_uuid, (unsigned long long)tid);
 }
 
-unsigned rm_thread_generation(void) { return atomic_load(&generation); }
-
 void rm_thread_atfork_child(void)
 {
     make_uuid();

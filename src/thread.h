@@ -26,10 +26,6 @@ struct rm_thread *rm_thread_self(void);
 /* The owner field of thread number tid of this process, into buf. */
 size_t rm_thread_owner_of(uint64_t tid, char *buf, size_t size);
 
-/* The fork generation: 1, one more in each forked child.  State counted
- * in an older generation belongs to threads the child does not have. */
-unsigned rm_thread_generation(void);
-
 /* fork(): the child gets a new process UUID and a new generation. */
 void rm_thread_atfork_child(void);
 

@@ -191,16 +191,15 @@ static struct rm_watchdog_entry *add(struct rm_watchdog_entry *e)
 }
 
 struct rm_watchdog_entry *rm_watchdog_hold(struct rm_endpoint *ep, const struct rm_keys *k,
-                               const char *owner, size_t owner_len, uint64_t acq,
+                               const char *owner, size_t owner_len,
                                unsigned long lease_ms, rm_nsec valid_until, rm_nsec due,
                                rmutex_t *m)
 {
-    char lease[24], acqs[24];
-    const char *argv[] = { k->lock, k->owner, owner, lease, acqs };
+    char lease[24];
+    const char *argv[] = { k->lock, k->owner, owner, lease };
     size_t lens[] = { strlen(k->lock), strlen(k->owner), owner_len,
-                      (size_t)snprintf(lease, sizeof lease, "%lu", lease_ms),
-                      (size_t)snprintf(acqs, sizeof acqs, "%llu", (unsigned long long)acq) };
-    struct rm_watchdog_entry *e = entry_new(5, argv, lens);
+                      (size_t)snprintf(lease, sizeof lease, "%lu", lease_ms) };
+    struct rm_watchdog_entry *e = entry_new(4, argv, lens);
     if (!e) return NULL;
     e->ep = ep;
     e->kind = KIND_HOLD;

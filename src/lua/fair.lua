@@ -27,10 +27,10 @@
 --    frees it (release, cancel) or finds it free (acquire) grants it to the
 --    first live waiter: the waiter's field is written into L with a PEXPIRE
 --    no longer than the waiter's remaining liveness, it leaves the queue,
---    gets a fencing token, and one message on C names it.  Its thread owns
---    the lock on receipt; its watchdog confirms the grant (renew.lua) and so
---    does any later call of its own (confirm below).  A grant nobody
---    confirms lapses with the waiter's lease and passes on.
+--    gets a fencing token, and one message on C names it.  Its thread
+--    confirms the grant with its next acquire (confirm below: the full hold
+--    lease) before its lock call returns.  A grant nobody confirms lapses
+--    with the waiter's lease and passes on.
 --  * The owner mark O names the waiter and says whether its grant is
 --    confirmed and whether the hold descends from a holder that lapsed
 --    without an unlock (lib/mark.lua has the grammar).

@@ -2,16 +2,14 @@
 --
 -- ARGV[1] is the number of entries; each entry then takes its kind from the
 -- next ARGV and a fixed number of KEYS and ARGV after it:
---   'h' a hold.  KEYS lock, owner-mark; ARGV owner, lease ms, acquisition.
---       Renewed only while the hash still has the owner's field.  A fair
---       grant not yet confirmed ("<owner>|<acq>?" in the mark) is confirmed.
+--   'h' a hold.  KEYS lock, owner-mark; ARGV owner, lease ms.
+--       Renewed only while the hash still has the owner's field.  (A fair
+--       grant is confirmed by its waiter before it becomes a hold here.)
 --   'w' a queued fair waiter.  KEYS alive, queue, seq; ARGV waiter, lease ms.
 --       Its liveness deadline moves to server time + lease while it is queued.
 -- Returns one integer per entry: 1 renewed, 0 gone (a hold: lost; a waiter:
 -- granted or dequeued).  A key of the wrong type counts as gone instead of
 -- failing the batch.
---!include mark.lua
-
 if redis.replicate_commands then redis.replicate_commands() end
 local time = redis.call('time')
 local now = tonumber(time[1]) * 1000 + math.floor(tonumber(time[2]) / 1000)
@@ -27,16 +25,10 @@ for i = 1, tonumber(ARGV[1]) do
   out[i] = 0
   if kind == 'h' then
     local lock, mark, me, lease = KEYS[k], KEYS[k + 1], ARGV[a + 1], tonumber(ARGV[a + 2])
-    local member = me .. '|' .. ARGV[a + 3]
-    k, a = k + 2, a + 4
+    k, a = k + 2, a + 3
     if redis.pcall('hexists', lock, me) == 1 then
       redis.call('pexpire', lock, lease)
-      local m = redis.pcall('get', mark)
-      if mark_pending(m, member) then
-        redis.call('set', mark, mark_make(member, false, mark_dead(m)), 'px', 2 * lease)
-      else
-        redis.call('pexpire', mark, 2 * lease)
-      end
+      redis.call('pexpire', mark, 2 * lease)
       out[i] = 1
     end
   elseif kind == 'w' then

@@ -32,8 +32,3 @@ end
 local function mark_names(mark, member)
   return mark == member or mark == member .. '!' or mark == member .. '?' or mark == member .. '?!'
 end
-
--- Is mark member's grant, not yet confirmed?
-local function mark_pending(mark, member)
-  return mark == member .. '?' or mark == member .. '?!'
-end
