@@ -313,7 +313,8 @@ RMUTEX_API int rmutex_holdcount(rmutex_t *m, unsigned *count);
  * connect_timeout=ms (1000),
  * command_timeout=ms (2000), poll=ms (longest wait between two checks of a
  * busy lock, 2000), idle=ms (how long an unused subscription is kept,
- * 10000), replicas=N and wait_timeout=ms (see rmutex_set_wait_replicas).
+ * 10000), replicas=N|auto, wait_timeout=ms and min_replicas=N (see
+ * rmutex_set_wait_replicas and rmutex_set_min_replicas).
  * NULL means the environment variable RMUTEX_URL or, without it,
  * redis://127.0.0.1:6379.
  *
@@ -332,13 +333,22 @@ RMUTEX_API int rmutex_set_pool_size(unsigned n);
  * holds acquired afterwards.  Returns 0 or EINVAL. */
 RMUTEX_API int rmutex_set_default_lease(unsigned long lease_ms);
 
-/* After each acquisition and renewal, wait until n replicas acknowledged
- * it, for at most timeout_ms (Redis WAIT).  An acquisition that is not
- * acknowledged in time is given back and the call returns
- * RMUTEX_ENOREPLICAS; a renewal that is not is counted in
+/* After each acquisition and renewal, of every lock kind, wait until n
+ * replicas acknowledged it, for at most timeout_ms (Redis WAIT).  An
+ * acquisition that is not acknowledged in time is given back and the call
+ * returns RMUTEX_ENOREPLICAS; a renewal that is not is counted in
  * rmutex_stats_t.replica_shortfalls.  n = 0 (the default) turns it off.
- * Returns 0 or EINVAL. */
+ * n = RMUTEX_WAIT_AUTO waits for every replica the topology knows of the
+ * primary (a plain redis:// server: none is known) and needs one of them,
+ * or the floor below.  Returns 0 or EINVAL. */
+#define RMUTEX_WAIT_AUTO 0xffffffffu
 RMUTEX_API int rmutex_set_wait_replicas(unsigned n, unsigned long timeout_ms);
+
+/* The floor (URL option min_replicas, default 0): an acquisition that
+ * fewer than n replicas acknowledged is given back (RMUTEX_ENOREPLICAS),
+ * whatever the server says about its replicas -- so a primary restarted
+ * stale, without its replicas, grants nothing.  Returns 0 or EINVAL. */
+RMUTEX_API int rmutex_set_min_replicas(unsigned n);
 
 /* Called by the watchdog thread when it finds that a hold it renews is gone
  * (expired, deleted, server restarted or flushed), within lease/3 + 1 s of

@@ -42,7 +42,7 @@ struct option {
 };
 
 enum { OPT_POOL, OPT_LEASE, OPT_WAITER_LEASE, OPT_CONNECT, OPT_COMMAND, OPT_POLL, OPT_IDLE,
-       OPT_REPLICAS, OPT_WAIT, OPT_DB, OPT_COUNT };
+       OPT_REPLICAS, OPT_MIN_REPLICAS, OPT_WAIT, OPT_DB, OPT_COUNT };
 
 static void options_init(struct option *o)
 {
@@ -54,7 +54,8 @@ static void options_init(struct option *o)
         [OPT_COMMAND] = { "command_timeout", 1, 3600000, 0, 0 },
         [OPT_POLL] = { "poll", 1, 3600000, 0, 0 },
         [OPT_IDLE] = { "idle", 0, 86400000, 0, 0 },
-        [OPT_REPLICAS] = { "replicas", 0, 1000, 0, 0 },
+        [OPT_REPLICAS] = { "replicas", 0, 1000, 0, 0 }, /* or "auto" */
+        [OPT_MIN_REPLICAS] = { "min_replicas", 0, 1000, 0, 0 },
         [OPT_WAIT] = { "wait_timeout", 1, 3600000, 0, 0 },
         [OPT_DB] = { "db", 0, 1000000, 0, 0 },
     };
@@ -73,6 +74,7 @@ static void options_apply(const struct option *o)
     APPLY(OPT_POLL, poll_ms);
     APPLY(OPT_IDLE, idle_ms);
     APPLY(OPT_REPLICAS, replicas);
+    APPLY(OPT_MIN_REPLICAS, min_replicas);
     APPLY(OPT_WAIT, wait_timeout_ms);
 #undef APPLY
 }
@@ -141,7 +143,9 @@ static int parse_query(const char *q, struct option *o)
             rm_detail("unknown URL option '%.*s'", (int)(klen > 40 ? 40 : klen), q);
             return EINVAL;
         }
-        if (parse_ulong(eq + 1, len - klen - 1, o[i].min, o[i].max, &o[i].value)) {
+        if (i == OPT_REPLICAS && len - klen - 1 == 4 && !memcmp(eq + 1, "auto", 4)) {
+            o[i].value = RM_REPLICAS_AUTO;
+        } else if (parse_ulong(eq + 1, len - klen - 1, o[i].min, o[i].max, &o[i].value)) {
             rm_detail("URL option %s must be a number in [%lu, %lu]", o[i].name, o[i].min, o[i].max);
             return EINVAL;
         }
@@ -320,8 +324,16 @@ RMUTEX_API int rmutex_set_default_lease(unsigned long lease_ms)
 
 RMUTEX_API int rmutex_set_wait_replicas(unsigned n, unsigned long timeout_ms)
 {
-    if (n > 1000 || (n && (timeout_ms < 1 || timeout_ms > 3600000))) return EINVAL;
+    if ((n > 1000 && n != RMUTEX_WAIT_AUTO) || (n && (timeout_ms < 1 || timeout_ms > 3600000)))
+        return EINVAL;
     atomic_store(&rm_settings.replicas, n);
     if (n) atomic_store(&rm_settings.wait_timeout_ms, timeout_ms);
+    return 0;
+}
+
+RMUTEX_API int rmutex_set_min_replicas(unsigned n)
+{
+    if (n > 1000) return EINVAL;
+    atomic_store(&rm_settings.min_replicas, n);
     return 0;
 }

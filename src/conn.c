@@ -147,7 +147,11 @@ int rm_conn_read_available(struct rm_conn *c)
 
 int rm_conn_read(struct rm_conn *c, rm_nsec deadline, redisReply **out)
 {
-    deadline = io_deadline(deadline);
+    return rm_conn_read_slow(c, io_deadline(deadline), out);
+}
+
+int rm_conn_read_slow(struct rm_conn *c, rm_nsec deadline, redisReply **out)
+{
     for (;;) {
         int r = rm_conn_next_reply(c, out);
         if (r) return r > 0 ? 0 : r;

@@ -58,6 +58,10 @@ int rm_conn_flush(struct rm_conn *c, rm_nsec deadline);
  * replies are replies.  Returns 0 or RM_E_LOST (timeout, EOF, protocol). */
 int rm_conn_read(struct rm_conn *c, rm_nsec deadline, struct redisReply **out);
 
+/* rm_conn_read for a command that is meant to take long (WAIT): deadline
+ * is not cut to the command timeout. */
+int rm_conn_read_slow(struct rm_conn *c, rm_nsec deadline, struct redisReply **out);
+
 /* rm_conn_append + rm_conn_flush + rm_conn_read. */
 int rm_conn_call(struct rm_conn *c, int argc, const char *const *argv, const size_t *lens,
                  rm_nsec deadline, struct redisReply **out);

@@ -12,6 +12,7 @@ struct rm_sub;
 struct rm_endpoint {
     struct rm_server_addr addr; /* the endpoint's own copy */
     _Atomic int down;           /* the last dial failed (outage reported) */
+    _Atomic unsigned replicas;  /* how many replicas the topology knows it has */
     struct rm_pool pool;        /* command connections */
     struct rm_sub *sub;         /* the multiplexer, started lazily */
 };

@@ -103,14 +103,17 @@ static void fair_req_make(struct fair_req *q, const struct rm_mutex *mx, const c
 
 /* Leave the queue and pass on any grant acquisition acq got; in the
  * background if Redis does not answer now. */
-static void cancel(struct rm_mutex *mx, struct rm_thread *self, struct rm_endpoint *ep, uint64_t acq)
+static int cancel(struct rm_mutex *mx, struct rm_thread *self, struct rm_endpoint *ep, uint64_t acq)
 {
     struct fair_req q;
     long long answer;
     fair_req_make(&q, mx, "cancel", self->owner, self->owner_len, acq, 0, NULL, 0);
-    rm_call_release(ep, RM_SCRIPT_FAIR, 10, NARGS, q.argv, q.lens, rm_call_deadline(),
-                    rm_clock_after(RM_MSEC(rm_mutex_lease(mx))), &answer);
+    return rm_call_release(ep, RM_SCRIPT_FAIR, 10, NARGS, q.argv, q.lens, rm_call_deadline(),
+                           rm_clock_after(RM_MSEC(rm_mutex_lease(mx))), &answer);
 }
+
+/* Beside fair.lua's answers (RM_CALL_*): too few replicas acknowledged. */
+enum { SHORTFALL = RM_CALL_NOTRECOVERABLE + 1 };
 
 struct outcome {
     int state;
@@ -128,8 +131,9 @@ static int attempt(struct rm_mutex *mx, struct rm_thread *self, struct rm_endpoi
     redisReply *reply;
     fair_req_make(&q, mx, "acquire", self->owner, self->owner_len, acq, try_only, NULL, 0);
     rm_nsec sent = rm_clock_now();
+    struct rm_conn *c;
     int r = rm_call(ep, RM_SCRIPT_FAIR, 10, NARGS, q.argv, q.lens, deadline,
-                    try_only ? RM_POOL_FAILFAST : 0, &reply, NULL);
+                    try_only ? RM_POOL_FAILFAST : 0, &reply, &c);
     if (r) return r;
     redisReply **e = reply->element;
     int ok = reply->type == REDIS_REPLY_ARRAY && reply->elements >= 1 &&
@@ -147,6 +151,15 @@ static int attempt(struct rm_mutex *mx, struct rm_thread *self, struct rm_endpoi
         r = EIO;
     }
     freeReplyObject(reply);
+    struct rm_ack ack = rm_call_ack_want(atomic_load(&ep->replicas));
+    if (!r && o->state == RM_CALL_ACQUIRED) {
+        if (rm_call_acknowledged(ep, c, &ack)) {
+            rm_call_shortfall_detail(&ack, mx->keys.lock, cancel(mx, self, ep, acq));
+            o->state = SHORTFALL;
+        }
+    } else {
+        rm_pool_put(&ep->pool, c, !r);
+    }
     return r;
 }
 
@@ -194,6 +207,10 @@ static int fair_lock(struct rm_mutex *mx, struct rm_thread *self, struct rm_endp
         if (o.state == RM_CALL_ACQUIRED) break;
         if (o.state == RM_CALL_NOTRECOVERABLE) {
             r = rm_mutex_notrecoverable(mx);
+            break;
+        }
+        if (o.state == SHORTFALL) {
+            r = RMUTEX_ENOREPLICAS;
             break;
         }
         queued = !try_only;

@@ -62,6 +62,8 @@ void rm_stats_reset(void);
 
 /* ---- settings (config.c): tunables readable at any time ---- */
 
+#define RM_REPLICAS_AUTO RMUTEX_WAIT_AUTO
+
 /* The longest lease, in ms, anywhere: attributes, URL options, setters. */
 #define RM_LEASE_MAX 2147483647UL
 
@@ -73,7 +75,8 @@ struct rm_settings {
     _Atomic unsigned long command_timeout_ms;
     _Atomic unsigned long poll_ms;
     _Atomic unsigned long idle_ms;
-    _Atomic unsigned replicas;
+    _Atomic unsigned replicas;      /* RM_REPLICAS_AUTO: as many as the topology knows */
+    _Atomic unsigned min_replicas;  /* a write acknowledged by fewer is refused */
     _Atomic unsigned long wait_timeout_ms;
 };
 extern struct rm_settings rm_settings;

@@ -98,13 +98,16 @@ static int release(struct rm_endpoint *ep, const struct release_req *q, rm_nsec 
 }
 
 
-/* Give back (or have the watchdog give back) acquisition acq of self. */
-static void give_back(struct rm_mutex *mx, struct rm_thread *self, struct rm_endpoint *ep,
-                      uint64_t acq, rm_nsec deadline)
+/* Give back (or have the watchdog give back) acquisition acq of self.
+ * Returns what rm_call_release returns. */
+static int give_back(struct rm_mutex *mx, struct rm_thread *self, struct rm_endpoint *ep,
+                     uint64_t acq, rm_nsec deadline)
 {
     struct release_req q;
+    long long answer;
     release_req_make(&q, mx, self->owner, self->owner_len, ++self->seq, 0, acq);
-    release(ep, &q, deadline, rm_clock_after(RM_MSEC(rm_mutex_lease(mx))));
+    return rm_call_release(ep, RM_SCRIPT_RELEASE, 5, 10, q.argv, q.lens, deadline,
+                           rm_clock_after(RM_MSEC(rm_mutex_lease(mx))), &answer);
 }
 
 /* ---- acquire.lua ---- */
@@ -144,17 +147,13 @@ static int attempt(struct rm_mutex *mx, struct rm_thread *self, struct rm_endpoi
     }
     freeReplyObject(reply);
 
-    long long acked = 0;
-    if (g->state == RM_CALL_ACQUIRED && RM_SETTING(replicas) && rm_call_wait_replicas(c, &acked) != 1) {
-        rm_pool_put(&ep->pool, c, 1);
-        give_back(mx, self, ep, acq, rm_call_deadline());
-        rm_detail("only %lld of %u replicas acknowledged the acquisition of %s in %lu ms; "
-                  "it was given back", acked, RM_SETTING(replicas), mx->keys.lock,
-                  RM_SETTING(wait_timeout_ms));
+    struct rm_ack ack = rm_call_ack_want(atomic_load(&ep->replicas));
+    if (g->state == RM_CALL_ACQUIRED && rm_call_acknowledged(ep, c, &ack)) {
+        rm_call_shortfall_detail(&ack, mx->keys.lock, give_back(mx, self, ep, acq, rm_call_deadline()));
         g->state = SHORTFALL;
         return 0;
     }
-    rm_pool_put(&ep->pool, c, 1);
+    if (g->state != RM_CALL_ACQUIRED) rm_pool_put(&ep->pool, c, 1);
     return 0;
 }
 

@@ -39,6 +39,7 @@
  *
  * The thread blocks every signal and is started on first use. */
 #include "watchdog.h"
+#include "call.h"
 #include "conn.h"
 #include "keys.h"
 #include "endpoint.h"
@@ -332,14 +333,8 @@ static void exchange(struct link *l, struct rm_watchdog_entry **e, int n, int *r
     for (int i = nholds; i < n; i++)
         rm_script_append(c, e[i]->script, e[i]->nkeys, e[i]->argc, e[i]->argv, e[i]->lens,
                          e[i]->use_eval);
-    unsigned replicas = RM_SETTING(replicas);
-    char nrep[16], wto[24];
-    if (replicas && nholds) {
-        const char *argv[] = { "WAIT", nrep, wto };
-        size_t lens[] = { 4, (size_t)snprintf(nrep, sizeof nrep, "%u", replicas),
-                          (size_t)snprintf(wto, sizeof wto, "%lu", RM_SETTING(wait_timeout_ms)) };
-        rm_conn_append(c, 3, argv, lens);
-    }
+    struct rm_ack ack = rm_call_ack_want(atomic_load(&l->ep->replicas));
+    if (ack.wait_for && nholds) rm_call_ack_append(c, &ack);
     if (rm_conn_flush(c, deadline)) goto drop;
     RM_COUNT_ADD(renewal_calls, (uint64_t)calls);
 
@@ -365,13 +360,7 @@ static void exchange(struct link *l, struct rm_watchdog_entry **e, int n, int *r
         else if (rm_conn_reply_is_noscript(r)) res[i] = -2;
         freeReplyObject(r);
     }
-    if (replicas && nholds) {
-        redisReply *r;
-        if (rm_conn_read(c, deadline, &r)) goto drop;
-        if (r->type != REDIS_REPLY_INTEGER || r->integer < (long long)replicas)
-            RM_COUNT(replica_shortfalls);
-        freeReplyObject(r);
-    }
+    if (ack.wait_for && nholds && rm_call_ack_read(c, &ack) < 0) goto drop;
     return;
 drop:
     rm_log("watchdog connection dropped: %s", rmutex_detail());

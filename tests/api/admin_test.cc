@@ -186,7 +186,9 @@ TEST_F(RmutexConfigure, RejectsMalformedUrls)
                             "redis://" + hp + "/notadb", "redis://" + hp + "/-3", "redis://[::1",
                             std::string("unix://"), "redis://" + hp + "?lease", "redis://" + hp + "?lease=abc",
                             "redis://" + hp + "?lease=-5", "redis://" + hp + "?pool=0",
-                            "redis://" + hp + "?pool=100000", "redis://" + hp + "?poll=x"}) {
+                            "redis://" + hp + "?pool=100000", "redis://" + hp + "?poll=x",
+                            "redis://" + hp + "?replicas=autox", "redis://" + hp + "?replicas=Auto",
+                            "redis://" + hp + "?min_replicas=auto", "redis://" + hp + "?min_replicas=1001"}) {
         EXPECT_RC(EINVAL, rmutex_configure(bad.c_str())) << "URL \"" << bad << "\"";
         EXPECT_STRNE("", rmutex_detail()) << "URL \"" << bad << "\"";
     }
@@ -246,6 +248,7 @@ TEST_F(RmutexConfigure, AcceptsEveryDocumentedFormAndOption)
         "redis://" + hp + "/3?pool=2&lease=1000&poll=500&idle=500&command_timeout=1000&connect_timeout=500",
         "redis://localhost:" + std::to_string(port()),
         "redis://" + hp + "?replicas=0&wait_timeout=100",
+        "redis://" + hp + "?replicas=auto&min_replicas=0&wait_timeout=100",
         "unix://" + server()->unix_socket(),
         "unix://" + server()->unix_socket() + "?db=2&pool=1",
     };
@@ -318,6 +321,12 @@ TEST_F(RmutexConfigure, SettersCheckTheirRanges)
     EXPECT_RC(0, rmutex_set_default_lease(2147483647UL));
     EXPECT_RC(0, rmutex_set_default_lease(100));
     EXPECT_RC(0, rmutex_set_wait_replicas(0, 0));
+    EXPECT_RC(EINVAL, rmutex_set_wait_replicas(1001, 100));
+    EXPECT_RC(EINVAL, rmutex_set_wait_replicas(RMUTEX_WAIT_AUTO, 0));
+    EXPECT_RC(0, rmutex_set_wait_replicas(RMUTEX_WAIT_AUTO, 100));
+    EXPECT_RC(0, rmutex_set_wait_replicas(0, 0));
+    EXPECT_RC(EINVAL, rmutex_set_min_replicas(1001));
+    EXPECT_RC(0, rmutex_set_min_replicas(0));
     EXPECT_RC(0, rmutex_set_lost_callback(nullptr, nullptr));
 }
 

@@ -401,4 +401,128 @@ TEST_F(RmutexServerRefuses, WaitForAReplicaThatExistsSucceeds)
     EXPECT_RC(0, rmutex_unlock(&m));
 }
 
+/* Replica acknowledgement for every lock kind, and the WAIT that outlasts
+ * the command timeout (found with replicas=1&wait_timeout=5000&pool=1 and
+ * no replica: the WAIT reply stayed pending on a pooled connection, the
+ * give-back read it as its own answer, and the lock stayed in Redis). */
+class RmutexReplicaAck : public RmutexServerRefuses,
+                         public ::testing::WithParamInterface<bool> {
+  protected:
+    void TearDown() override
+    {
+        rmutex_set_wait_replicas(0, 0);
+        rmutex_set_min_replicas(0);
+        RmutexServerRefuses::TearDown();
+    }
+    void init(rmutex_t *m, const std::string &name)
+    {
+        rmutexattr_t a;
+        ASSERT_EQ(0, rmutexattr_init(&a));
+        ASSERT_EQ(0, rmutexattr_setfair(&a, GetParam()));
+        ASSERT_RC(0, rmutex_init(m, name.c_str(), &a));
+        rmutexattr_destroy(&a);
+    }
+    std::string owner_key(const std::string &name) { return "rmutex_owner:{" + name + "}"; }
+};
+
+TEST_P(RmutexReplicaAck, AWaitLongerThanTheCommandTimeoutReallyGivesTheHoldBack)
+{
+    ASSERT_RC(0, rmutex_configure(
+                     url_with("replicas=1&wait_timeout=1200&command_timeout=300&pool=1").c_str()));
+    std::string name = lock_name();
+    rmutex_t m;
+    init(&m, name);
+    auto t0 = Clock::now();
+    EXPECT_RC(RMUTEX_ENOREPLICAS, rmutex_trylock(&m));
+    EXPECT_GE(elapsed_ms(t0), 1100) << "WAIT's reply is read for its whole timeout";
+    EXPECT_NE(std::string::npos, std::string(rmutex_detail()).find("given back")) << rmutex_detail();
+    EXPECT_FALSE(redis().exists(name)) << "the unacknowledged hold is still in Redis";
+    EXPECT_FALSE(redis().exists(owner_key(name)));
+    /* The one pooled connection is not left with a pending reply. */
+    ASSERT_RC(0, rmutex_set_wait_replicas(0, 0));
+    EXPECT_RC(0, rmutex_trylock(&m));
+    EXPECT_EQ("hash", redis().type(name));
+    EXPECT_RC(0, rmutex_unlock(&m));
+    EXPECT_FALSE(redis().exists(name));
+    EXPECT_RC(0, rmutex_destroy(&m));
+}
+
+TEST_P(RmutexReplicaAck, TooFewReplicasIsEnoreplicasForEveryAcquiringCall)
+{
+    ASSERT_RC(0, rmutex_configure(url_with("replicas=1&wait_timeout=100").c_str()));
+    std::string name = lock_name();
+    rmutex_t m;
+    init(&m, name);
+    EXPECT_RC(RMUTEX_ENOREPLICAS, rmutex_trylock(&m));
+    EXPECT_FALSE(redis().exists(name));
+    EXPECT_RC(RMUTEX_ENOREPLICAS, rmutex_lock(&m));
+    EXPECT_FALSE(redis().exists(name));
+    struct timespec dl = abs_after(CLOCK_REALTIME, 2000);
+    EXPECT_RC(RMUTEX_ENOREPLICAS, rmutex_timedlock(&m, &dl));
+    EXPECT_FALSE(redis().exists(name));
+    unsigned count = 9;
+    EXPECT_RC(0, rmutex_holdcount(&m, &count));
+    EXPECT_EQ(0u, count);
+    EXPECT_RC(EPERM, rmutex_unlock(&m));
+    EXPECT_GE(stats().replica_shortfalls, 3u);
+    EXPECT_RC(0, rmutex_destroy(&m));
+}
+
+TEST_P(RmutexReplicaAck, AutoWithoutAFloorWaitsForNoneOnAPlainServer)
+{
+    /* A plain redis:// server has no known replicas: auto waits for none. */
+    ASSERT_RC(0, rmutex_configure(url_with("replicas=auto&wait_timeout=100").c_str()));
+    std::string name = lock_name();
+    rmutex_t m;
+    init(&m, name);
+    EXPECT_RC(0, rmutex_trylock(&m));
+    EXPECT_RC(0, rmutex_unlock(&m));
+    EXPECT_EQ(0u, stats().replica_shortfalls);
+    EXPECT_RC(0, rmutex_destroy(&m));
+}
+
+TEST_P(RmutexReplicaAck, TheFloorRefusesAPrimaryWithoutReplicas)
+{
+    /* A primary restarted stale reports no replicas: the floor, not its
+     * own count, decides.  Set by URL, then by the setter. */
+    ASSERT_RC(0, rmutex_configure(url_with("replicas=auto&min_replicas=1&wait_timeout=100").c_str()));
+    std::string name = lock_name();
+    rmutex_t m;
+    init(&m, name);
+    EXPECT_RC(RMUTEX_ENOREPLICAS, rmutex_trylock(&m));
+    EXPECT_FALSE(redis().exists(name));
+    ASSERT_RC(0, rmutex_set_min_replicas(0));
+    EXPECT_RC(0, rmutex_trylock(&m));
+    EXPECT_RC(0, rmutex_unlock(&m));
+    ASSERT_RC(0, rmutex_set_min_replicas(1));
+    EXPECT_RC(RMUTEX_ENOREPLICAS, rmutex_trylock(&m));
+    EXPECT_FALSE(redis().exists(name));
+    EXPECT_RC(0, rmutex_destroy(&m));
+}
+
+TEST_P(RmutexReplicaAck, AReplicaThatAcknowledgesLetsEveryKindIn)
+{
+    ASSERT_EQ("OK", redis().cmd({"CONFIG", "SET", "repl-diskless-sync-delay", "0"}).str());
+    auto replica = RedisServer::start({"--replicaof", host(), std::to_string(port())});
+    ASSERT_TRUE(replica);
+    ASSERT_TRUE(wait_until(
+        [&] { return redis().cmd({"INFO", "replication"}).str().find("state=online") != std::string::npos; },
+        ms(10000)));
+    ASSERT_RC(0, rmutex_configure(url_with("replicas=1&min_replicas=1&wait_timeout=2000").c_str()));
+    std::string name = lock_name();
+    rmutex_t m;
+    init(&m, name);
+    ASSERT_RC(0, rmutex_lock(&m));
+    Redis r(replica->host(), replica->port());
+    EXPECT_EQ("hash", r.type(name)) << "acknowledged means the replica has it";
+    EXPECT_RC(0, rmutex_unlock(&m));
+    EXPECT_EQ(0u, stats().replica_shortfalls);
+    EXPECT_RC(0, rmutex_destroy(&m));
+}
+
+INSTANTIATE_TEST_SUITE_P(Kinds, RmutexReplicaAck, ::testing::Bool(),
+                         [](const ::testing::TestParamInfo<bool> &i) {
+                             return std::string(i.param ? "Fair" : "NonFair");
+                         });
+
 } // namespace
