@@ -5,14 +5,13 @@
 
 #include <stddef.h>
 
+#include "ack.h"
 #include "clock.h"
 
 struct rm_endpoint;
 struct rm_conn;
 struct redisReply;
 
-/* The release was handed to the watchdog (Redis not reached in time). */
-#define RM_DEFERRED (-4)
 
 /* The first element of an acquiring script's reply (acquire.lua, fair.lua). */
 enum { RM_CALL_ACQUIRED = 0, RM_CALL_BUSY = 1, RM_CALL_NOTRECOVERABLE = 2 };
@@ -47,30 +46,11 @@ int rm_call_unlock(struct rm_endpoint *ep, int script, int nkeys, int argc,
                    const char *const *argv, const size_t *lens, rm_nsec deadline,
                    rm_nsec give_up_at);
 
-/* Replica acknowledgement (WAIT) of a write, as the settings ask
- * (replicas=, min_replicas=): WAIT for wait_for replicas, and a write is
- * good when need of them acknowledged. */
-struct rm_ack {
-    unsigned wait_for, need;
-    long long acked;
-};
-
-/* What the settings want of a primary with `known` replicas (the
- * topology's count; 0 when unknown). */
-struct rm_ack rm_call_ack_want(unsigned known);
-
-/* Queue "WAIT wait_for timeout" on c; read its reply into a->acked:
- * 1 enough, 0 too few, RM_E_LOST (the reply is still pending: c is not
- * reusable). */
-void rm_call_ack_append(struct rm_conn *c, const struct rm_ack *a);
-int rm_call_ack_read(struct rm_conn *c, struct rm_ack *a);
-
 /* After an acquiring call that succeeded on c (kept from rm_call on ep):
  * WAIT as a says, then give c back (closed if its WAIT reply never came).
  * Returns 0, or RMUTEX_ENOREPLICAS: the caller gives the hold back and
- * says so with rm_call_shortfall_detail (given_back: the give-back's
+ * says so with rm_ack_shortfall_detail (given_back: the give-back's
  * result, 0, RM_DEFERRED or an error). */
 int rm_call_acknowledged(struct rm_endpoint *ep, struct rm_conn *c, struct rm_ack *a);
-void rm_call_shortfall_detail(const struct rm_ack *a, const char *lock, int given_back);
 
 #endif

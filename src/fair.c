@@ -151,10 +151,10 @@ static int attempt(struct rm_mutex *mx, struct rm_thread *self, struct rm_endpoi
         r = EIO;
     }
     freeReplyObject(reply);
-    struct rm_ack ack = rm_call_ack_want(atomic_load(&ep->replicas));
+    struct rm_ack ack = rm_ack_want(atomic_load(&ep->replicas));
     if (!r && o->state == RM_CALL_ACQUIRED) {
         if (rm_call_acknowledged(ep, c, &ack)) {
-            rm_call_shortfall_detail(&ack, mx->keys.lock, cancel(mx, self, ep, acq));
+            rm_ack_shortfall_detail(&ack, mx->keys.lock, cancel(mx, self, ep, acq));
             o->state = SHORTFALL;
         }
     } else {

@@ -25,6 +25,7 @@ enum {
     RM_E_UNSENT = -1,    /* nothing reached Redis: retrying is safe */
     RM_E_LOST = -2,      /* sent, but the reply was lost: outcome unknown */
     RM_E_TRANSIENT = -3, /* Redis answered LOADING, BUSY, TRYAGAIN...: retry later */
+    RM_DEFERRED = -4,    /* a release was handed to the watchdog (call.c) */
 };
 
 /* A broken internal invariant: the only abort() in the library. */

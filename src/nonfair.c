@@ -147,9 +147,9 @@ static int attempt(struct rm_mutex *mx, struct rm_thread *self, struct rm_endpoi
     }
     freeReplyObject(reply);
 
-    struct rm_ack ack = rm_call_ack_want(atomic_load(&ep->replicas));
+    struct rm_ack ack = rm_ack_want(atomic_load(&ep->replicas));
     if (g->state == RM_CALL_ACQUIRED && rm_call_acknowledged(ep, c, &ack)) {
-        rm_call_shortfall_detail(&ack, mx->keys.lock, give_back(mx, self, ep, acq, rm_call_deadline()));
+        rm_ack_shortfall_detail(&ack, mx->keys.lock, give_back(mx, self, ep, acq, rm_call_deadline()));
         g->state = SHORTFALL;
         return 0;
     }

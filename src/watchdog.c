@@ -39,7 +39,7 @@
  *
  * The thread blocks every signal and is started on first use. */
 #include "watchdog.h"
-#include "call.h"
+#include "ack.h"
 #include "conn.h"
 #include "keys.h"
 #include "endpoint.h"
@@ -333,8 +333,8 @@ static void exchange(struct link *l, struct rm_watchdog_entry **e, int n, int *r
     for (int i = nholds; i < n; i++)
         rm_script_append(c, e[i]->script, e[i]->nkeys, e[i]->argc, e[i]->argv, e[i]->lens,
                          e[i]->use_eval);
-    struct rm_ack ack = rm_call_ack_want(atomic_load(&l->ep->replicas));
-    if (ack.wait_for && nholds) rm_call_ack_append(c, &ack);
+    struct rm_ack ack = rm_ack_want(atomic_load(&l->ep->replicas));
+    if (ack.wait_for && nholds) rm_ack_append(c, &ack);
     if (rm_conn_flush(c, deadline)) goto drop;
     RM_COUNT_ADD(renewal_calls, (uint64_t)calls);
 
@@ -360,7 +360,7 @@ static void exchange(struct link *l, struct rm_watchdog_entry **e, int n, int *r
         else if (rm_conn_reply_is_noscript(r)) res[i] = -2;
         freeReplyObject(r);
     }
-    if (ack.wait_for && nholds && rm_call_ack_read(c, &ack) < 0) goto drop;
+    if (ack.wait_for && nholds && rm_ack_read(c, &ack) < 0) goto drop;
     return;
 drop:
     rm_log("watchdog connection dropped: %s", rmutex_detail());

@@ -1,0 +1,69 @@
+/* ack.c -- replica acknowledgement of the library's writes (Redis WAIT).
+ *
+ * Redis replicates asynchronously: a lock granted by a primary that dies
+ * before its replicas have it is granted again by the replica promoted in
+ * its place.  WAIT after the write closes that window for the replicas that
+ * acknowledged.  What to wait for comes from the settings -- a number, or
+ * "auto": every replica the topology knows the primary has -- and a floor,
+ * min_replicas, that the server's own word cannot lower: a primary
+ * restarted stale reports no replicas at all, and a client that skipped
+ * WAIT on that report (as Redisson does) would be granted locks that
+ * exist nowhere else.  WAIT may take its whole timeout, longer than the
+ * command timeout, so its reply is read with its own deadline. */
+#include "ack.h"
+#include "conn.h"
+#include "internal.h"
+
+#include <hiredis/hiredis.h>
+#include <stdio.h>
+
+struct rm_ack rm_ack_want(unsigned known)
+{
+    unsigned n = RM_SETTING(replicas), floor = RM_SETTING(min_replicas);
+    struct rm_ack a = { 0, 0, 0 };
+    if (n == RM_REPLICAS_AUTO) {
+        a.wait_for = known > floor ? known : floor;
+        a.need = floor ? floor : known ? 1 : 0;
+    } else {
+        a.wait_for = a.need = n > floor ? n : floor;
+    }
+    return a;
+}
+
+void rm_ack_append(struct rm_conn *c, const struct rm_ack *a)
+{
+    char ns[16], ts[24];
+    const char *argv[] = { "WAIT", ns, ts };
+    size_t lens[] = { 4, (size_t)snprintf(ns, sizeof ns, "%u", a->wait_for),
+                      (size_t)snprintf(ts, sizeof ts, "%lu", RM_SETTING(wait_timeout_ms)) };
+    rm_conn_append(c, 3, argv, lens);
+}
+
+int rm_ack_read(struct rm_conn *c, struct rm_ack *a)
+{
+    /* WAIT answers after wait_timeout at the latest: read that long, plus
+     * a command timeout for the round trip itself. */
+    rm_nsec deadline = rm_clock_after(RM_MSEC(RM_SETTING(wait_timeout_ms)) +
+                                      RM_MSEC(RM_SETTING(command_timeout_ms)));
+    redisReply *reply;
+    int r = rm_conn_read_slow(c, deadline, &reply);
+    if (r) return r;
+    a->acked = reply->type == REDIS_REPLY_INTEGER ? reply->integer : 0;
+    if (reply->type == REDIS_REPLY_ERROR) rm_conn_reply_status(reply);
+    freeReplyObject(reply);
+    if (a->acked < (long long)a->need) {
+        RM_COUNT(replica_shortfalls);
+        return 0;
+    }
+    return 1;
+}
+
+void rm_ack_shortfall_detail(const struct rm_ack *a, const char *lock, int given_back)
+{
+    rm_detail("only %lld of the %u replica acknowledgements required (WAIT %u, %lu ms) came "
+              "for the acquisition of %s; %s", a->acked, a->need, a->wait_for,
+              RM_SETTING(wait_timeout_ms), lock,
+              given_back == 0 ? "it was given back"
+              : given_back == RM_DEFERRED ? "its give-back was handed to the watchdog"
+                                          : "giving it back failed: it lapses with its lease");
+}

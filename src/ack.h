@@ -1,0 +1,30 @@
+/* ack.h -- replica acknowledgement (WAIT) of a write. */
+#ifndef RM_ACK_H
+#define RM_ACK_H
+
+struct rm_conn;
+
+/* Replica acknowledgement (WAIT) of a write, as the settings ask
+ * (replicas=, min_replicas=): WAIT for wait_for replicas, and a write is
+ * good when need of them acknowledged. */
+struct rm_ack {
+    unsigned wait_for, need;
+    long long acked;
+};
+
+/* What the settings want of a primary with `known` replicas (the
+ * topology's count; 0 when unknown). */
+struct rm_ack rm_ack_want(unsigned known);
+
+/* Queue "WAIT wait_for timeout" on c; read its reply into a->acked:
+ * 1 enough, 0 too few, RM_E_LOST (the reply is still pending: c is not
+ * reusable). */
+void rm_ack_append(struct rm_conn *c, const struct rm_ack *a);
+int rm_ack_read(struct rm_conn *c, struct rm_ack *a);
+
+/* Set the detail of a refused acquisition of lock: too few acknowledged
+ * it, and given_back says what became of it (0: given back; RM_DEFERRED:
+ * handed to the watchdog; else the give-back failed). */
+void rm_ack_shortfall_detail(const struct rm_ack *a, const char *lock, int given_back);
+
+#endif
