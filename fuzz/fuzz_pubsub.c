@@ -13,8 +13,11 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
     static struct rm_server_addr addr;
     struct rm_reach reach = { NULL, NULL };
+    struct rm_topo_hook hook = { NULL, NULL };
     struct rm_sub *s;
-    if (rm_sub_create(&addr, reach, &s)) return 0;
+    /* The first byte picks plain or sharded pub/sub. */
+    int sharded = size > 0 && (data[0] & 1);
+    if (rm_sub_create(&addr, reach, sharded, hook, &s)) return 0;
     s->started = 1; /* joins must not start the thread */
     struct rm_waiter a, b;
     if (rm_sub_join(s, "redisson_lock__channel:{x}", &a, NULL, 0) ||

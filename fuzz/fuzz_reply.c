@@ -38,8 +38,11 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     rm_nsec deadline = rm_clock_after(RM_MSEC(1000));
     for (int id = 0; id < RM_SCRIPT_COUNT; id++) {
         redisReply *reply = NULL;
-        int r = rm_script_call(c, id, 4, 10, argv, lens, deadline, &reply);
-        if (r == 0) {
+        int r = rm_script_call(c, id, 4, 10, argv, lens, id & 1, deadline, &reply);
+        if (r == RM_E_REDIRECT) {
+            if (!reply) abort();
+            freeReplyObject(reply);
+        } else if (r == 0) {
             if (!reply) abort();
             rm_conn_reply_status(reply);
             freeReplyObject(reply);

@@ -17,12 +17,20 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
     char *url = fuzz_cstring(data, size);
     if (!url) return 0;
-    struct rm_server_addr a;
+    struct rm_service a;
     int r = rm_config_parse(url, &a, 0);
     if (r == 0) {
         if (!memchr(a.display, 0, sizeof a.display)) abort();
-        if (a.password && !strstr(a.display, "***@")) abort(); /* the password is masked */
-        rm_config_addr_free(&a);
+        if (a.nseeds < 1 || a.nseeds > RM_SEEDS_MAX) abort();
+        for (unsigned i = 0; i < a.nseeds; i++) {
+            const struct rm_server_addr *s = &a.seeds[i];
+            if (!memchr(s->display, 0, sizeof s->display)) abort();
+            if (s->password && strstr(s->display, s->password) && strlen(s->password) > 3)
+                abort(); /* the password is never shown */
+        }
+        if (a.seeds[0].password && a.mode != RM_MODE_SENTINEL && !strstr(a.display, "***@"))
+            abort(); /* the password is masked */
+        rm_config_service_free(&a);
     } else if (r != EINVAL && r != ENOTSUP && r != EAGAIN && r != ENOMEM) {
         abort();
     }

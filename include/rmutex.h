@@ -416,6 +416,12 @@ typedef struct rmutex_stats {
     uint64_t channels;           /* gauge: subscribed channels */
     uint64_t connections;        /* gauge: open command connections */
     uint64_t pubsub_connections; /* gauge: open pub/sub connections */
+    /* Redis Cluster (0 elsewhere): */
+    uint64_t redirects_moved;    /* MOVED answers followed */
+    uint64_t redirects_ask;      /* ASK answers followed */
+    uint64_t cluster_retries;    /* TRYAGAIN/CLUSTERDOWN/LOADING/MASTERDOWN answers */
+    uint64_t map_refreshes;      /* slot map (or Sentinel) refreshes */
+    uint64_t resubscribes_moved; /* waiters moved to a channel's new node */
 } rmutex_stats_t;
 
 /* Copy the counters into *out.  size is sizeof(rmutex_stats_t) as the

@@ -22,6 +22,9 @@ struct rm_ack rm_ack_want(unsigned known);
 void rm_ack_append(struct rm_conn *c, const struct rm_ack *a);
 int rm_ack_read(struct rm_conn *c, struct rm_ack *a);
 
+/* 1 if fewer replicas acknowledged than a needs. */
+static inline int rm_ack_short(const struct rm_ack *a) { return a->acked < (long long)a->need; }
+
 /* Set the detail of a refused acquisition of lock: too few acknowledged
  * it, and given_back says what became of it (0: given back; RM_DEFERRED:
  * handed to the watchdog; else the give-back failed). */

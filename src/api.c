@@ -8,6 +8,7 @@
  * of an inner level, never reach Redis. */
 #include "attr.h"
 #include "call.h"
+#include "endpoint.h"
 #include "hold.h"
 #include "thread.h"
 #include "internal.h"
@@ -311,12 +312,13 @@ RMUTEX_API int rmutex_force_unlock(const char *name)
         rm_keys_free(&k);
         return leave(&e, r);
     }
-    const char *argv[] = { k.lock, k.channel, k.owner, k.notrec };
-    size_t lens[] = { strlen(k.lock), strlen(k.channel), strlen(k.owner), strlen(k.notrec) };
+    const char *argv[] = { k.lock, k.channel, k.owner, k.notrec, rm_endpoint_publish(ep) };
+    size_t lens[] = { strlen(k.lock), strlen(k.channel), strlen(k.owner), strlen(k.notrec),
+                      strlen(argv[4]) };
     rm_nsec deadline = rm_call_deadline();
     for (int tries = 0; tries < 3; tries++) {
         redisReply *reply;
-        r = rm_call(ep, RM_SCRIPT_FORCE_UNLOCK, 4, 4, argv, lens, deadline, 0, &reply, NULL);
+        r = rm_call(ep, RM_SCRIPT_FORCE_UNLOCK, 4, 5, argv, lens, deadline, 0, &reply, NULL);
         if (!r) {
             rm_log("force-unlocked %s (%s)", k.lock, reply->integer ? "it was held" : "it was free");
             freeReplyObject(reply);

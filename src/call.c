@@ -12,28 +12,77 @@
 #include "conn.h"
 #include "internal.h"
 #include "endpoint.h"
+#include "keys.h"
+#include "node.h"
 #include "script.h"
 #include "watchdog.h"
 
 #include <errno.h>
 #include <hiredis/hiredis.h>
 #include <stdio.h>
+#include <string.h>
+
+/* WAIT after an acquisition on c, as the settings want of node n, and
+ * give c back (closed if WAIT's reply never came). */
+static void acknowledge(struct rm_node *n, struct rm_conn *c, struct rm_ack *a)
+{
+    int r = 1;
+    *a = rm_ack_want(atomic_load(&n->replicas));
+    if (a->wait_for) {
+        rm_ack_append(c, a);
+        r = rm_conn_flush(c, rm_call_deadline());
+        if (!r) r = rm_ack_read(c, a);
+    }
+    rm_pool_put(&n->pool, c, r >= 0);
+}
+
+static int acquired(const redisReply *r)
+{
+    return r->type == REDIS_REPLY_ARRAY && r->elements >= 1 &&
+           r->element[0]->type == REDIS_REPLY_INTEGER && r->element[0]->integer == RM_CALL_ACQUIRED;
+}
 
 int rm_call(struct rm_endpoint *ep, int script, int nkeys, int argc, const char *const *argv,
             const size_t *lens, rm_nsec deadline, int pool_flags, redisReply **out,
-            struct rm_conn **keep)
+            struct rm_ack *ack)
 {
-    struct rm_conn *c;
-    int r = rm_pool_get(&ep->pool, deadline, pool_flags, &c);
-    if (r) return r;
-    r = rm_script_call(c, script, nkeys, argc, argv, lens, deadline, out);
-    if (!r && keep) {
-        *keep = c;
-        return 0;
+    int slot = rm_endpoint_clustered(ep) ? rm_keys_slot(argv[0], lens[0]) : 0;
+    struct rm_node *n = rm_endpoint_route(ep, slot, deadline);
+    int asking = 0;
+    if (ack) memset(ack, 0, sizeof *ack);
+    for (int hops = 0;; hops++) {
+        if (!n) return RM_E_UNSENT; /* no node serves the slot: the detail says */
+        struct rm_conn *c;
+        int r = rm_pool_get(&n->pool, deadline, pool_flags, &c);
+        if (r) {
+            if (r == RM_E_UNSENT) rm_endpoint_suspect(ep, n);
+            return r;
+        }
+        r = rm_script_call(c, script, nkeys, argc, argv, lens, asking, deadline, out);
+        if (r == RM_E_REDIRECT) {
+            rm_pool_put(&n->pool, c, 1);
+            struct rm_node *to = rm_endpoint_redirect(ep, *out, n, &asking);
+            freeReplyObject(*out);
+            if (hops == RM_CALL_HOPS) {
+                rm_detail("more than %d cluster redirections for %s", RM_CALL_HOPS, argv[0]);
+                return EIO;
+            }
+            n = to;
+            continue;
+        }
+        if (!r && ack && acquired(*out)) {
+            acknowledge(n, c, ack);
+            return 0;
+        }
+        /* An error reply leaves the connection usable; an I/O error does not. */
+        rm_pool_put(&n->pool, c, r >= 0 || r == RM_E_TRANSIENT);
+        if (r == RM_E_TRANSIENT && rm_endpoint_clustered(ep)) {
+            RM_COUNT(cluster_retries);
+            if (strstr(rmutex_detail(), "CLUSTERDOWN")) rm_endpoint_suspect(ep, n);
+        }
+        if (r == RM_E_LOST) rm_endpoint_suspect(ep, n);
+        return r;
     }
-    /* An error reply leaves the connection usable; an I/O error does not. */
-    rm_pool_put(&ep->pool, c, r >= 0 || r == RM_E_TRANSIENT);
-    return r;
 }
 
 int rm_call_release(struct rm_endpoint *ep, int script, int nkeys, int argc,
@@ -56,6 +105,8 @@ int rm_call_release(struct rm_endpoint *ep, int script, int nkeys, int argc,
         }
         if (r > 0) return r;
         if (r == RM_E_LOST) unknown = 1;
+        if (r == RM_E_TRANSIENT) /* a migrating slot, a failover: give it a moment */
+            rm_clock_sleep_until(rm_clock_min(deadline, rm_clock_after(RM_MSEC(20 << tries))));
     }
     rm_watchdog_defer(ep, script, nkeys, argc, argv, lens, give_up_at);
     rm_log("release of %s deferred to the watchdog: %s", argv[0], rmutex_detail());
@@ -80,17 +131,3 @@ int rm_call_unlock(struct rm_endpoint *ep, int script, int nkeys, int argc,
               "force-unlocked)", argv[0]);
     return EPERM;
 }
-
-int rm_call_acknowledged(struct rm_endpoint *ep, struct rm_conn *c, struct rm_ack *a)
-{
-    int r = 1;
-    if (a->wait_for) {
-        rm_ack_append(c, a);
-        r = rm_conn_flush(c, rm_call_deadline());
-        if (!r) r = rm_ack_read(c, a);
-    }
-    /* A WAIT whose reply did not come is still pending on c: never reuse it. */
-    rm_pool_put(&ep->pool, c, r >= 0);
-    return r == 1 ? 0 : RMUTEX_ENOREPLICAS;
-}
-

@@ -22,13 +22,18 @@ enum { RM_CALL_ACQUIRED = 0, RM_CALL_BUSY = 1, RM_CALL_NOTRECOVERABLE = 2 };
 /* A deadline one command timeout from now. */
 rm_nsec rm_call_deadline(void);
 
-/* Borrow a connection, call script id, give the connection back (or, when
- * keep is not NULL and the call succeeded, hand it to the caller, who
- * returns it with rm_pool_put).  Returns what rm_script_call returns, or
- * the pool's error. */
+/* A call follows at most this many MOVED/ASK redirections. */
+#define RM_CALL_HOPS 5
+
+/* Call script id on the node that serves argv[0] (KEYS[1]): borrow a
+ * connection there, follow MOVED and ASK, give the connection back.  With
+ * ack, an answer that says the lock was acquired (first element
+ * RM_CALL_ACQUIRED) is followed by WAIT as the settings want, and *ack
+ * says how many replicas acknowledged (rm_ack_short).  Returns what
+ * rm_script_call returns, or the pool's or the routing's error. */
 int rm_call(struct rm_endpoint *ep, int script, int nkeys, int argc, const char *const *argv,
             const size_t *lens, rm_nsec deadline, int pool_flags, struct redisReply **out,
-            struct rm_conn **keep);
+            struct rm_ack *ack);
 
 /* A release-type call (idempotent: latched or owner-checked): try until
  * deadline, and after that leave it to the watchdog until give_up_at.
@@ -45,12 +50,5 @@ int rm_call_release(struct rm_endpoint *ep, int script, int nkeys, int argc,
 int rm_call_unlock(struct rm_endpoint *ep, int script, int nkeys, int argc,
                    const char *const *argv, const size_t *lens, rm_nsec deadline,
                    rm_nsec give_up_at);
-
-/* After an acquiring call that succeeded on c (kept from rm_call on ep):
- * WAIT as a says, then give c back (closed if its WAIT reply never came).
- * Returns 0, or RMUTEX_ENOREPLICAS: the caller gives the hold back and
- * says so with rm_ack_shortfall_detail (given_back: the give-back's
- * result, 0, RM_DEFERRED or an error). */
-int rm_call_acknowledged(struct rm_endpoint *ep, struct rm_conn *c, struct rm_ack *a);
 
 #endif

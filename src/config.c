@@ -42,7 +42,8 @@ struct option {
 };
 
 enum { OPT_POOL, OPT_LEASE, OPT_WAITER_LEASE, OPT_CONNECT, OPT_COMMAND, OPT_POLL, OPT_IDLE,
-       OPT_REPLICAS, OPT_MIN_REPLICAS, OPT_WAIT, OPT_DB, OPT_COUNT };
+       OPT_REPLICAS, OPT_MIN_REPLICAS, OPT_WAIT, OPT_DB, OPT_REFRESH,
+       OPT_SENTINEL_USER, OPT_SENTINEL_PASSWORD, OPT_COUNT };
 
 static void options_init(struct option *o)
 {
@@ -58,6 +59,9 @@ static void options_init(struct option *o)
         [OPT_MIN_REPLICAS] = { "min_replicas", 0, 1000, 0, 0 },
         [OPT_WAIT] = { "wait_timeout", 1, 3600000, 0, 0 },
         [OPT_DB] = { "db", 0, 1000000, 0, 0 },
+        [OPT_REFRESH] = { "refresh", 100, 3600000, 0, 0 },
+        [OPT_SENTINEL_USER] = { "sentinel_user", 0, 0, 0, 0 },         /* strings: */
+        [OPT_SENTINEL_PASSWORD] = { "sentinel_password", 0, 0, 0, 0 }, /* see parse_query */
     };
     memcpy(o, defs, sizeof defs);
 }
@@ -128,7 +132,9 @@ static char *decode(const char *s, size_t n, int *bad)
     return out;
 }
 
-static int parse_query(const char *q, struct option *o)
+/* The query string: numeric options into o[], the sentinel's login into
+ * *suser / *spass (percent-decoded, allocated). */
+static int parse_query(const char *q, struct option *o, char **suser, char **spass)
 {
     while (*q) {
         const char *amp = strchr(q, '&');
@@ -143,7 +149,15 @@ static int parse_query(const char *q, struct option *o)
             rm_detail("unknown URL option '%.*s'", (int)(klen > 40 ? 40 : klen), q);
             return EINVAL;
         }
-        if (i == OPT_REPLICAS && len - klen - 1 == 4 && !memcmp(eq + 1, "auto", 4)) {
+        if (i == OPT_SENTINEL_USER || i == OPT_SENTINEL_PASSWORD) {
+            char **to = i == OPT_SENTINEL_USER ? suser : spass;
+            int bad = 0;
+            free(*to);
+            if (!(*to = decode(eq + 1, len - klen - 1, &bad))) {
+                rm_detail(bad ? "bad percent-escape in URL option %s" : "out of memory", o[i].name);
+                return bad ? EINVAL : ENOMEM;
+            }
+        } else if (i == OPT_REPLICAS && len - klen - 1 == 4 && !memcmp(eq + 1, "auto", 4)) {
             o[i].value = RM_REPLICAS_AUTO;
         } else if (parse_ulong(eq + 1, len - klen - 1, o[i].min, o[i].max, &o[i].value)) {
             rm_detail("URL option %s must be a number in [%lu, %lu]", o[i].name, o[i].min, o[i].max);
@@ -205,22 +219,119 @@ static int resolve(const char *host, unsigned long port, struct rm_server_addr *
     return 0;
 }
 
-int rm_config_parse(const char *url, struct rm_server_addr *out, int apply)
+/* "host[:port]" or "[v6][:port]" in s[0..end): resolve into a, and say it
+ * in a->display (after the login part, prefix). */
+static int parse_hostport(const char *s, const char *end, struct rm_server_addr *a,
+                          const char *prefix)
 {
-    struct rm_server_addr a;
+    const char *hp = s, *portp = NULL, *he;
+    if (*hp == '[') {
+        const char *rb = memchr(hp, ']', (size_t)(end - hp));
+        if (!rb) { rm_detail("unterminated [IPv6] host in URL"); return EINVAL; }
+        he = rb;
+        hp++;
+        if (rb + 1 < end) {
+            if (rb[1] != ':') { rm_detail("garbage after ] in URL host"); return EINVAL; }
+            portp = rb + 2;
+        }
+    } else {
+        const char *colon = memchr(hp, ':', (size_t)(end - hp));
+        he = colon ? colon : end;
+        if (colon) portp = colon + 1;
+    }
+    if (he == hp) { rm_detail("URL has no host"); return EINVAL; }
+    unsigned long port = 6379;
+    if (portp && parse_ulong(portp, (size_t)(end - portp), 1, 65535, &port)) {
+        rm_detail("URL port must be a number in [1, 65535]");
+        return EINVAL;
+    }
+    char host[256];
+    if ((size_t)(he - hp) >= sizeof host) { rm_detail("URL host name too long"); return EINVAL; }
+    memcpy(host, hp, (size_t)(he - hp));
+    host[he - hp] = 0;
+    int r = resolve(host, port, a);
+    if (r) return r;
+    int v6 = a->sa.ss_family == AF_INET6;
+    snprintf(a->display, sizeof a->display, "%s%s%.64s%s:%lu", prefix, v6 ? "[" : "", host,
+             v6 ? "]" : "", port);
+    return 0;
+}
+
+/* The login part for the display: never the password; the user is cut
+ * so that a long one cannot push the host out. */
+static void login_display(char *buf, size_t n, const char *scheme, const char *user,
+                          const char *password)
+{
+    snprintf(buf, n, "%s%.32s%s%s", scheme, user ? user : "", password ? ":***" : "",
+             (user || password) ? "@" : "");
+}
+
+/* Copy the login (user, password, db) of from into to. */
+static int copy_login(struct rm_server_addr *to, const char *user, const char *password, int db)
+{
+    to->db = db;
+    if ((user && !(to->user = strdup(user))) || (password && !(to->password = strdup(password)))) {
+        rm_detail("out of memory");
+        return ENOMEM;
+    }
+    return 0;
+}
+
+/* A comma-separated list of host:port in s[0..end) into svc->seeds, each
+ * with the login given. */
+static int parse_seeds(const char *s, const char *end, struct rm_service *svc, const char *scheme,
+                       const char *user, const char *password, int db)
+{
+    char prefix[64];
+    login_display(prefix, sizeof prefix, scheme, user, password);
+    while (s < end) {
+        const char *comma = memchr(s, ',', (size_t)(end - s));
+        const char *e = comma ? comma : end;
+        if (svc->nseeds == RM_SEEDS_MAX) {
+            rm_detail("more than %d hosts in the URL", RM_SEEDS_MAX);
+            return EINVAL;
+        }
+        struct rm_server_addr *a = &svc->seeds[svc->nseeds];
+        memset(a, 0, sizeof *a);
+        int r = parse_hostport(s, e, a, svc->nseeds ? "" : prefix);
+        if (!r) r = copy_login(a, user, password, db);
+        svc->nseeds++;
+        if (r) return r;
+        s = comma ? comma + 1 : end;
+        if (comma && s == end) { rm_detail("URL host list ends with a comma"); return EINVAL; }
+    }
+    if (!svc->nseeds) { rm_detail("URL has no host"); return EINVAL; }
+    size_t off = 0;
+    for (unsigned i = 0; i < svc->nseeds && off + 1 < sizeof svc->display; i++) {
+        int w = snprintf(svc->display + off, sizeof svc->display - off, "%s%s", i ? "," : "",
+                         svc->seeds[i].display);
+        if (w < 0) break;
+        off += (size_t)w;
+    }
+    return 0;
+}
+
+int rm_config_parse(const char *url, struct rm_service *out, int apply)
+{
+    struct rm_service svc;
     struct option o[OPT_COUNT];
-    char *host = NULL;
+    char *user = NULL, *password = NULL, *suser = NULL, *spass = NULL;
     int r = EINVAL;
 
-    memset(&a, 0, sizeof a);
+    memset(&svc, 0, sizeof svc);
     options_init(o);
     if (!url) { rm_detail("no URL"); return EINVAL; }
     if (strlen(url) > 4096) { rm_detail("URL too long"); return EINVAL; }
+    if (!(svc.seeds = calloc(RM_SEEDS_MAX, sizeof *svc.seeds))) {
+        rm_detail("out of memory");
+        return ENOMEM;
+    }
 
     const char *q = strchr(url, '?');
     const char *end = q ? q : url + strlen(url);
-    if (q && (r = parse_query(q + 1, o))) goto out;
+    if (q && (r = parse_query(q + 1, o, &suser, &spass))) goto out;
     r = EINVAL;
+    int db_opt = o[OPT_DB].set ? (int)o[OPT_DB].value : -1;
 
     if (!strncmp(url, "rediss://", 9)) {
         rm_detail("rediss:// needs TLS, which hiredis 0.14 does not have");
@@ -229,71 +340,155 @@ int rm_config_parse(const char *url, struct rm_server_addr *out, int apply)
     }
     if (!strncmp(url, "unix://", 7)) {
         const char *rest;
-        if ((r = parse_userinfo(url + 7, end, &a.user, &a.password, &rest))) goto out;
+        struct rm_server_addr *a = &svc.seeds[0];
+        if ((r = parse_userinfo(url + 7, end, &user, &password, &rest))) goto out;
         r = EINVAL;
         size_t plen = (size_t)(end - rest);
-        struct sockaddr_un *un = (struct sockaddr_un *)&a.sa;
+        struct sockaddr_un *un = (struct sockaddr_un *)&a->sa;
         if (plen == 0 || rest[0] != '/') { rm_detail("unix:// URL needs an absolute socket path"); goto out; }
         if (plen >= sizeof un->sun_path) { rm_detail("unix socket path too long"); goto out; }
         un->sun_family = AF_UNIX;
         memcpy(un->sun_path, rest, plen);
-        a.salen = (socklen_t)(offsetof(struct sockaddr_un, sun_path) + plen + 1);
-        a.db = o[OPT_DB].set ? (int)o[OPT_DB].value : 0;
-        snprintf(a.display, sizeof a.display, "unix://%s%.*s", a.password ? "***@" : "",
+        a->salen = (socklen_t)(offsetof(struct sockaddr_un, sun_path) + plen + 1);
+        svc.nseeds = 1;
+        if ((r = copy_login(a, user, password, db_opt < 0 ? 0 : db_opt))) goto out;
+        r = EINVAL;
+        snprintf(a->display, sizeof a->display, "unix://%s%.*s", password ? "***@" : "",
                  (int)(plen > 120 ? 120 : plen), rest);
+        snprintf(svc.display, sizeof svc.display, "%s", a->display);
     } else if (!strncmp(url, "redis://", 8)) {
         const char *rest;
-        if ((r = parse_userinfo(url + 8, end, &a.user, &a.password, &rest))) goto out;
+        if ((r = parse_userinfo(url + 8, end, &user, &password, &rest))) goto out;
         r = EINVAL;
         const char *slash = memchr(rest, '/', (size_t)(end - rest));
-        const char *hostend = slash ? slash : end;
-        const char *hp = rest, *portp = NULL, *he;
-        if (*hp == '[') {
-            const char *rb = memchr(hp, ']', (size_t)(hostend - hp));
-            if (!rb) { rm_detail("unterminated [IPv6] host in URL"); goto out; }
-            he = rb;
-            hp++;
-            if (rb + 1 < hostend) {
-                if (rb[1] != ':') { rm_detail("garbage after ] in URL host"); goto out; }
-                portp = rb + 2;
-            }
-        } else {
-            const char *colon = memchr(hp, ':', (size_t)(hostend - hp));
-            he = colon ? colon : hostend;
-            if (colon) portp = colon + 1;
-        }
-        if (he == hp) { rm_detail("URL has no host"); goto out; }
-        unsigned long port = 6379;
-        if (portp && parse_ulong(portp, (size_t)(hostend - portp), 1, 65535, &port)) {
-            rm_detail("URL port must be a number in [1, 65535]");
-            goto out;
-        }
         unsigned long db = 0;
         if (slash && slash + 1 < end && parse_ulong(slash + 1, (size_t)(end - slash - 1), 0, 1000000, &db)) {
             rm_detail("URL path must be a database number");
             goto out;
         }
-        a.db = o[OPT_DB].set ? (int)o[OPT_DB].value : (int)db;
-        if (!(host = strndup(hp, (size_t)(he - hp)))) { r = ENOMEM; goto out; }
-        if ((r = resolve(host, port, &a))) goto out;
-        int v6 = a.sa.ss_family == AF_INET6;
-        /* The user is cut so that a long one cannot push the host out. */
-        snprintf(a.display, sizeof a.display, "redis://%.32s%s%s%s%.64s%s:%lu/%d",
-                 a.user ? a.user : "", a.password ? ":***" : "", (a.user || a.password) ? "@" : "",
-                 v6 ? "[" : "", host, v6 ? "]" : "", port, a.db);
+        if (memchr(rest, ',', (size_t)((slash ? slash : end) - rest))) {
+            rm_detail("redis:// names one server; a cluster is redis-cluster://h1:p1,h2:p2");
+            goto out;
+        }
+        int d = db_opt >= 0 ? db_opt : (int)db;
+        if ((r = parse_seeds(rest, slash ? slash : end, &svc, "redis://", user, password, d))) goto out;
+        r = EINVAL;
+        size_t n = strlen(svc.display);
+        snprintf(svc.display + n, sizeof svc.display - n, "/%d", d);
+        snprintf(svc.seeds[0].display, sizeof svc.seeds[0].display, "%s", svc.display);
+    } else if (!strncmp(url, "redis-cluster://", 16)) {
+        const char *rest;
+        svc.mode = RM_MODE_CLUSTER;
+        if ((r = parse_userinfo(url + 16, end, &user, &password, &rest))) goto out;
+        r = EINVAL;
+        if (memchr(rest, '/', (size_t)(end - rest)) && end[-1] != '/') {
+            rm_detail("a redis-cluster:// URL has no path (a cluster has only database 0)");
+            goto out;
+        }
+        if (db_opt > 0) { rm_detail("Redis Cluster has only database 0"); goto out; }
+        if ((r = parse_seeds(rest, end[-1] == '/' ? end - 1 : end, &svc, "redis-cluster://", user,
+                             password, 0)))
+            goto out;
+    } else if (!strncmp(url, "redis-sentinel://", 17)) {
+        const char *rest;
+        svc.mode = RM_MODE_SENTINEL;
+        if ((r = parse_userinfo(url + 17, end, &user, &password, &rest))) goto out;
+        r = EINVAL;
+        const char *slash = memchr(rest, '/', (size_t)(end - rest));
+        if (!slash || slash + 1 == end) {
+            rm_detail("a redis-sentinel:// URL ends with /MASTER-NAME");
+            goto out;
+        }
+        size_t mlen = (size_t)(end - slash - 1);
+        if (mlen >= sizeof svc.master || memchr(slash + 1, '/', mlen)) {
+            rm_detail("bad master name in the URL (one path element, at most %zu bytes)",
+                      sizeof svc.master - 1);
+            goto out;
+        }
+        memcpy(svc.master, slash + 1, mlen);
+        if ((r = parse_seeds(rest, slash, &svc, "redis-sentinel://", suser, spass, 0))) goto out;
+        r = EINVAL;
+        /* The data nodes' login is the URL's; the sentinels' are options. */
+        svc.node_login.db = db_opt < 0 ? 0 : db_opt;
+        if ((r = copy_login(&svc.node_login, user, password, svc.node_login.db))) goto out;
+        size_t n = strlen(svc.display);
+        snprintf(svc.display + n, sizeof svc.display - n, "/%.64s", svc.master);
     } else {
-        rm_detail("URL must start with redis:// or unix://");
+        rm_detail("URL must start with redis://, unix://, redis-cluster:// or redis-sentinel://");
         goto out;
     }
-    if (a.user && !a.password) { rm_detail("URL has a user but no password"); r = EINVAL; goto out; }
+    r = EINVAL;
+    if (svc.mode != RM_MODE_SENTINEL && (suser || spass)) {
+        rm_detail("sentinel_user and sentinel_password belong in a redis-sentinel:// URL");
+        goto out;
+    }
+    if ((user && !password) || (suser && !spass)) {
+        rm_detail("URL has a user but no password");
+        goto out;
+    }
+    if (svc.mode == RM_MODE_CLUSTER && (r = copy_login(&svc.node_login, user, password, 0)))
+        goto out;
     r = 0;
+    svc.refresh_ms = o[OPT_REFRESH].set ? o[OPT_REFRESH].value
+                     : svc.mode == RM_MODE_SENTINEL ? 1000 : 5000;
     if (apply) options_apply(o);
-    *out = a;
-    memset(&a, 0, sizeof a);
+    *out = svc;
+    memset(&svc, 0, sizeof svc);
 out:
-    free(host);
-    rm_config_addr_free(&a);
+    free(user);
+    free(suser);
+    if (password) explicit_bzero(password, strlen(password));
+    if (spass) explicit_bzero(spass, strlen(spass));
+    free(password);
+    free(spass);
+    rm_config_service_free(&svc);
     return r;
+}
+
+int rm_config_service_copy(const struct rm_service *from, struct rm_service *to)
+{
+    *to = *from;
+    if (!(to->seeds = calloc(RM_SEEDS_MAX, sizeof *to->seeds))) return ENOMEM;
+    memcpy(to->seeds, from->seeds, from->nseeds * sizeof *to->seeds);
+    for (unsigned i = 0; i < from->nseeds; i++) to->seeds[i].user = to->seeds[i].password = NULL;
+    to->node_login.user = to->node_login.password = NULL;
+    int r = 0;
+    for (unsigned i = 0; !r && i < from->nseeds; i++)
+        r = copy_login(&to->seeds[i], from->seeds[i].user, from->seeds[i].password, from->seeds[i].db);
+    if (!r) r = copy_login(&to->node_login, from->node_login.user, from->node_login.password,
+                           from->node_login.db);
+    if (r) rm_config_service_free(to);
+    return r;
+}
+
+void rm_config_service_free(struct rm_service *svc)
+{
+    for (unsigned i = 0; i < svc->nseeds; i++) rm_config_addr_free(&svc->seeds[i]);
+    rm_config_addr_free(&svc->node_login);
+    free(svc->seeds);
+    svc->seeds = NULL;
+    svc->nseeds = 0;
+}
+
+int rm_config_node_addr(const char *host, unsigned port, const struct rm_server_addr *login,
+                        struct rm_server_addr *out)
+{
+    memset(out, 0, sizeof *out);
+    int r = resolve(host, port, out);
+    if (!r) r = copy_login(out, login->user, login->password, login->db);
+    if (r) {
+        rm_config_addr_free(out);
+        return r;
+    }
+    int v6 = out->sa.ss_family == AF_INET6;
+    snprintf(out->display, sizeof out->display, "%s%.64s%s:%u", v6 ? "[" : "", host, v6 ? "]" : "",
+             port);
+    return 0;
+}
+
+int rm_config_same_addr(const struct rm_server_addr *a, const struct rm_server_addr *b)
+{
+    return a->salen == b->salen && !memcmp(&a->sa, &b->sa, a->salen);
 }
 
 void rm_config_addr_free(struct rm_server_addr *a)

@@ -56,6 +56,7 @@
 #include "internal.h"
 #include "mutex.h"
 #include "endpoint.h"
+#include "pool.h"
 #include "script.h"
 #include "sub.h"
 #include "watchdog.h"
@@ -66,7 +67,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define NARGS 20
+#define NARGS 21
 
 
 /* The arguments of one fair.lua call.  latch is the release's latch key,
@@ -80,9 +81,9 @@ struct fair_req {
 };
 #define LATCH_MAX (RMUTEX_NAME_MAX + 160)
 
-static void fair_req_make(struct fair_req *q, const struct rm_mutex *mx, const char *op,
-                          const char *owner, size_t owner_len, uint64_t acq, int try_only,
-                          const char *latch, int notrec)
+static void fair_req_make(struct fair_req *q, const struct rm_mutex *mx, struct rm_endpoint *ep,
+                          const char *op, const char *owner, size_t owner_len, uint64_t acq,
+                          int try_only, const char *latch, int notrec)
 {
     const struct rm_keys *k = &mx->keys;
     snprintf(q->acq, sizeof q->acq, "%llu", (unsigned long long)acq);
@@ -93,7 +94,7 @@ static void fair_req_make(struct fair_req *q, const struct rm_mutex *mx, const c
         k->lock, k->queue, k->alive, k->seq, k->token, k->owner, k->notrec, k->fchannel,
         k->channel, latch ? latch : k->latch,
         op, owner, q->acq, q->hold, q->wlease, mx->robust ? "1" : "0", try_only ? "1" : "0",
-        q->latch_ms, notrec ? "1" : "0", RM_CALL_NOTREC_MS,
+        q->latch_ms, notrec ? "1" : "0", RM_CALL_NOTREC_MS, rm_endpoint_publish(ep),
     };
     memcpy(q->argv, v, sizeof v);
     for (int i = 0; i < NARGS; i++) q->lens[i] = strlen(v[i]);
@@ -107,7 +108,7 @@ static int cancel(struct rm_mutex *mx, struct rm_thread *self, struct rm_endpoin
 {
     struct fair_req q;
     long long answer;
-    fair_req_make(&q, mx, "cancel", self->owner, self->owner_len, acq, 0, NULL, 0);
+    fair_req_make(&q, mx, ep, "cancel", self->owner, self->owner_len, acq, 0, NULL, 0);
     return rm_call_release(ep, RM_SCRIPT_FAIR, 10, NARGS, q.argv, q.lens, rm_call_deadline(),
                            rm_clock_after(RM_MSEC(rm_mutex_lease(mx))), &answer);
 }
@@ -129,11 +130,11 @@ static int attempt(struct rm_mutex *mx, struct rm_thread *self, struct rm_endpoi
 {
     struct fair_req q;
     redisReply *reply;
-    fair_req_make(&q, mx, "acquire", self->owner, self->owner_len, acq, try_only, NULL, 0);
+    fair_req_make(&q, mx, ep, "acquire", self->owner, self->owner_len, acq, try_only, NULL, 0);
     rm_nsec sent = rm_clock_now();
-    struct rm_conn *c;
+    struct rm_ack ack;
     int r = rm_call(ep, RM_SCRIPT_FAIR, 10, NARGS, q.argv, q.lens, deadline,
-                    try_only ? RM_POOL_FAILFAST : 0, &reply, &c);
+                    try_only ? RM_POOL_FAILFAST : 0, &reply, &ack);
     if (r) return r;
     redisReply **e = reply->element;
     int ok = reply->type == REDIS_REPLY_ARRAY && reply->elements >= 1 &&
@@ -151,14 +152,9 @@ static int attempt(struct rm_mutex *mx, struct rm_thread *self, struct rm_endpoi
         r = EIO;
     }
     freeReplyObject(reply);
-    struct rm_ack ack = rm_ack_want(atomic_load(&ep->replicas));
-    if (!r && o->state == RM_CALL_ACQUIRED) {
-        if (rm_call_acknowledged(ep, c, &ack)) {
-            rm_ack_shortfall_detail(&ack, mx->keys.lock, cancel(mx, self, ep, acq));
-            o->state = SHORTFALL;
-        }
-    } else {
-        rm_pool_put(&ep->pool, c, !r);
+    if (!r && o->state == RM_CALL_ACQUIRED && rm_ack_short(&ack)) {
+        rm_ack_shortfall_detail(&ack, mx->keys.lock, cancel(mx, self, ep, acq));
+        o->state = SHORTFALL;
     }
     return r;
 }
@@ -189,7 +185,7 @@ static int fair_lock(struct rm_mutex *mx, struct rm_thread *self, struct rm_endp
         if (channel) {
             snprintf(channel, n, "%s:%.*s", mx->keys.fchannel, (int)(colon - self->owner),
                      self->owner);
-            joined = rm_sub_join(ep->sub, channel, &waiter, member, (size_t)mlen) ? -1 : 1;
+            joined = rm_endpoint_join(ep, mx->keys.slot, channel, &waiter, member, (size_t)mlen) ? -1 : 1;
             free(channel);
         } else {
             joined = -1; /* poll */
@@ -229,11 +225,13 @@ static int fair_lock(struct rm_mutex *mx, struct rm_thread *self, struct rm_endp
         rm_nsec until = rm_clock_min(w->deadline, rm_clock_after(bound));
         /* A grant message names this waiter: the next attempt confirms the
          * grant into a full hold before the call returns. */
-        if (joined > 0 && rm_sub_wait(&waiter, until) == RM_WAKE_REFUSED) {
+        int why = joined > 0 ? rm_sub_wait(&waiter, until) : RM_WAKE_TIMEOUT;
+        if (why == RM_WAKE_REFUSED) {
             r = rm_sub_refused(&waiter);
             break;
         }
-        if (joined <= 0) rm_clock_sleep_until(until);
+        if (why == RM_WAKE_MOVED) joined = rm_endpoint_rejoin(ep, mx->keys.slot, &waiter) ? -1 : 1;
+        else if (joined <= 0) rm_clock_sleep_until(until);
     }
     if (alive) rm_watchdog_cancel(alive);
     if (joined > 0) rm_sub_leave(&waiter);
@@ -255,7 +253,7 @@ static int release(struct rm_mutex *mx, struct rm_endpoint *ep, const char *owne
     char latch[LATCH_MAX];
     snprintf(latch, sizeof latch, "%s:%.*s:%llu", mx->keys.latch, (int)owner_len, owner,
              (unsigned long long)seq);
-    fair_req_make(&q, mx, "release", owner, owner_len, 0, 0, latch, notrec);
+    fair_req_make(&q, mx, ep, "release", owner, owner_len, 0, 0, latch, notrec);
     return rm_call_unlock(ep, RM_SCRIPT_FAIR, 10, NARGS, q.argv, q.lens, deadline, give_up);
 }
 

@@ -26,6 +26,7 @@ enum {
     RM_E_LOST = -2,      /* sent, but the reply was lost: outcome unknown */
     RM_E_TRANSIENT = -3, /* Redis answered LOADING, BUSY, TRYAGAIN...: retry later */
     RM_DEFERRED = -4,    /* a release was handed to the watchdog (call.c) */
+    RM_E_REDIRECT = -5,  /* a cluster node answered MOVED or ASK (script.c) */
 };
 
 /* A broken internal invariant: the only abort() in the library. */

@@ -32,6 +32,27 @@ static void hashed_part(const char *key, size_t len, const char **p, size_t *n)
     *n = len;
 }
 
+/* CRC16/XMODEM (polynomial 0x1021, initial value 0), the checksum Redis
+ * Cluster hashes keys with, one bit at a time: a key is hashed once per
+ * call, and a table would be 512 bytes of data for nothing measurable. */
+static unsigned crc16(const char *s, size_t n)
+{
+    unsigned crc = 0;
+    for (size_t i = 0; i < n; i++) {
+        crc ^= (unsigned)(unsigned char)s[i] << 8;
+        for (int b = 0; b < 8; b++) crc = crc & 0x8000 ? (crc << 1) ^ 0x1021 : crc << 1;
+    }
+    return crc & 0xffff;
+}
+
+int rm_keys_slot(const char *key, size_t len)
+{
+    const char *p;
+    size_t n;
+    hashed_part(key, len, &p, &n);
+    return (int)(crc16(p, n) & (RM_SLOTS - 1));
+}
+
 static const char *const prefixes[] = {
     "redisson_lock__channel", "redisson_lock_token", "rmutex_owner",
     "rmutex_notrecoverable", "redisson_unlock_latch", "rmutex_fair_queue",
@@ -74,6 +95,7 @@ int rm_keys_make(const char *name, struct rm_keys *k)
         return EINVAL;
     }
     k->buf = buf;
+    k->slot = rm_keys_slot(name, len);
     k->lock = out[0];
     k->channel = out[1];
     k->token = out[2];

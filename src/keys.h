@@ -18,8 +18,14 @@ struct rm_keys {
     const char *alive;   /* rmutex_fair_alive:{NAME}: zset waiter -> liveness deadline */
     const char *seq;     /* rmutex_fair_seq:{NAME}: ticket counter */
     const char *fchannel; /* rmutex_fair_channel:{NAME}: + ":<uuid>", a process's grants */
+    int slot;            /* the cluster slot of them all */
     char *buf;           /* one allocation holding the strings */
 };
+
+/* The Redis Cluster slot of key: CRC16 of its first non-empty {tag}, or of
+ * the whole key, modulo RM_SLOTS. */
+#define RM_SLOTS 16384
+int rm_keys_slot(const char *key, size_t len);
 
 /* Check name and derive its keys into *k.  Returns 0, or EINVAL (NULL,
  * empty, longer than RMUTEX_NAME_MAX, or braces that would split the keys

@@ -42,6 +42,7 @@
 #include "internal.h"
 #include "mutex.h"
 #include "endpoint.h"
+#include "pool.h"
 #include "script.h"
 #include "sub.h"
 #include "watchdog.h"
@@ -65,8 +66,8 @@ struct grant {
 /* ---- release.lua ---- */
 
 struct release_req {
-    const char *argv[10];
-    size_t lens[10];
+    const char *argv[11];
+    size_t lens[11];
     char latch[RMUTEX_NAME_MAX + 160];
     char latch_ms[24];
     char acq[24];
@@ -74,8 +75,8 @@ struct release_req {
 
 /* The release of owner's hold (only of acquisition acq when not 0). */
 static void release_req_make(struct release_req *q, const struct rm_mutex *mx,
-                             const char *owner, size_t owner_len, uint64_t seq,
-                             int notrec, uint64_t acq)
+                             struct rm_endpoint *ep, const char *owner, size_t owner_len,
+                             uint64_t seq, int notrec, uint64_t acq)
 {
     int n = snprintf(q->latch, sizeof q->latch, "%s:%.*s:%llu", mx->keys.latch, (int)owner_len,
                      owner, (unsigned long long)seq);
@@ -84,9 +85,9 @@ static void release_req_make(struct release_req *q, const struct rm_mutex *mx,
     if (acq) snprintf(q->acq, sizeof q->acq, "%llu", (unsigned long long)acq);
     const char *v[] = { mx->keys.lock, mx->keys.channel, q->latch, mx->keys.owner,
                         mx->keys.notrec, owner, q->latch_ms, notrec ? "1" : "0", RM_CALL_NOTREC_MS,
-                        q->acq };
+                        q->acq, rm_endpoint_publish(ep) };
     memcpy(q->argv, v, sizeof v);
-    for (int i = 0; i < 10; i++) q->lens[i] = strlen(v[i]);
+    for (int i = 0; i < 11; i++) q->lens[i] = strlen(v[i]);
     q->lens[2] = (size_t)n;
     q->lens[5] = owner_len;
 }
@@ -94,7 +95,7 @@ static void release_req_make(struct release_req *q, const struct rm_mutex *mx,
 static int release(struct rm_endpoint *ep, const struct release_req *q, rm_nsec deadline,
                    rm_nsec give_up_at)
 {
-    return rm_call_unlock(ep, RM_SCRIPT_RELEASE, 5, 10, q->argv, q->lens, deadline, give_up_at);
+    return rm_call_unlock(ep, RM_SCRIPT_RELEASE, 5, 11, q->argv, q->lens, deadline, give_up_at);
 }
 
 
@@ -105,8 +106,8 @@ static int give_back(struct rm_mutex *mx, struct rm_thread *self, struct rm_endp
 {
     struct release_req q;
     long long answer;
-    release_req_make(&q, mx, self->owner, self->owner_len, ++self->seq, 0, acq);
-    return rm_call_release(ep, RM_SCRIPT_RELEASE, 5, 10, q.argv, q.lens, deadline,
+    release_req_make(&q, mx, ep, self->owner, self->owner_len, ++self->seq, 0, acq);
+    return rm_call_release(ep, RM_SCRIPT_RELEASE, 5, 11, q.argv, q.lens, deadline,
                            rm_clock_after(RM_MSEC(rm_mutex_lease(mx))), &answer);
 }
 
@@ -124,17 +125,16 @@ static int attempt(struct rm_mutex *mx, struct rm_thread *self, struct rm_endpoi
                       (size_t)snprintf(lease, sizeof lease, "%lu", rm_mutex_lease(mx)),
                       self->owner_len, 1,
                       (size_t)snprintf(acqs, sizeof acqs, "%llu", (unsigned long long)acq) };
-    struct rm_conn *c;
     redisReply *reply;
+    struct rm_ack ack;
     g->sent = rm_clock_now();
-    int r = rm_call(ep, RM_SCRIPT_ACQUIRE, 4, 8, argv, lens, deadline, flags, &reply, &c);
+    int r = rm_call(ep, RM_SCRIPT_ACQUIRE, 4, 8, argv, lens, deadline, flags, &reply, &ack);
     if (r) return r;
     redisReply **e = reply->element;
     if (reply->type != REDIS_REPLY_ARRAY || reply->elements < 1 || e[0]->type != REDIS_REPLY_INTEGER ||
         (e[0]->integer == RM_CALL_ACQUIRED && (reply->elements != 3 || e[1]->type != REDIS_REPLY_INTEGER)) ||
         (e[0]->integer == RM_CALL_BUSY && (reply->elements != 2 || e[1]->type != REDIS_REPLY_INTEGER))) {
         freeReplyObject(reply);
-        rm_pool_put(&ep->pool, c, 0);
         rm_detail("unexpected reply from acquire.lua");
         return EIO;
     }
@@ -146,14 +146,10 @@ static int attempt(struct rm_mutex *mx, struct rm_thread *self, struct rm_endpoi
         g->pttl = e[1]->integer;
     }
     freeReplyObject(reply);
-
-    struct rm_ack ack = rm_ack_want(atomic_load(&ep->replicas));
-    if (g->state == RM_CALL_ACQUIRED && rm_call_acknowledged(ep, c, &ack)) {
+    if (g->state == RM_CALL_ACQUIRED && rm_ack_short(&ack)) {
         rm_ack_shortfall_detail(&ack, mx->keys.lock, give_back(mx, self, ep, acq, rm_call_deadline()));
         g->state = SHORTFALL;
-        return 0;
     }
-    if (g->state != RM_CALL_ACQUIRED) rm_pool_put(&ep->pool, c, 1);
     return 0;
 }
 
@@ -189,24 +185,31 @@ static int acquire(struct rm_mutex *mx, struct rm_thread *self, struct rm_endpoi
         }
         rm_wait_begin(&at);
         if (!joined) {
-            joined = rm_sub_join(ep->sub, mx->keys.channel, &waiter, NULL, 0) ? -1 : 1;
+            joined = rm_endpoint_join(ep, mx->keys.slot, mx->keys.channel, &waiter, NULL, 0) ? -1 : 1;
             if (joined > 0) continue; /* check again now that no release can be missed */
         }
         rm_nsec bound = RM_MSEC(RM_SETTING(poll_ms));
         if (g->pttl >= 0 && RM_MSEC(g->pttl + 1) < bound) bound = RM_MSEC(g->pttl + 1);
         rm_nsec until = rm_clock_min(w->deadline, rm_clock_after(bound));
-        if (joined > 0 && rm_sub_wait(&waiter, until) == RM_WAKE_REFUSED) {
+        int why = joined > 0 ? rm_sub_wait(&waiter, until) : RM_WAKE_TIMEOUT;
+        if (why == RM_WAKE_REFUSED) {
             r = rm_sub_refused(&waiter);
             break;
         }
-        if (joined < 0) rm_clock_sleep_until(until);
+        if (why == RM_WAKE_MOVED) { /* re-check now; join where it is served */
+            RM_COUNT(resubscribes_moved);
+            rm_sub_leave(&waiter);
+            joined = 0;
+        } else if (joined < 0) {
+            rm_clock_sleep_until(until);
+        }
     }
     /* Giving up after a lost reply: the lock may be ours without our
      * knowing; let the watchdog release that acquisition, if it happened. */
     if (r && at.unknown) {
         struct release_req q;
-        release_req_make(&q, mx, self->owner, self->owner_len, ++self->seq, 0, acq);
-        rm_watchdog_defer(ep, RM_SCRIPT_RELEASE, 5, 10, q.argv, q.lens, rm_clock_after(RM_MSEC(rm_mutex_lease(mx))));
+        release_req_make(&q, mx, ep, self->owner, self->owner_len, ++self->seq, 0, acq);
+        rm_watchdog_defer(ep, RM_SCRIPT_RELEASE, 5, 11, q.argv, q.lens, rm_clock_after(RM_MSEC(rm_mutex_lease(mx))));
     }
     if (joined > 0) rm_sub_leave(&waiter);
     rm_wait_end(&at, r);
@@ -244,7 +247,7 @@ static int nf_unlock(struct rm_mutex *mx, struct rm_thread *self, struct rm_endp
     int r = EPERM;
     if (!rm_hold_drop(mx->lock, self, &lease_end)) {
         struct release_req q;
-        release_req_make(&q, mx, self->owner, self->owner_len, ++self->seq, notrec, 0);
+        release_req_make(&q, mx, ep, self->owner, self->owner_len, ++self->seq, notrec, 0);
         r = release(ep, &q, rm_call_deadline(), lease_end);
     }
     rm_lock_gate_leave(mx->lock);
@@ -255,7 +258,7 @@ static void nf_release_owner(struct rm_mutex *mx, struct rm_endpoint *ep, const 
                              size_t owner_len, rm_nsec deadline)
 {
     struct release_req q;
-    release_req_make(&q, mx, owner, owner_len, ++rm_thread_self()->seq, 0, 0);
+    release_req_make(&q, mx, ep, owner, owner_len, ++rm_thread_self()->seq, 0, 0);
     release(ep, &q, deadline, deadline);
 }
 

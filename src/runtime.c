@@ -49,7 +49,7 @@ static struct {
     _Atomic int active;
     int configured;
     int atexit_done;
-    struct rm_server_addr addr;
+    struct rm_service svc;
     struct rm_endpoint *ep;
 } rt = { .mu = PTHREAD_MUTEX_INITIALIZER };
 
@@ -71,17 +71,26 @@ static int start_locked(void)
     }
     if (!rt.configured) {
         const char *url = getenv("RMUTEX_URL");
-        int r = rm_config_parse(url && *url ? url : DEFAULT_URL, &rt.addr, 1);
+        int r = rm_config_parse(url && *url ? url : DEFAULT_URL, &rt.svc, 1);
         if (r) return r;
         rt.configured = 1;
     }
-    int r = rm_endpoint_create(&rt.addr, &rt.ep);
+    if (rt.svc.mode == RM_MODE_SENTINEL) {
+        rm_detail("redis-sentinel:// is not served by this build yet");
+        return ENOTSUP;
+    }
+    /* The endpoint takes a copy: the configuration stays for a restart
+     * after rmutex_shutdown. */
+    struct rm_service copy;
+    int r = rm_config_service_copy(&rt.svc, &copy);
+    if (!r) r = rm_endpoint_create(&copy, &rt.ep);
+    rm_config_service_free(&copy);
     if (r) {
         rm_detail("out of memory");
         return r;
     }
     if (!rt.atexit_done && !atexit(at_exit)) rt.atexit_done = 1;
-    rm_log("started for %s", rt.addr.display);
+    rm_log("started for %s", rt.svc.display);
     atomic_store(&rt.state, RUNNING);
     return 0;
 }
@@ -117,11 +126,11 @@ int rm_runtime_configure(const char *url)
         url = getenv("RMUTEX_URL");
         if (!url || !*url) url = DEFAULT_URL;
     }
-    struct rm_server_addr a;
-    int r = rm_config_parse(url, &a, 1);
+    struct rm_service svc;
+    int r = rm_config_parse(url, &svc, 1);
     if (!r) {
-        if (rt.configured) rm_config_addr_free(&rt.addr);
-        rt.addr = a;
+        if (rt.configured) rm_config_service_free(&rt.svc);
+        rt.svc = svc;
         rt.configured = 1;
     }
     pthread_mutex_unlock(&rt.mu);

@@ -70,12 +70,17 @@ static void name_refused_call(int id, const redisReply *reply)
 }
 
 int rm_script_call(struct rm_conn *c, int id, int nkeys, int argc, const char *const *argv,
-                   const size_t *lens, rm_nsec deadline, redisReply **out)
+                   const size_t *lens, int asking, rm_nsec deadline, redisReply **out)
 {
+    static const char *ask[] = { "ASKING" };
+    static const size_t asklen[] = { 6 };
     for (int eval = 0; eval < 2; eval++) {
         redisReply *reply;
+        /* ASKING holds for one command, even one answered NOSCRIPT. */
+        if (asking) rm_conn_append(c, 1, ask, asklen);
         rm_script_append(c, id, nkeys, argc, argv, lens, eval);
         int r = rm_conn_flush(c, deadline);
+        if (!r && asking && !(r = rm_conn_read(c, deadline, &reply))) freeReplyObject(reply);
         if (!r) r = rm_conn_read(c, deadline, &reply);
         if (r) return r;
         if (!eval && rm_conn_reply_is_noscript(reply)) {
@@ -83,6 +88,12 @@ int rm_script_call(struct rm_conn *c, int id, int nkeys, int argc, const char *c
             RM_COUNT(script_loads);
             rm_log("script %s not cached by the server; sending its body", rm_scripts[id].name);
             continue;
+        }
+        if (reply->type == REDIS_REPLY_ERROR &&
+            ((reply->len > 6 && !memcmp(reply->str, "MOVED ", 6)) ||
+             (reply->len > 4 && !memcmp(reply->str, "ASK ", 4)))) {
+            *out = reply;
+            return RM_E_REDIRECT;
         }
         if ((r = rm_conn_reply_status(reply))) {
             if (r == EACCES) name_refused_call(id, reply);

@@ -34,11 +34,13 @@ extern const struct rm_script rm_scripts[RM_SCRIPT_COUNT];
 void rm_script_append(struct rm_conn *c, int id, int nkeys, int argc, const char *const *argv,
                       const size_t *lens, int eval);
 
-/* Call script id and read its reply.  After NOSCRIPT (the server lost its
- * script cache: restart, SCRIPT FLUSH, failover) the script is sent once
- * more with its body.  Returns 0 and *out (never an error reply); a public
- * errno or RM_E_TRANSIENT for an error reply; RM_E_UNSENT or RM_E_LOST. */
+/* Call script id and read its reply, after ASKING when asking is set (a
+ * cluster's ASK redirection).  After NOSCRIPT (the server lost its script
+ * cache: restart, SCRIPT FLUSH, failover) the script is sent once more
+ * with its body.  Returns 0 and *out (never an error reply);
+ * RM_E_REDIRECT and *out, the MOVED or ASK error reply; a public errno or
+ * RM_E_TRANSIENT for another error reply; RM_E_UNSENT or RM_E_LOST. */
 int rm_script_call(struct rm_conn *c, int id, int nkeys, int argc, const char *const *argv,
-                   const size_t *lens, rm_nsec deadline, struct redisReply **out);
+                   const size_t *lens, int asking, rm_nsec deadline, struct redisReply **out);
 
 #endif

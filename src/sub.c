@@ -52,7 +52,7 @@
 #define PING_EVERY RM_MSEC(5000)
 #define PING_TIMEOUT RM_MSEC(5000)
 
-enum { CH_NEW, CH_SENT, CH_SUBSCRIBED, CH_REFUSED };
+enum { CH_NEW, CH_SENT, CH_SUBSCRIBED, CH_REFUSED, CH_MOVED };
 
 struct rm_channel {
     struct rm_channel *hnext;
@@ -65,8 +65,15 @@ struct rm_channel {
 };
 
 struct rm_sub {
-    const struct rm_server_addr *addr; /* the endpoint's */
+    const struct rm_server_addr *addr; /* the node's */
     struct rm_reach reach;   /* told whether each dial reached the server */
+    int sharded;             /* a cluster node: SSUBSCRIBE, one channel each */
+    struct rm_topo_hook hook;
+    int tell;                /* hook to be told (moved[] if moved_len) */
+    char moved[128];
+    size_t moved_len;
+    char **pending;          /* sharded: channels whose SSUBSCRIBE is unanswered, */
+    unsigned npending, pending_cap; /* oldest first */
     pthread_mutex_t mu;
     int efd;
     pthread_t thread;
@@ -104,7 +111,8 @@ static void poke(struct rm_sub *s)
     (void)w;
 }
 
-int rm_sub_create(const struct rm_server_addr *addr, struct rm_reach reach, struct rm_sub **out)
+int rm_sub_create(const struct rm_server_addr *addr, struct rm_reach reach, int sharded,
+                  struct rm_topo_hook hook, struct rm_sub **out)
 {
     struct rm_sub *s = calloc(1, sizeof *s);
     if (!s) return ENOMEM;
@@ -115,6 +123,8 @@ int rm_sub_create(const struct rm_server_addr *addr, struct rm_reach reach, stru
     }
     s->addr = addr;
     s->reach = reach;
+    s->sharded = sharded;
+    s->hook = hook;
     s->rng = (uint32_t)(uintptr_t)s ^ (uint32_t)getpid();
     s->next_idle = RM_FOREVER;
     pthread_mutex_init(&s->mu, NULL);
@@ -135,6 +145,51 @@ static void free_channels(struct rm_sub *s)
     atomic_store(&rm_counters.channels, 0);
 }
 
+static void pending_clear(struct rm_sub *s)
+{
+    for (unsigned i = 0; i < s->npending; i++) free(s->pending[i]);
+    s->npending = 0;
+}
+
+/* The oldest unanswered SSUBSCRIBE's channel, taken off the list (NULL if
+ * none); the caller frees it. */
+static char *pending_pop(struct rm_sub *s)
+{
+    if (!s->npending) return NULL;
+    char *name = s->pending[0];
+    memmove(s->pending, s->pending + 1, --s->npending * sizeof *s->pending);
+    return name;
+}
+
+static void pending_push(struct rm_sub *s, const char *name)
+{
+    if (s->npending == s->pending_cap) {
+        unsigned cap = s->pending_cap ? s->pending_cap * 2 : 16;
+        char **p = realloc(s->pending, cap * sizeof *p);
+        if (!p) return; /* its answer will match nothing: it is only a hint */
+        s->pending = p;
+        s->pending_cap = cap;
+    }
+    char *copy = strdup(name);
+    if (copy) s->pending[s->npending++] = copy;
+}
+
+static void wake(struct rm_waiter *w, int why);
+
+/* The channel is no longer served here: its waiters re-check and join it
+ * where it is served now; the endpoint hears of it (moved: the MOVED
+ * text, if that is how we know). */
+static void moved_away(struct rm_sub *s, struct rm_channel *ch, const char *moved, size_t len)
+{
+    ch->state = CH_MOVED;
+    for (struct rm_waiter *w = ch->head; w; w = w->next) wake(w, RM_WAKE_MOVED);
+    s->tell = 1;
+    if (moved && len < sizeof s->moved) {
+        memcpy(s->moved, moved, len);
+        s->moved_len = len;
+    }
+}
+
 static void drop_conn(struct rm_sub *s, const char *why)
 {
     rm_log("pub/sub connection dropped: %s", why);
@@ -142,8 +197,14 @@ static void drop_conn(struct rm_sub *s, const char *why)
     s->conn = NULL;
     RM_COUNT_SUB(pubsub_connections, 1);
     s->reconnect_at = rm_clock_now() + rm_clock_backoff(s->failures, RM_MSEC(20), RM_MSEC(1000), &s->rng);
+    pending_clear(s);
+    /* In a cluster the node may be gone for good (a failover): waiters
+     * look for the channel's current node rather than wait for this one. */
     for (size_t i = 0; i < NBUCKETS; i++)
-        for (struct rm_channel *ch = s->bucket[i]; ch; ch = ch->hnext) ch->state = CH_NEW;
+        for (struct rm_channel *ch = s->bucket[i]; ch; ch = ch->hnext) {
+            if (s->sharded && ch->head && !s->stop) moved_away(s, ch, NULL, 0);
+            ch->state = CH_NEW;
+        }
     s->dirty = 1;
 }
 
@@ -159,6 +220,8 @@ void rm_sub_destroy(struct rm_sub *s)
         pthread_join(s->thread, NULL);
     }
     if (s->conn) drop_conn(s, "shutdown");
+    pending_clear(s);
+    free(s->pending);
     free_channels(s);
     close(s->efd);
     pthread_mutex_destroy(&s->mu);
@@ -218,6 +281,24 @@ static void refused(struct rm_sub *s, const redisReply *r)
         }
 }
 
+/* Sharded: an error answers the oldest unanswered SSUBSCRIBE, one channel
+ * each.  NOPERM refuses it; anything else (MOVED: the slot is served
+ * elsewhere; CLUSTERDOWN, TRYAGAIN...) sends its waiters to look again. */
+static void sharded_error(struct rm_sub *s, const redisReply *r)
+{
+    char *name = pending_pop(s);
+    rm_log("pub/sub error for %s: %.*s", name ? name : "?", (int)r->len, r->str);
+    struct rm_channel *ch = name ? *find(s, name, strlen(name)) : NULL;
+    free(name);
+    if (!ch || ch->state != CH_SENT) return;
+    if (r->len >= 6 && !strncmp(r->str, "NOPERM", 6)) {
+        ch->state = CH_REFUSED;
+        for (struct rm_waiter *w = ch->head; w; w = w->next) wake(w, RM_WAKE_REFUSED);
+        return;
+    }
+    moved_away(s, ch, r->len > 6 && !strncmp(r->str, "MOVED ", 6) ? r->str : NULL, r->len);
+}
+
 static void dispatch(struct rm_sub *s, redisReply *r)
 {
     if (r->type == REDIS_REPLY_STATUS && is_str(r, "PONG")) {
@@ -225,7 +306,10 @@ static void dispatch(struct rm_sub *s, redisReply *r)
         return;
     }
     if (r->type != REDIS_REPLY_ARRAY || r->elements < 2) {
-        if (r->type == REDIS_REPLY_ERROR) refused(s, r);
+        if (r->type == REDIS_REPLY_ERROR) {
+            if (s->sharded) sharded_error(s, r);
+            else refused(s, r);
+        }
         return;
     }
     redisReply *kind = r->element[0], *name = r->element[1];
@@ -234,14 +318,25 @@ static void dispatch(struct rm_sub *s, redisReply *r)
         return;
     }
     if (name->type != REDIS_REPLY_STRING) return;
+    if (s->sharded && is_str(kind, "ssubscribe")) free(pending_pop(s));
     struct rm_channel *ch = *find(s, name->str, name->len);
     if (!ch) return;
-    if (is_str(kind, "message") && r->elements == 3 && r->element[2]->type == REDIS_REPLY_STRING) {
+    const char *msg = s->sharded ? "smessage" : "message";
+    const char *sub = s->sharded ? "ssubscribe" : "subscribe";
+    if (is_str(kind, msg) && r->elements == 3 && r->element[2]->type == REDIS_REPLY_STRING) {
         deliver(ch, r->element[2]->str, r->element[2]->len);
-    } else if (is_str(kind, "subscribe") && (ch->state == CH_SENT || ch->state == CH_REFUSED)) {
+    } else if (is_str(kind, sub) && (ch->state == CH_SENT || ch->state == CH_REFUSED)) {
         ch->state = CH_SUBSCRIBED;
         RM_COUNT(subscribes);
         for (struct rm_waiter *w = ch->head; w; w = w->next) wake(w, RM_WAKE_SUBSCRIBED);
+    } else if (s->sharded && is_str(kind, "sunsubscribe") && ch->state == CH_SUBSCRIBED) {
+        /* Our own SUNSUBSCRIBE is only ever sent for a channel already out
+         * of the table, or (re-created since) still waiting for its
+         * ssubscribe, which the server answers after it: a subscribed
+         * channel's sunsubscribe is the server's -- its slot moved or its
+         * node was demoted. */
+        rm_log("the server took %s away", ch->name);
+        moved_away(s, ch, NULL, 0);
     }
 }
 
@@ -270,7 +365,7 @@ static void sync_channels(struct rm_sub *s, rm_nsec now)
             if (ch->refs == 0 && now - ch->idle_since >= idle) {
                 *p = ch->hnext;
                 s->nchannels--;
-                if (ch->state != CH_NEW) {
+                if (ch->state != CH_NEW && ch->state != CH_MOVED) {
                     unsub[nunsub] = ch->name;
                     unsublen[nunsub++] = ch->len;
                 }
@@ -288,16 +383,33 @@ static void sync_channels(struct rm_sub *s, rm_nsec now)
             p = &ch->hnext;
         }
     }
-    if (nsub > 1) {
+    if (nsub > 1 && s->sharded) {
+        /* One channel per command: a cluster refuses channels of two slots
+         * in one SSUBSCRIBE, and an error then names one channel. */
+        for (int i = 1; i < nsub; i++) {
+            const char *v[] = { "SSUBSCRIBE", sub[i] };
+            size_t l[] = { 10, sublen[i] };
+            rm_conn_append(s->conn, 2, v, l);
+            pending_push(s, sub[i]);
+        }
+    } else if (nsub > 1) {
         sub[0] = "SUBSCRIBE";
         sublen[0] = 9;
         rm_conn_append(s->conn, nsub, sub, sublen);
-        rm_log("subscribing %d channel(s)", nsub - 1);
     }
-    if (nunsub > 1) {
+    if (nsub > 1) rm_log("subscribing %d channel(s)", nsub - 1);
+    if (nunsub > 1 && s->sharded) {
+        for (int i = 1; i < nunsub; i++) {
+            const char *v[] = { "SUNSUBSCRIBE", unsub[i] };
+            size_t l[] = { 12, unsublen[i] };
+            rm_conn_append(s->conn, 2, v, l);
+        }
+    } else if (nunsub > 1) {
         unsub[0] = "UNSUBSCRIBE";
         unsublen[0] = 11;
         rm_conn_append(s->conn, nunsub, unsub, unsublen);
+    }
+    if (nunsub > 1) {
         RM_COUNT_ADD(unsubscribes, (uint64_t)(nunsub - 1));
         rm_log("unsubscribing %d idle channel(s)", nunsub - 1);
     }
@@ -339,6 +451,20 @@ static void connect_locked(struct rm_sub *s)
     s->ping_out = 0;
     s->dirty = 1;
     RM_COUNT(pubsub_connections);
+}
+
+/* Tell the endpoint what we learnt, without our lock: it takes its own,
+ * and the fork handlers take the endpoint's before ours. */
+static void tell_hook(struct rm_sub *s)
+{
+    char moved[sizeof s->moved];
+    size_t len = s->moved_len;
+    memcpy(moved, s->moved, len);
+    s->tell = 0;
+    s->moved_len = 0;
+    pthread_mutex_unlock(&s->mu);
+    if (s->hook.fn) s->hook.fn(s->hook.arg, len ? moved : NULL, len);
+    pthread_mutex_lock(&s->mu);
 }
 
 static void *sub_main(void *arg)
@@ -407,6 +533,7 @@ static void *sub_main(void *arg)
             s->failures++;
             drop_conn(s, "read failed");
         }
+        if (s->tell) tell_hook(s);
     }
     pthread_mutex_unlock(&s->mu);
     return NULL;
@@ -457,6 +584,11 @@ int rm_sub_join(struct rm_sub *s, const char *channel, struct rm_waiter *w, cons
         s->dirty = 1;
         poke(s);
     }
+    if (ch->state == CH_MOVED) { /* routed here again: ask this node again */
+        ch->state = CH_NEW;
+        s->dirty = 1;
+        poke(s);
+    }
     ch->refs++;
     w->ch = ch;
     if (ch->state == CH_REFUSED) w->woken = RM_WAKE_REFUSED;
@@ -467,6 +599,8 @@ int rm_sub_join(struct rm_sub *s, const char *channel, struct rm_waiter *w, cons
     pthread_mutex_unlock(&s->mu);
     return 0;
 }
+
+const char *rm_sub_channel(const struct rm_waiter *w) { return w->ch->name; }
 
 int rm_sub_refused(const struct rm_waiter *w)
 {
@@ -485,7 +619,7 @@ int rm_sub_wait(struct rm_waiter *w, rm_nsec deadline)
     w->woken = 0;
     pthread_mutex_unlock(&s->mu);
     if (why == RM_WAKE_MESSAGE) RM_COUNT(wakeups_pubsub);
-    else if (why == RM_WAKE_SUBSCRIBED) RM_COUNT(wakeups_subscribe);
+    else if (why == RM_WAKE_SUBSCRIBED || why == RM_WAKE_MOVED) RM_COUNT(wakeups_subscribe);
     else if (why == RM_WAKE_TIMEOUT) RM_COUNT(wakeups_poll);
     return why;
 }
@@ -530,6 +664,9 @@ void rm_sub_atfork(struct rm_sub *s, int who)
     /* Child: no thread, the parent's socket and eventfd are not ours. */
     if (s->conn) rm_conn_close(s->conn);
     s->conn = NULL;
+    pending_clear(s);
+    s->tell = 0;
+    s->moved_len = 0;
     free_channels(s);
     close(s->efd);
     s->efd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);

@@ -19,6 +19,19 @@ enum {
     RM_WAKE_SUBSCRIBED = 2, /* the channel was (re)subscribed: re-check */
     RM_WAKE_REFUSED = 3,    /* Redis refused to subscribe it (ACL NOPERM):
                                no release will ever be heard; give up */
+    RM_WAKE_MOVED = 4,      /* cluster: the channel is no longer served
+                               here (slot moved, failover, connection
+                               lost): re-check, and join it again where it
+                               is served now (rm_endpoint_rejoin) */
+};
+
+/* What a sharded multiplexer learns of the topology, told to the endpoint
+ * (from the multiplexer's thread, no lock held): moved is the text of a
+ * MOVED answer to SSUBSCRIBE, or NULL when a subscription was taken away
+ * by the server or the connection broke -- the map may be stale. */
+struct rm_topo_hook {
+    void (*fn)(void *arg, const char *moved, size_t len);
+    void *arg;
 };
 
 /* A thread waiting on a channel.  It lives on the waiter's stack; the
@@ -37,8 +50,11 @@ struct rm_waiter {
 
 /* A multiplexer for the server at addr (kept by reference: it must outlive
  * the multiplexer), telling reach whether each of its dials got through.
- * Its thread starts with the first join.  0 or ENOMEM. */
-int rm_sub_create(const struct rm_server_addr *addr, struct rm_reach reach, struct rm_sub **out);
+ * sharded: a cluster node's (SSUBSCRIBE, one channel per command, and
+ * hook is told what it learns of the topology).  Its thread starts with
+ * the first join.  0 or ENOMEM. */
+int rm_sub_create(const struct rm_server_addr *addr, struct rm_reach reach, int sharded,
+                  struct rm_topo_hook hook, struct rm_sub **out);
 /* Stop the thread and free everything.  No waiter may be joined. */
 void rm_sub_destroy(struct rm_sub *sub);
 
@@ -50,6 +66,9 @@ void rm_sub_destroy(struct rm_sub *sub);
  * into w->msg.  Returns 0, ENOMEM or EAGAIN. */
 int rm_sub_join(struct rm_sub *sub, const char *channel, struct rm_waiter *w, const char *match,
                 size_t match_len);
+
+/* The channel w is joined to. */
+const char *rm_sub_channel(const struct rm_waiter *w);
 
 /* Set the detail for a wait ended by RM_WAKE_REFUSED; returns EACCES. */
 int rm_sub_refused(const struct rm_waiter *w);

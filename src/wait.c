@@ -73,7 +73,12 @@ int rm_wait_failed(struct rm_attempts *a, const struct rm_wait *w, int r, uint32
     int e = rm_wait_check(w);
     if (e) return e;
     rm_wait_begin(a);
-    rm_nsec pause = rm_clock_backoff(a->failures++, RM_MSEC(10), RM_MSEC(1000), rng);
+    /* A server that answers "not now" (TRYAGAIN during a slot migration,
+     * CLUSTERDOWN during a failover, LOADING) is asked again sooner than
+     * one that cannot be reached. */
+    int soon = r == RM_E_TRANSIENT;
+    rm_nsec pause = rm_clock_backoff(a->failures++, RM_MSEC(soon ? 2 : 10),
+                                     RM_MSEC(soon ? 100 : 1000), rng);
     rm_clock_sleep_until(rm_clock_min(w->deadline, rm_clock_after(pause)));
     return 0;
 }

@@ -43,6 +43,7 @@
 #include "conn.h"
 #include "keys.h"
 #include "endpoint.h"
+#include "node.h"
 #include "script.h"
 
 #include <errno.h>
@@ -61,6 +62,7 @@ enum { KIND_HOLD = 'h', KIND_WAITER = 'w', KIND_DEFERRED = 'd' };
 struct rm_watchdog_entry {
     struct rm_watchdog_entry *next, *prev;
     struct rm_endpoint *ep;
+    int slot;                 /* of argv[0]: one script call serves one slot */
     char kind;
     int script;               /* KIND_DEFERRED */
     int nkeys, argc;
@@ -78,10 +80,10 @@ struct rm_watchdog_entry {
     char buf[];
 };
 
-/* The watchdog's connection to one endpoint. */
+/* The watchdog's connection to one node. */
 struct link {
     struct link *next;
-    struct rm_endpoint *ep;
+    struct rm_node *node;
     struct rm_conn *conn;
     unsigned failures;
 };
@@ -203,6 +205,7 @@ struct rm_watchdog_entry *rm_watchdog_hold(struct rm_endpoint *ep, const struct 
     struct rm_watchdog_entry *e = entry_new(4, argv, lens);
     if (!e) return NULL;
     e->ep = ep;
+    e->slot = rm_endpoint_clustered(ep) ? rm_keys_slot(e->argv[0], e->lens[0]) : 0;
     e->kind = KIND_HOLD;
     e->nkeys = 2;
     e->lease_ms = lease_ms;
@@ -222,6 +225,7 @@ struct rm_watchdog_entry *rm_watchdog_waiter(struct rm_endpoint *ep, const struc
     struct rm_watchdog_entry *e = entry_new(5, argv, lens);
     if (!e) return NULL;
     e->ep = ep;
+    e->slot = rm_endpoint_clustered(ep) ? rm_keys_slot(e->argv[0], e->lens[0]) : 0;
     e->kind = KIND_WAITER;
     e->nkeys = 3;
     e->lease_ms = lease_ms;
@@ -253,6 +257,7 @@ void rm_watchdog_defer(struct rm_endpoint *ep, int script, int nkeys, int argc,
     struct rm_watchdog_entry *e = entry_new(argc, argv, lens);
     if (!e) return; /* the lease will run out by itself */
     e->ep = ep;
+    e->slot = rm_endpoint_clustered(ep) ? rm_keys_slot(e->argv[0], e->lens[0]) : 0;
     e->kind = KIND_DEFERRED;
     e->script = script;
     e->nkeys = nkeys;
@@ -264,32 +269,50 @@ void rm_watchdog_defer(struct rm_endpoint *ep, int script, int nkeys, int argc,
 
 /* ---- the thread ---- */
 
-static struct link *link_for(struct rm_endpoint *ep)
+static struct link *link_for(struct rm_node *node)
 {
     struct link *l;
     for (l = wd.links; l; l = l->next)
-        if (l->ep == ep) return l;
+        if (l->node == node) return l;
     if (!(l = calloc(1, sizeof *l))) return NULL;
-    l->ep = ep;
+    l->node = node;
     l->next = wd.links;
     wd.links = l;
     return l;
 }
 
-/* One renewal round trip for one endpoint: the due entries in e[0..n)
- * (renewed entries first, in batches; then each KIND_DEFERRED as its own
- * call).  Fills res[i]: 1/0 from Redis, -1 failed, -2 NOSCRIPT. */
+static int by_slot(const void *a, const void *b)
+{
+    const struct rm_watchdog_entry *x = *(struct rm_watchdog_entry *const *)a;
+    const struct rm_watchdog_entry *y = *(struct rm_watchdog_entry *const *)b;
+    return (x->slot > y->slot) - (x->slot < y->slot);
+}
+
+/* How many of e[0..n) from the first on share its slot, BATCH at most. */
+static int batch_len(struct rm_watchdog_entry **e, int n)
+{
+    int k = 1;
+    while (k < n && k < BATCH && e[k]->slot == e[0]->slot) k++;
+    return k;
+}
+
+/* One renewal round trip for one node: the due entries in e[0..n)
+ * (renewed entries first, in batches of one slot each -- a script call may
+ * touch one slot only; then each KIND_DEFERRED as its own call).  Fills
+ * res[i]: 1/0 from Redis, -1 failed, -2 NOSCRIPT.  A batch answered with a
+ * redirection updates the map and is retried soon where it leads. */
 static void exchange(struct link *l, struct rm_watchdog_entry **e, int n, int *res, rm_nsec deadline)
 {
     for (int i = 0; i < n; i++) res[i] = -1;
     if (!l->conn) {
-        int r = rm_conn_dial(&l->ep->addr, "wd", deadline, &l->conn);
-        struct rm_reach reach = rm_endpoint_reach(l->ep);
+        int r = rm_conn_dial(&l->node->addr, "wd", deadline, &l->conn);
+        struct rm_reach reach = rm_node_reach(l->node);
         if (r) {
             l->conn = NULL;
             l->failures++;
             rm_log("watchdog cannot connect: %s", rmutex_detail());
             if (r == RM_E_UNSENT) reach.fn(reach.arg, 0);
+            rm_endpoint_suspect(e[0]->ep, l->node);
             return;
         }
         reach.fn(reach.arg, 1);
@@ -300,8 +323,10 @@ static void exchange(struct link *l, struct rm_watchdog_entry **e, int n, int *r
     int calls = 0;
     int nholds = 0;
     while (nholds < n && renewed(e[nholds])) nholds++;
-    for (int b = 0; b < nholds; b += BATCH) {
-        int cnt = nholds - b < BATCH ? nholds - b : BATCH, nkeys = 0, argc = 1;
+    qsort(e, (size_t)nholds, sizeof *e, by_slot);
+    for (int b = 0, cnt; b < nholds; b += cnt) {
+        int nkeys = 0, argc = 1;
+        cnt = batch_len(e + b, nholds - b);
         for (int i = 0; i < cnt; i++) {
             nkeys += e[b + i]->nkeys;
             argc += e[b + i]->argc + 1;
@@ -333,20 +358,23 @@ static void exchange(struct link *l, struct rm_watchdog_entry **e, int n, int *r
     for (int i = nholds; i < n; i++)
         rm_script_append(c, e[i]->script, e[i]->nkeys, e[i]->argc, e[i]->argv, e[i]->lens,
                          e[i]->use_eval);
-    struct rm_ack ack = rm_ack_want(atomic_load(&l->ep->replicas));
+    struct rm_ack ack = rm_ack_want(atomic_load(&l->node->replicas));
     if (ack.wait_for && nholds) rm_ack_append(c, &ack);
     if (rm_conn_flush(c, deadline)) goto drop;
     RM_COUNT_ADD(renewal_calls, (uint64_t)calls);
 
-    for (int b = 0; b < nholds; b += BATCH) {
-        int cnt = nholds - b < BATCH ? nholds - b : BATCH;
+    for (int b = 0, cnt; b < nholds; b += cnt) {
+        cnt = batch_len(e + b, nholds - b);
         redisReply *r;
+        int ask;
         if (rm_conn_read(c, deadline, &r)) goto drop;
         if (r->type == REDIS_REPLY_ARRAY && (int)r->elements == cnt) {
             for (int i = 0; i < cnt; i++)
                 res[b + i] = r->element[i]->type == REDIS_REPLY_INTEGER ? (int)r->element[i]->integer : -1;
         } else if (rm_conn_reply_is_noscript(r)) {
             for (int i = 0; i < cnt; i++) res[b + i] = -2;
+        } else if (rm_endpoint_redirect(e[b]->ep, r, l->node, &ask)) {
+            rm_log("renewal batch of slot %d redirected: %.*s", e[b]->slot, (int)r->len, r->str);
         } else {
             rm_conn_reply_status(r);
             rm_log("renewal failed: %s", rmutex_detail());
@@ -355,15 +383,18 @@ static void exchange(struct link *l, struct rm_watchdog_entry **e, int n, int *r
     }
     for (int i = nholds; i < n; i++) {
         redisReply *r;
+        int ask;
         if (rm_conn_read(c, deadline, &r)) goto drop;
         if (r->type == REDIS_REPLY_INTEGER) res[i] = (int)r->integer;
         else if (rm_conn_reply_is_noscript(r)) res[i] = -2;
+        else rm_endpoint_redirect(e[i]->ep, r, l->node, &ask);
         freeReplyObject(r);
     }
     if (ack.wait_for && nholds && rm_ack_read(c, &ack) < 0) goto drop;
     return;
 drop:
     rm_log("watchdog connection dropped: %s", rmutex_detail());
+    rm_endpoint_suspect(e[0]->ep, l->node);
     rm_conn_close(l->conn);
     l->conn = NULL;
     l->failures++;
@@ -421,7 +452,8 @@ static void *wd_main(void *arg)
     pthread_mutex_lock(&wd.mu);
     while (!wd.stop) {
         rm_nsec now = rm_clock_now(), next = RM_FOREVER;
-        struct rm_endpoint *ep = NULL;
+        struct rm_node *node = NULL;
+        int routed = 0;
         size_t n = 0, holds = 0;
         /* Collect what is due on one endpoint: renewals (pass 0), renewals
          * taken early to fill the last script call (pass 1), then deferred
@@ -439,7 +471,13 @@ static void *wd_main(void *arg)
                  * window thus merge over a few periods instead of costing
                  * a part-filled call each forever. */
                 rm_nsec early = pass == 1 ? 2 * window(e) : window(e);
-                if (e->next_due - early > now || (ep && e->ep != ep)) {
+                if (e->next_due - early > now) {
+                    if (pass != 1 && e->next_due < next) next = e->next_due;
+                    continue;
+                }
+                /* One node per round trip: the node that serves e now. */
+                struct rm_node *at = rm_endpoint_route(e->ep, e->slot, 0);
+                if (routed && at != node) {
                     if (pass != 1 && e->next_due < next) next = e->next_due;
                     continue;
                 }
@@ -452,7 +490,8 @@ static void *wd_main(void *arg)
                     if (!a || !b) break;
                     cap = nc;
                 }
-                ep = e->ep;
+                node = at;
+                routed = 1;
                 e->inflight = 1;
                 due[n++] = e;
                 if (pass < 2) holds++;
@@ -469,7 +508,7 @@ static void *wd_main(void *arg)
         for (size_t i = 0; i < holds; i++)
             if (RM_MSEC(due[i]->lease_ms) / 3 < budget) budget = RM_MSEC(due[i]->lease_ms) / 3;
         if (budget < RM_MSEC(50)) budget = RM_MSEC(50);
-        struct link *l = link_for(ep);
+        struct link *l = node ? link_for(node) : NULL;
         pthread_mutex_unlock(&wd.mu);
         rm_log("watchdog: %zu renewal(s), %zu deferred call(s)", holds, n - holds);
 

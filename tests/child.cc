@@ -5,7 +5,7 @@
  * test's redis-server.  Results go to stdout, one line each, flushed at once;
  * commands come from stdin, one line each.
  *
- *   hold NAME [--robust] [--type=N] [--lease=MS] [--hold-ms=MS]
+ *   hold NAME [--robust] [--fair] [--type=N] [--lease=MS] [--hold-ms=MS]
  *       Lock NAME and print "held rc=<rc> fence=<token>".  With --hold-ms,
  *       unlock after that many ms; otherwise obey stdin:
  *         "unlock" -> unlock, print "unlocked rc=<rc>"

@@ -17,6 +17,7 @@
 --       2 owner "<uuid>:<thread>"   3 acquisition id (per call)
 --       4 hold lease ms  5 waiter lease ms  6 robust "1"  7 try "1"
 --       8 latch ms  9 "1": mark not recoverable  10 its ms
+--      11 the publishing command: publish, or spublish in a cluster
 --
 -- A waiter is "<owner>|<acquisition>".  Its ticket (INCR S) fixes its place
 -- for the whole call; its liveness deadline (server TIME + waiter lease) is
@@ -44,6 +45,7 @@ if redis.replicate_commands then redis.replicate_commands() end
 local L, Q, A, S, T, O, N, C, R, X =
   KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6], KEYS[7], KEYS[8], KEYS[9], KEYS[10]
 local op, me = ARGV[1], ARGV[2]
+local PUBLISH = ARGV[11]
 local member = me .. '|' .. ARGV[3]
 local PURGE = 64
 
@@ -88,7 +90,7 @@ local function settle()
       redis.call('set', O, mark_make(head, true, dead), 'px', 2 * left + 1000)
       local token = redis.call('incr', T)
       -- One message, on the channel of the waiter's process only.
-      redis.call('publish', C .. ':' .. (string.match(owner, '^(.*):') or owner),
+      redis.call(PUBLISH, C .. ':' .. (string.match(owner, '^(.*):') or owner),
                  head .. ' ' .. token .. ' ' .. (dead and 1 or 0) .. ' ' ..
                  left .. ' ' .. redis.call('exists', N))
       return head
@@ -107,7 +109,7 @@ local function settle_or_announce()
     if granted ~= 'more' then break end
     granted = settle()
   end
-  if granted == false then redis.call('publish', R, '0') end
+  if granted == false then redis.call(PUBLISH, R, '0') end
 end
 
 -- This acquisition holds L (granted or taken): make it a full hold.

@@ -11,7 +11,9 @@
 -- (an EOWNERDEAD holder unlocking without rmutex_consistent), ARGV[4] ms
 -- that mark lives, ARGV[5] "" or the request id of one acquisition: release
 -- only if the hold is that acquisition (the clean-up after an acquire whose
--- reply was lost must not free a later hold of the same thread)
+-- reply was lost must not free a later hold of the same thread), ARGV[6]
+-- the publishing command: "publish", or "spublish" in a cluster (sharded
+-- pub/sub, as Redisson uses there)
 --
 -- Returns 1 released, 0 not held by this owner (its lease ran out, or
 -- somebody force-unlocked it).  Only the owner's own field is ever removed,
@@ -34,6 +36,6 @@ redis.call('del', KEYS[1], KEYS[4])
 if ARGV[3] == '1' then
   redis.call('set', KEYS[5], '1', 'px', ARGV[4])
 end
-redis.call('publish', KEYS[2], '0')
+redis.call(ARGV[6], KEYS[2], '0')
 redis.call('set', KEYS[3], '1', 'px', ARGV[2])
 return 1

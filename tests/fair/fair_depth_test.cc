@@ -46,7 +46,7 @@ class FairDepth : public FairTest {
         v.push_back("redisson_unlock_latch:{" + k.lock + "}:" + latch);
         for (const std::string &a : {op, owner, acq, std::to_string(kLease), std::to_string(wlease),
                                      std::string("0"), std::string("0"), std::string("2000"),
-                                     std::string("0"), std::string("86400000")})
+                                     std::string("0"), std::string("86400000"), std::string("publish")})
             v.push_back(a);
         return v;
     }

@@ -1,0 +1,441 @@
+/* cluster_test.cc -- rmutex on a real Redis Cluster (3 primaries on
+ * loopback, started once for the whole program: ctest runs this binary as
+ * one test).
+ *
+ * Routing by slot, MOVED and ASK followed, a slot migration held open
+ * while threads lock names in it, sharded pub/sub (SPUBLISH/SSUBSCRIBE)
+ * and the resubscription after the server takes a channel away, renewals
+ * that follow their slot, fork, and the cluster URLs. */
+#include "harness.h"
+
+#include <atomic>
+#include <sys/wait.h>
+#include <thread>
+#include <unistd.h>
+
+using namespace rmt;
+
+namespace {
+
+/* ---- the cluster ---------------------------------------------------------- */
+
+struct Cluster {
+    std::vector<std::unique_ptr<RedisServer>> nodes;
+    std::vector<std::string> ids;
+
+    bool start(int n)
+    {
+        for (int i = 0; i < n; i++) {
+            auto s = RedisServer::start({"--cluster-enabled", "yes", "--cluster-node-timeout", "1000",
+                                         "--cluster-config-file", "nodes.conf"});
+            if (!s) return false;
+            nodes.push_back(std::move(s));
+        }
+        int per = 16384 / n;
+        for (int i = 0; i < n; i++) {
+            Redis r("127.0.0.1", nodes[i]->port());
+            ids.push_back(r.cmd({"CLUSTER", "MYID"}).str());
+            int lo = i * per, hi = i == n - 1 ? 16383 : (i + 1) * per - 1;
+            if (r.cmd({"CLUSTER", "ADDSLOTSRANGE", std::to_string(lo), std::to_string(hi)}).str() != "OK")
+                return false;
+            if (i) r.cmd({"CLUSTER", "MEET", "127.0.0.1", std::to_string(nodes[0]->port())});
+        }
+        return wait_until([&] { return stable(); }, ms(20000));
+    }
+
+    bool stable()
+    {
+        for (auto &s : nodes) {
+            Redis r("127.0.0.1", s->port());
+            if (r.cmd({"CLUSTER", "INFO"}).str().find("cluster_state:ok") == std::string::npos) return false;
+            if (r.cmd({"CLUSTER", "SLOTS"})->elements != nodes.size()) return false;
+        }
+        return true;
+    }
+
+    std::string url(const std::string &opts = "") const
+    {
+        std::string u = "redis-cluster://";
+        for (size_t i = 0; i < nodes.size(); i++)
+            u += (i ? ",127.0.0.1:" : "127.0.0.1:") + std::to_string(nodes[i]->port());
+        return opts.empty() ? u : u + "?" + opts;
+    }
+
+    int slot(const std::string &key)
+    {
+        Redis r("127.0.0.1", nodes[0]->port());
+        return (int)r.cmd({"CLUSTER", "KEYSLOT", key}).integer();
+    }
+
+    /* The index of the node that owns slot, asked of node 0. */
+    int owner(int slot)
+    {
+        Redis r("127.0.0.1", nodes[0]->port());
+        Reply rep = r.cmd({"CLUSTER", "SLOTS"});
+        for (size_t i = 0; rep && i < rep->elements; i++) {
+            redisReply *e = rep->element[i];
+            if (slot >= e->element[0]->integer && slot <= e->element[1]->integer)
+                for (size_t k = 0; k < nodes.size(); k++)
+                    if (e->element[2]->element[1]->integer == nodes[k]->port()) return (int)k;
+        }
+        return -1;
+    }
+
+    Redis &client(int i)
+    {
+        while (clients.size() < nodes.size()) clients.emplace_back();
+        if (!clients[i]) clients[i] = std::make_unique<Redis>("127.0.0.1", nodes[i]->port());
+        return *clients[i];
+    }
+
+    /* The steps of a slot migration, by hand (reference: cluster-sentinel.md 6.1). */
+    bool begin_migration(int slot, int from, int to)
+    {
+        return client(to).cmd({"CLUSTER", "SETSLOT", std::to_string(slot), "IMPORTING", ids[from]}).str() == "OK" &&
+               client(from).cmd({"CLUSTER", "SETSLOT", std::to_string(slot), "MIGRATING", ids[to]}).str() == "OK";
+    }
+    bool migrate_keys(int slot, int from, int to)
+    {
+        for (;;) {
+            Reply keys = client(from).cmd({"CLUSTER", "GETKEYSINSLOT", std::to_string(slot), "100"});
+            if (!keys || keys->type != REDIS_REPLY_ARRAY) return false;
+            if (keys->elements == 0) return true;
+            std::vector<std::string> argv = {"MIGRATE", "127.0.0.1", std::to_string(nodes[to]->port()), "", "0",
+                                             "5000", "KEYS"};
+            for (size_t i = 0; i < keys->elements; i++) argv.emplace_back(keys->element[i]->str, keys->element[i]->len);
+            Reply m = client(from).cmd(argv);
+            if (m.is_error()) return false;
+        }
+    }
+    bool finish_migration(int slot, int from, int to)
+    {
+        bool ok = client(to).cmd({"CLUSTER", "SETSLOT", std::to_string(slot), "NODE", ids[to]}).str() == "OK" &&
+                  client(from).cmd({"CLUSTER", "SETSLOT", std::to_string(slot), "NODE", ids[to]}).str() == "OK";
+        for (size_t i = 0; i < nodes.size(); i++)
+            if ((int)i != from && (int)i != to)
+                client((int)i).cmd({"CLUSTER", "SETSLOT", std::to_string(slot), "NODE", ids[to]});
+        return ok;
+    }
+    bool move_slot(int slot, int to)
+    {
+        int from = owner(slot);
+        return from >= 0 && from != to && begin_migration(slot, from, to) && migrate_keys(slot, from, to) &&
+               finish_migration(slot, from, to);
+    }
+
+    std::vector<std::unique_ptr<Redis>> clients;
+};
+
+Cluster *cluster;
+
+class ClusterEnv : public ::testing::Environment {
+  public:
+    void SetUp() override
+    {
+        cluster = new Cluster;
+        auto t0 = Clock::now();
+        ASSERT_TRUE(cluster->start(3)) << "the cluster did not come up";
+        std::cerr << "[cluster] 3 primaries ready in " << elapsed_ms(t0) << " ms\n";
+    }
+    void TearDown() override
+    {
+        delete cluster;
+        cluster = nullptr;
+    }
+};
+
+::testing::Environment *const env = ::testing::AddGlobalTestEnvironment(new ClusterEnv);
+
+class ClusterTest : public ::testing::Test {
+  protected:
+    void SetUp() override
+    {
+        ASSERT_TRUE(cluster && !cluster->nodes.empty());
+        ASSERT_RC(0, rmutex_configure(cluster->url(options()).c_str()));
+    }
+    void TearDown() override
+    {
+        EXPECT_RC(0, rmutex_shutdown());
+    }
+    virtual std::string options() const { return "lease=1500&command_timeout=1000"; }
+
+    std::string name(const std::string &suffix)
+    {
+        const auto *t = ::testing::UnitTest::GetInstance()->current_test_info();
+        return std::string("rmt:") + t->name() + ":" + std::to_string(getpid()) + ":" + suffix;
+    }
+};
+
+/* ---- configuration ---------------------------------------------------------- */
+
+TEST(ClusterUrl, MalformedClusterAndSentinelUrlsAreEinvalWithADetail)
+{
+    for (const std::string &bad :
+         {std::string("redis-cluster://"), std::string("redis-cluster://127.0.0.1:1,"),
+          std::string("redis-cluster://127.0.0.1:1,,127.0.0.1:2"), std::string("redis-cluster://127.0.0.1:0"),
+          std::string("redis-cluster://127.0.0.1:1/3"), std::string("redis-cluster://127.0.0.1:1?db=2"),
+          std::string("redis-cluster://127.0.0.1:1?sentinel_user=a&sentinel_password=b"),
+          std::string("redis-cluster://127.0.0.1:1?refresh=5"), std::string("redis-cluster://u:@[::1"),
+          std::string("redis-sentinel://127.0.0.1:26379"), std::string("redis-sentinel://127.0.0.1:26379/"),
+          std::string("redis-sentinel://127.0.0.1:26379/a/b"),
+          std::string("redis-sentinel://127.0.0.1:26379/m?sentinel_user=u"),
+          std::string("redis://127.0.0.1:1,127.0.0.1:2")}) {
+        EXPECT_RC(EINVAL, rmutex_configure(bad.c_str())) << bad;
+        EXPECT_STRNE("", rmutex_detail()) << bad;
+    }
+    std::string many = "redis-cluster://127.0.0.1:1";
+    for (int i = 2; i <= 17; i++) many += ",127.0.0.1:" + std::to_string(i);
+    EXPECT_RC(EINVAL, rmutex_configure(many.c_str()));
+}
+
+TEST(ClusterUrl, SeedsThatAreDownAreSkipped)
+{
+    /* The first two seeds listen nowhere. */
+    std::string u = "redis-cluster://127.0.0.1:" + std::to_string(free_port()) + ",127.0.0.1:" +
+                    std::to_string(free_port()) + "," + cluster->url().substr(16);
+    ASSERT_RC(0, rmutex_configure(u.c_str()));
+    rmutex_t m;
+    init_mutex(&m, "rmt:seeds:" + std::to_string(getpid()));
+    EXPECT_RC(0, rmutex_lock(&m));
+    EXPECT_RC(0, rmutex_unlock(&m));
+    EXPECT_RC(0, rmutex_destroy(&m));
+    EXPECT_RC(0, rmutex_shutdown());
+}
+
+TEST(ClusterUrl, NoSeedReachableIsAClearErrorWithinTheDeadline)
+{
+    std::string u = "redis-cluster://127.0.0.1:" + std::to_string(free_port()) + "?connect_timeout=200";
+    ASSERT_RC(0, rmutex_configure(u.c_str()));
+    rmutex_t m;
+    init_mutex(&m, "rmt:noseed");
+    auto t0 = Clock::now();
+    EXPECT_RC(EAGAIN, rmutex_trylock(&m));
+    EXPECT_NE(std::string::npos, std::string(rmutex_detail()).find("cluster map")) << rmutex_detail();
+    struct timespec dl = abs_after(CLOCK_REALTIME, 1500);
+    EXPECT_RC(ETIMEDOUT, rmutex_timedlock(&m, &dl));
+    EXPECT_LT(elapsed_ms(t0), scaled(ms(6000)).count());
+    EXPECT_RC(0, rmutex_destroy(&m));
+    EXPECT_RC(0, rmutex_shutdown());
+}
+
+/* ---- routing ---------------------------------------------------------------- */
+
+TEST_F(ClusterTest, ManyNamesSpreadOverThePrimariesWithNoRedirectAfterWarmUp)
+{
+    const int N = 120;
+    std::vector<rmutex_t> m(N);
+    std::vector<int> per(3, 0);
+    for (int i = 0; i < N; i++) init_mutex(&m[i], name(std::to_string(i)));
+    for (int i = 0; i < N; i++) { /* warm-up: the map, connections, scripts */
+        ASSERT_RC(0, rmutex_lock(&m[i]));
+        ASSERT_RC(0, rmutex_unlock(&m[i]));
+    }
+    rmutex_stats_t before = stats();
+    for (int i = 0; i < N; i++) {
+        std::string n = name(std::to_string(i));
+        ASSERT_RC(0, rmutex_lock(&m[i]));
+        int owner = cluster->owner(cluster->slot(n));
+        ASSERT_GE(owner, 0);
+        EXPECT_TRUE(cluster->client(owner).exists(n)) << n << " is on the slot's owner";
+        per[owner]++;
+        ASSERT_RC(0, rmutex_unlock(&m[i]));
+    }
+    rmutex_stats_t after = stats();
+    EXPECT_EQ(0u, after.redirects_moved - before.redirects_moved);
+    EXPECT_EQ(0u, after.redirects_ask - before.redirects_ask);
+    for (int k = 0; k < 3; k++) EXPECT_GT(per[k], N / 6) << "node " << k;
+    for (auto &x : m) EXPECT_RC(0, rmutex_destroy(&x));
+}
+
+/* ---- slots that move ---------------------------------------------------------- */
+
+TEST_F(ClusterTest, AHeldLockSurvivesTheMoveOfItsSlotAndItsWaiterIsWokenAfterTheRelease)
+{
+    std::string n = name("moved");
+    int slot = cluster->slot(n), from = cluster->owner(slot), to = (from + 1) % 3;
+    rmutex_t held, waiting;
+    init_mutex(&held, n);
+    init_mutex(&waiting, n);
+    HolderThread holder(&held);
+    ASSERT_EQ(0, holder.wait_locked(ms(3000)));
+    std::atomic<bool> got{false};
+    Async waiter([&] {
+        int r = rmutex_lock(&waiting);
+        got = true;
+        return r ? r : rmutex_unlock(&waiting);
+    });
+    ASSERT_TRUE(wait_until([] { return stats().waiting > 0; }, ms(3000)));
+    rmutex_stats_t before = stats();
+    ASSERT_TRUE(cluster->move_slot(slot, to));
+    /* Two leases after the move: the hold is renewed at the new owner. */
+    ASSERT_TRUE(wait_until([&] { return cluster->client(to).pttl(n) > 0; }, ms(3000)));
+    std::this_thread::sleep_for(ms(3200)); /* a span to survive, not a wait for a condition */
+    EXPECT_GT(cluster->client(to).pttl(n), 0) << "the hold lapsed: renewals did not follow the slot";
+    EXPECT_FALSE(got.load());
+    EXPECT_EQ(0u, stats().locks_lost - before.locks_lost);
+    auto t0 = Clock::now();
+    EXPECT_EQ(0, holder.release());
+    ASSERT_TRUE(waiter.wait(ms(3000)));
+    EXPECT_EQ(0, waiter.rc());
+    EXPECT_LT(elapsed_ms(t0), scaled(ms(1500)).count());
+    EXPECT_GT(stats().redirects_moved, before.redirects_moved);
+    EXPECT_RC(0, rmutex_destroy(&held));
+    EXPECT_RC(0, rmutex_destroy(&waiting));
+}
+
+TEST_F(ClusterTest, CallsWaitOutAMigrationHeldOpenAndNeverOverlap)
+{
+    std::string n = name("migrating");
+    int slot = cluster->slot(n), from = cluster->owner(slot), to = (from + 2) % 3;
+    const int T = 4;
+    std::vector<rmutex_t> m(T);
+    for (auto &x : m) init_mutex(&x, n);
+    ASSERT_RC(0, rmutex_lock(&m[0])); /* keys of the slot exist: mixed-key calls get TRYAGAIN */
+    ASSERT_RC(0, rmutex_unlock(&m[0]));
+    std::atomic<int> inside{0}, overlaps{0}, done{0};
+    std::atomic<bool> stop{false};
+    std::vector<std::thread> th;
+    for (int t = 0; t < T; t++)
+        th.emplace_back([&, t] {
+            while (!stop) {
+                if (rmutex_lock(&m[t])) continue;
+                if (inside.fetch_add(1)) overlaps++;
+                std::this_thread::sleep_for(ms(2));
+                inside.fetch_sub(1);
+                rmutex_unlock(&m[t]);
+                done++;
+            }
+        });
+    ASSERT_TRUE(wait_until([&] { return done > 20; }, ms(5000)));
+    rmutex_stats_t before = stats();
+    ASSERT_TRUE(cluster->begin_migration(slot, from, to));
+    std::this_thread::sleep_for(ms(2000)); /* the migration is held open this long */
+    ASSERT_TRUE(cluster->migrate_keys(slot, from, to));
+    ASSERT_TRUE(cluster->finish_migration(slot, from, to));
+    int after_move = done;
+    ASSERT_TRUE(wait_until([&] { return done > after_move + 20; }, ms(5000))) << "no progress after the move";
+    stop = true;
+    for (auto &x : th) x.join();
+    EXPECT_EQ(0, overlaps.load());
+    rmutex_stats_t after = stats();
+    std::cerr << "[cluster] migration: " << after.cluster_retries - before.cluster_retries << " retries, "
+              << after.redirects_moved - before.redirects_moved << " MOVED, "
+              << after.redirects_ask - before.redirects_ask << " ASK\n";
+    EXPECT_EQ(0u, after.locks_lost - before.locks_lost);
+    for (auto &x : m) EXPECT_RC(0, rmutex_destroy(&x));
+}
+
+/* ---- sharded pub/sub ------------------------------------------------------------ */
+
+class ClusterPubSub : public ClusterTest {
+  protected:
+    /* No polling to hide a lost wake-up behind. */
+    std::string options() const override { return "lease=3000&poll=20000"; }
+
+    /* The lock is held by another process (threads of one process queue
+     * on a local gate, not on pub/sub); a thread of ours waits for it. */
+    void hold_elsewhere(const std::string &n, bool fair)
+    {
+        holder = child_holding(n, cluster->url("lease=3000"), fair ? std::vector<std::string>{"--fair"}
+                                                                  : std::vector<std::string>{});
+        ASSERT_TRUE(holder);
+        rmutexattr_t attr;
+        ASSERT_EQ(0, rmutexattr_init(&attr));
+        ASSERT_EQ(0, rmutexattr_setfair(&attr, fair));
+        ASSERT_RC(0, rmutex_init(&m, n.c_str(), &attr));
+        rmutexattr_destroy(&attr);
+        waiter = std::make_unique<Async>([this] {
+            int r = rmutex_lock(&m);
+            return r ? r : rmutex_unlock(&m);
+        });
+        ASSERT_TRUE(wait_until([] { return stats().waiting > 0 && stats().subscribes > 0; }, ms(3000)));
+    }
+    /* The holder unlocks; the waiter gets the lock within 500 ms. */
+    void release_and_expect_wake()
+    {
+        auto t0 = Clock::now();
+        ASSERT_TRUE(holder->write_line("unlock"));
+        ASSERT_TRUE(holder->expect_line("unlocked rc=0", ms(2000)));
+        ASSERT_TRUE(waiter->wait(ms(2000)));
+        EXPECT_EQ(0, waiter->rc());
+        EXPECT_LT(elapsed_ms(t0), scaled(ms(500)).count()) << "woken by the release, not by a poll";
+        waiter.reset();
+        EXPECT_RC(0, rmutex_destroy(&m));
+    }
+    long long shard_subscribers(int node, const std::string &channel)
+    {
+        Reply r = cluster->client(node).cmd({"PUBSUB", "SHARDNUMSUB", channel});
+        return r && r->elements == 2 ? r->element[1]->integer : -1;
+    }
+
+    std::unique_ptr<Child> holder;
+    std::unique_ptr<Async> waiter;
+    rmutex_t m;
+};
+
+TEST_F(ClusterPubSub, AReleaseWakesAWaiterThroughShardedPubSub)
+{
+    std::string n = name("wake");
+    hold_elsewhere(n, false);
+    int owner = cluster->owner(cluster->slot(n));
+    EXPECT_EQ(1, shard_subscribers(owner, "redisson_lock__channel:{" + n + "}"))
+        << "SSUBSCRIBEd at the slot's owner";
+    Reply plain = cluster->client(owner).cmd({"PUBSUB", "NUMSUB", "redisson_lock__channel:{" + n + "}"});
+    EXPECT_EQ(0, plain->element[1]->integer) << "not with a classic SUBSCRIBE";
+    release_and_expect_wake();
+    EXPECT_GT(stats().wakeups_pubsub, 0u);
+}
+
+TEST_F(ClusterPubSub, WaitersResubscribeAtTheNewOwnerAfterTheServerTakesTheirChannel)
+{
+    std::string n = name("resub");
+    std::string channel = "redisson_lock__channel:{" + n + "}";
+    int slot = cluster->slot(n), from = cluster->owner(slot), to = (from + 1) % 3;
+    hold_elsewhere(n, false);
+    ASSERT_EQ(1, shard_subscribers(from, channel));
+    ASSERT_TRUE(cluster->move_slot(slot, to)); /* the old owner pushes sunsubscribe */
+    auto t0 = Clock::now();
+    ASSERT_TRUE(wait_until([&] { return shard_subscribers(to, channel) == 1; }, ms(2000)))
+        << "the waiter did not resubscribe at the new owner";
+    int64_t took = elapsed_ms(t0);
+    std::cerr << "[cluster] resubscribed at the new owner " << took << " ms after the move\n";
+    EXPECT_LT(took, scaled(ms(100)).count());
+    EXPECT_GT(stats().resubscribes_moved, 0u);
+    EXPECT_FALSE(waiter->done());
+    release_and_expect_wake();
+}
+
+TEST_F(ClusterPubSub, AFairHandOffWakesTheWaiterAcrossTheCluster)
+{
+    std::string n = name("fair");
+    hold_elsewhere(n, true);
+    release_and_expect_wake();
+}
+
+/* ---- fork ---------------------------------------------------------------------- */
+
+TEST_F(ClusterTest, AForkedChildLocksWithoutReinitialising)
+{
+    std::string n = name("fork");
+    rmutex_t m;
+    init_mutex(&m, n);
+    ASSERT_RC(0, rmutex_lock(&m));
+    ASSERT_RC(0, rmutex_unlock(&m));
+    pid_t pid = fork();
+    if (pid == 0) {
+        /* The child: the parent's hold, connections and threads are not its own. */
+        int r = rmutex_trylock(&m);
+        if (!r) r = rmutex_unlock(&m);
+        _exit(r);
+    }
+    ASSERT_GT(pid, 0);
+    int st = 0;
+    ASSERT_EQ(pid, waitpid(pid, &st, 0));
+    ASSERT_TRUE(WIFEXITED(st));
+    EXPECT_EQ(0, WEXITSTATUS(st));
+    EXPECT_RC(0, rmutex_trylock(&m));
+    EXPECT_RC(0, rmutex_unlock(&m));
+    EXPECT_RC(0, rmutex_destroy(&m));
+}
+
+} // namespace
