@@ -32,6 +32,8 @@ static void acknowledge(struct rm_node *n, struct rm_conn *c, struct rm_ack *a)
         rm_ack_append(c, a);
         r = rm_conn_flush(c, rm_call_deadline());
         if (!r) r = rm_ack_read(c, a);
+        rm_log("WAIT %u on %s: %lld acknowledged%s", a->wait_for, n->addr.display, a->acked,
+               r < 0 ? " (no reply)" : "");
     }
     rm_pool_put(&n->pool, c, r >= 0);
 }
@@ -54,10 +56,18 @@ int rm_call(struct rm_endpoint *ep, int script, int nkeys, int argc, const char 
         if (!n) return RM_E_UNSENT; /* no node serves the slot: the detail says */
         struct rm_conn *c;
         int r = rm_pool_get(&n->pool, deadline, pool_flags, &c);
-        if (r) {
-            if (r == RM_E_UNSENT) rm_endpoint_suspect(ep, n);
-            return r;
+        if (r == RM_E_UNSENT && hops < RM_CALL_HOPS) {
+            /* A cluster node that cannot be reached may have failed over:
+             * follow the map if a refresh names another node soon. */
+            struct rm_node *to = rm_endpoint_reroute(ep, slot, n, rm_clock_min(deadline,
+                                                     rm_clock_after(RM_CALL_REROUTE_WAIT)));
+            if (to) {
+                n = to;
+                asking = 0;
+                continue;
+            }
         }
+        if (r) return r;
         r = rm_script_call(c, script, nkeys, argc, argv, lens, asking, deadline, out);
         if (r == RM_E_REDIRECT) {
             rm_pool_put(&n->pool, c, 1);

@@ -25,6 +25,10 @@ rm_nsec rm_call_deadline(void);
 /* A call follows at most this many MOVED/ASK redirections. */
 #define RM_CALL_HOPS 5
 
+/* How long a call waits for a refreshed cluster map after its node could
+ * not be reached (the caller's own backoff follows). */
+#define RM_CALL_REROUTE_WAIT RM_MSEC(300)
+
 /* Call script id on the node that serves argv[0] (KEYS[1]): borrow a
  * connection there, follow MOVED and ASK, give the connection back.  With
  * ack, an answer that says the lock was acquired (first element

@@ -175,6 +175,8 @@ static int apply(struct rm_endpoint *ep, const struct rm_cluster_map *m,
             }
             atomic_store(&nodes[i]->gone, 0);
             atomic_store(&nodes[i]->replicas, m->primaries[i].replicas);
+            rm_log("cluster map: primary %s, %u replica(s)", nodes[i]->addr.display,
+                   m->primaries[i].replicas);
         }
         if (!r) {
             for (unsigned s = 0; s < RM_SLOTS; s++)
@@ -324,6 +326,20 @@ struct rm_node *rm_endpoint_route(struct rm_endpoint *ep, int slot, rm_nsec dead
     }
     pthread_mutex_unlock(&ep->mu);
     return n;
+}
+
+struct rm_node *rm_endpoint_reroute(struct rm_endpoint *ep, int slot, struct rm_node *failed,
+                                    rm_nsec deadline)
+{
+    if (!ep->slots) return NULL;
+    pthread_mutex_lock(&ep->mu);
+    unsigned long v = ep->version;
+    ask_locked(ep, failed);
+    struct rm_node *n;
+    while ((n = atomic_load(&ep->slots[slot])) == failed && ep->version == v && ep->started)
+        if (rm_clock_cond_wait_until(&ep->changed, &ep->mu, deadline) == ETIMEDOUT) break;
+    pthread_mutex_unlock(&ep->mu);
+    return n && n != failed ? n : NULL;
 }
 
 /* The node at host:port ("" : from's host), created if new. */

@@ -33,6 +33,12 @@ const char *rm_endpoint_publish(const struct rm_endpoint *ep);
  * detail set, when no node is known to serve it. */
 struct rm_node *rm_endpoint_route(struct rm_endpoint *ep, int slot, rm_nsec deadline);
 
+/* failed, which served slot, cannot be reached: ask for a refresh and
+ * wait for it (until deadline) to name another node for slot.  That node,
+ * or NULL (not a cluster, or the map still names failed). */
+struct rm_node *rm_endpoint_reroute(struct rm_endpoint *ep, int slot, struct rm_node *failed,
+                                    rm_nsec deadline);
+
 /* The node a redirection error reply (MOVED/ASK) sent by from points to
  * (created if new; NULL out of memory or for an unknown host, after asking
  * for a refresh).  MOVED updates the slot at once and asks for a full

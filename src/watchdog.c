@@ -416,13 +416,14 @@ static int apply(struct rm_watchdog_entry *e, int res, rm_nsec sent, rm_nsec now
             e->cancelled = 1;
         } else {
             e->next_due = now + retry_delay(e);
+            e->window = 0;
         }
         return 0;
     }
     if (e->kind == KIND_WAITER) {
         /* 0: granted or dequeued; the waiting thread finds out by itself. */
         if (res >= 0) schedule(e, sent + RM_MSEC(e->lease_ms) / 3, RM_MSEC(e->lease_ms) / 3);
-        else e->next_due = now + retry_delay(e);
+        else e->next_due = now + retry_delay(e), e->window = 0;
         return 0;
     }
     if (res == 1) {
@@ -432,7 +433,10 @@ static int apply(struct rm_watchdog_entry *e, int res, rm_nsec sent, rm_nsec now
         return 0;
     }
     if (res == -1 && now < e->valid_until) {
+        /* A retry is not taken early to batch it: it would be due again at
+         * once (the window can be longer than the retry delay). */
         e->next_due = rm_clock_min(now + retry_delay(e), e->valid_until);
+        e->window = 0;
         return 0;
     }
     e->lost = 1;

@@ -6,6 +6,7 @@
  * while threads lock names in it, sharded pub/sub (SPUBLISH/SSUBSCRIBE)
  * and the resubscription after the server takes a channel away, renewals
  * that follow their slot, fork, and the cluster URLs. */
+#include "cluster_util.h"
 #include "harness.h"
 
 #include <atomic>
@@ -16,115 +17,6 @@
 using namespace rmt;
 
 namespace {
-
-/* ---- the cluster ---------------------------------------------------------- */
-
-struct Cluster {
-    std::vector<std::unique_ptr<RedisServer>> nodes;
-    std::vector<std::string> ids;
-
-    bool start(int n)
-    {
-        for (int i = 0; i < n; i++) {
-            auto s = RedisServer::start({"--cluster-enabled", "yes", "--cluster-node-timeout", "1000",
-                                         "--cluster-config-file", "nodes.conf"});
-            if (!s) return false;
-            nodes.push_back(std::move(s));
-        }
-        int per = 16384 / n;
-        for (int i = 0; i < n; i++) {
-            Redis r("127.0.0.1", nodes[i]->port());
-            ids.push_back(r.cmd({"CLUSTER", "MYID"}).str());
-            int lo = i * per, hi = i == n - 1 ? 16383 : (i + 1) * per - 1;
-            if (r.cmd({"CLUSTER", "ADDSLOTSRANGE", std::to_string(lo), std::to_string(hi)}).str() != "OK")
-                return false;
-            if (i) r.cmd({"CLUSTER", "MEET", "127.0.0.1", std::to_string(nodes[0]->port())});
-        }
-        return wait_until([&] { return stable(); }, ms(20000));
-    }
-
-    bool stable()
-    {
-        for (auto &s : nodes) {
-            Redis r("127.0.0.1", s->port());
-            if (r.cmd({"CLUSTER", "INFO"}).str().find("cluster_state:ok") == std::string::npos) return false;
-            if (r.cmd({"CLUSTER", "SLOTS"})->elements != nodes.size()) return false;
-        }
-        return true;
-    }
-
-    std::string url(const std::string &opts = "") const
-    {
-        std::string u = "redis-cluster://";
-        for (size_t i = 0; i < nodes.size(); i++)
-            u += (i ? ",127.0.0.1:" : "127.0.0.1:") + std::to_string(nodes[i]->port());
-        return opts.empty() ? u : u + "?" + opts;
-    }
-
-    int slot(const std::string &key)
-    {
-        Redis r("127.0.0.1", nodes[0]->port());
-        return (int)r.cmd({"CLUSTER", "KEYSLOT", key}).integer();
-    }
-
-    /* The index of the node that owns slot, asked of node 0. */
-    int owner(int slot)
-    {
-        Redis r("127.0.0.1", nodes[0]->port());
-        Reply rep = r.cmd({"CLUSTER", "SLOTS"});
-        for (size_t i = 0; rep && i < rep->elements; i++) {
-            redisReply *e = rep->element[i];
-            if (slot >= e->element[0]->integer && slot <= e->element[1]->integer)
-                for (size_t k = 0; k < nodes.size(); k++)
-                    if (e->element[2]->element[1]->integer == nodes[k]->port()) return (int)k;
-        }
-        return -1;
-    }
-
-    Redis &client(int i)
-    {
-        while (clients.size() < nodes.size()) clients.emplace_back();
-        if (!clients[i]) clients[i] = std::make_unique<Redis>("127.0.0.1", nodes[i]->port());
-        return *clients[i];
-    }
-
-    /* The steps of a slot migration, by hand (reference: cluster-sentinel.md 6.1). */
-    bool begin_migration(int slot, int from, int to)
-    {
-        return client(to).cmd({"CLUSTER", "SETSLOT", std::to_string(slot), "IMPORTING", ids[from]}).str() == "OK" &&
-               client(from).cmd({"CLUSTER", "SETSLOT", std::to_string(slot), "MIGRATING", ids[to]}).str() == "OK";
-    }
-    bool migrate_keys(int slot, int from, int to)
-    {
-        for (;;) {
-            Reply keys = client(from).cmd({"CLUSTER", "GETKEYSINSLOT", std::to_string(slot), "100"});
-            if (!keys || keys->type != REDIS_REPLY_ARRAY) return false;
-            if (keys->elements == 0) return true;
-            std::vector<std::string> argv = {"MIGRATE", "127.0.0.1", std::to_string(nodes[to]->port()), "", "0",
-                                             "5000", "KEYS"};
-            for (size_t i = 0; i < keys->elements; i++) argv.emplace_back(keys->element[i]->str, keys->element[i]->len);
-            Reply m = client(from).cmd(argv);
-            if (m.is_error()) return false;
-        }
-    }
-    bool finish_migration(int slot, int from, int to)
-    {
-        bool ok = client(to).cmd({"CLUSTER", "SETSLOT", std::to_string(slot), "NODE", ids[to]}).str() == "OK" &&
-                  client(from).cmd({"CLUSTER", "SETSLOT", std::to_string(slot), "NODE", ids[to]}).str() == "OK";
-        for (size_t i = 0; i < nodes.size(); i++)
-            if ((int)i != from && (int)i != to)
-                client((int)i).cmd({"CLUSTER", "SETSLOT", std::to_string(slot), "NODE", ids[to]});
-        return ok;
-    }
-    bool move_slot(int slot, int to)
-    {
-        int from = owner(slot);
-        return from >= 0 && from != to && begin_migration(slot, from, to) && migrate_keys(slot, from, to) &&
-               finish_migration(slot, from, to);
-    }
-
-    std::vector<std::unique_ptr<Redis>> clients;
-};
 
 Cluster *cluster;
 

@@ -289,3 +289,37 @@ TEST_F(IndeterminateRenewal, LostRenewalReplyDoesNotLoseTheLock)
 }
 
 } // namespace
+
+namespace {
+
+class ReleaseUndone : public RedisTest {};
+
+/* A failover can lose a release that Redis answered: the promoted replica
+ * still has the thread's field in the lock hash.  The thread's next
+ * acquisition is a new hold with a new fencing token, not a "retry" of the
+ * old one answered with the old token. */
+TEST_F(ReleaseUndone, ANewAcquisitionOverItsOwnStaleFieldGetsANewToken)
+{
+    std::string name = lock_name();
+    std::string owner = "rmutex_owner:{" + name + "}";
+    rmutex_t m;
+    init_mutex(&m, name);
+    ASSERT_RC(0, rmutex_lock(&m));
+    uint64_t first = 0, second = 0;
+    ASSERT_RC(0, rmutex_fence(&m, &first));
+    /* What the replica had before the release: the hold and its mark. */
+    std::string lock_dump = redis().cmd({"DUMP", name}).str();
+    std::string mark_dump = redis().cmd({"DUMP", owner}).str();
+    ASSERT_RC(0, rmutex_unlock(&m));
+    ASSERT_FALSE(redis().exists(name));
+    ASSERT_EQ("OK", redis().cmd({"RESTORE", name, "30000", lock_dump, "REPLACE"}).str());
+    ASSERT_EQ("OK", redis().cmd({"RESTORE", owner, "60000", mark_dump, "REPLACE"}).str());
+    ASSERT_RC(0, rmutex_lock(&m));
+    ASSERT_RC(0, rmutex_fence(&m, &second));
+    EXPECT_GT(second, first) << "the same token twice for two holds";
+    EXPECT_RC(0, rmutex_unlock(&m));
+    EXPECT_FALSE(redis().exists(name));
+    EXPECT_RC(0, rmutex_destroy(&m));
+}
+
+} // namespace

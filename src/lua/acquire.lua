@@ -16,9 +16,10 @@
 -- recoverable (robust callers only).
 --
 -- The count in the hash is always 1: recursion is counted by the client.
--- That makes the script idempotent per owner: when a reply is lost and the
--- client asks again, finding its own field means the first call worked, and
--- it is answered with the same token instead of a second count.
+-- That makes the script idempotent per acquisition: when a reply is lost
+-- and the client asks again with the same request id, finding its own
+-- field and a mark naming that request means the first call worked, and it
+-- is answered with the same token instead of a second count.
 --!include mark.lua
 
 local lock, token, owner, notrec = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
@@ -34,10 +35,21 @@ if pttl ~= -2 then
   if redis.call('hexists', lock, me) == 0 then
     return {1, pttl}
   end
-  local dead = mark_dead(redis.call('get', owner))
+  local mark = redis.call('get', owner)
+  if mark_names(mark, mine) then
+    -- This very acquisition, asked again after a lost reply.
+    local dead = mark_dead(mark)
+    redis.call('pexpire', lock, lease)
+    redis.call('set', owner, mark_make(mine, false, dead), 'px', 2 * lease)
+    return {0, tonumber(redis.call('get', token)) or 0, dead and 1 or 0}
+  end
+  -- A hold of this owner that it has let go of, whose release never
+  -- landed (a failover lost it, or a release deferred past its caller):
+  -- the client asks only when it holds nothing, so this is a new
+  -- acquisition, with a new token.
   redis.call('pexpire', lock, lease)
-  redis.call('set', owner, mark_make(mine, false, dead), 'px', 2 * lease)
-  return {0, tonumber(redis.call('get', token)) or 0, dead and 1 or 0}
+  redis.call('set', owner, mark_make(mine, false, false), 'px', 2 * lease)
+  return {0, redis.call('incr', token), 0}
 end
 
 -- Free.  A surviving owner mark means the last holder never unlocked.

@@ -1,0 +1,316 @@
+/* cluster_failover_test.cc -- rmutex across Redis Cluster failovers
+ * (3 primaries + 3 replicas on loopback, node timeout 1 s, started once for
+ * the program).
+ *
+ * Worker processes (forked: the library starts clean in each) lock and
+ * unlock names served by one primary while it fails over; every hold is
+ * recorded in shared memory as (lock, fencing token, start, end) and a
+ * checker proves that no two holds of one lock overlap and that no hold
+ * was lost.  A failover is declared only where the test runs without
+ * replica acknowledgement; with WAIT none may overlap. */
+#include "cluster_util.h"
+#include "harness.h"
+
+#include <algorithm>
+#include <atomic>
+#include <sys/mman.h>
+#include <sys/wait.h>
+#include <thread>
+#include <unistd.h>
+
+using namespace rmt;
+
+namespace {
+
+Cluster *cluster;
+
+class FailoverEnv : public ::testing::Environment {
+  public:
+    void SetUp() override
+    {
+        cluster = new Cluster;
+        auto t0 = Clock::now();
+        ASSERT_TRUE(cluster->start(3, 1)) << "the cluster did not come up";
+        std::cerr << "[failover] 3 primaries + 3 replicas ready in " << elapsed_ms(t0) << " ms\n";
+    }
+    void TearDown() override
+    {
+        delete cluster;
+        cluster = nullptr;
+    }
+};
+
+::testing::Environment *const env = ::testing::AddGlobalTestEnvironment(new FailoverEnv);
+
+int64_t now_ns()
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+}
+
+/* ---- the history ---------------------------------------------------------- */
+
+struct Hold {
+    int lock;
+    uint64_t token;
+    int64_t start, end;
+};
+
+constexpr int kMaxHolds = 200000;
+
+/* Shared between the test and its forked workers. */
+struct Shared {
+    std::atomic<int> stop, nholds, lost, errors, last_error, refused;
+    std::atomic<int64_t> first_after[8]; /* per worker: first hold started after `mark` */
+    std::atomic<int64_t> mark;
+    Hold holds[kMaxHolds];
+};
+
+Shared *shared_new()
+{
+    void *p = mmap(nullptr, sizeof(Shared), PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+    return p == MAP_FAILED ? nullptr : new (p) Shared();
+}
+
+void lost_cb(rmutex_t *, const char *, void *arg) { static_cast<Shared *>(arg)->lost++; }
+
+/* A worker: lock one of names at random, hold ~1 ms, unlock, record. */
+void work(Shared *sh, int id, const std::string &url, const std::vector<std::string> &names)
+{
+    /* Forked from a test that uses the library already: it goes on with
+     * the parent's configuration (the same URL). */
+    int c = rmutex_configure(url.c_str());
+    if (c && c != EBUSY) _exit(3);
+    rmutex_set_lost_callback(lost_cb, sh);
+    std::vector<rmutex_t> m(names.size());
+    for (size_t i = 0; i < names.size(); i++)
+        if (rmutex_init(&m[i], names[i].c_str(), nullptr)) _exit(4);
+    unsigned seed = (unsigned)getpid();
+    while (!sh->stop) {
+        int k = (int)(rand_r(&seed) % names.size());
+        struct timespec dl;
+        clock_gettime(CLOCK_REALTIME, &dl);
+        dl.tv_sec += 3;
+        int r = rmutex_timedlock(&m[k], &dl);
+        if (r == RMUTEX_ENOREPLICAS) { /* a shard in the middle of a failover: not granted */
+            sh->refused++;
+            continue;
+        }
+        if (r) {
+            sh->errors++;
+            sh->last_error = r;
+            continue;
+        }
+        int64_t start = now_ns();
+        uint64_t token = 0;
+        rmutex_fence(&m[k], &token);
+        usleep(1000);
+        int64_t end = now_ns();
+        r = rmutex_unlock(&m[k]);
+        if (r) {
+            sh->errors++;
+            sh->last_error = r;
+        }
+        int64_t mark = sh->mark;
+        int64_t expect = 0;
+        if (mark && start > mark) sh->first_after[id].compare_exchange_strong(expect, start);
+        int i = sh->nholds++;
+        if (i < kMaxHolds) sh->holds[i] = Hold{k, token, start, end};
+    }
+    _exit(0);
+}
+
+struct Workers {
+    Shared *sh = shared_new();
+    std::vector<pid_t> pids;
+
+    void start(int n, const std::string &url, const std::vector<std::string> &names)
+    {
+        for (int i = 0; i < n; i++) {
+            pid_t p = fork();
+            if (p == 0) work(sh, i, url, names);
+            pids.push_back(p);
+        }
+    }
+    void stop()
+    {
+        sh->stop = 1;
+        for (pid_t p : pids) {
+            int st;
+            waitpid(p, &st, 0);
+        }
+        pids.clear();
+    }
+    ~Workers()
+    {
+        if (!pids.empty()) stop();
+        munmap(sh, sizeof(Shared));
+    }
+    /* Holds of one lock that overlap (by time; tokens must grow too). */
+    int overlaps()
+    {
+        int n = std::min<int>(sh->nholds, kMaxHolds), bad = 0;
+        std::vector<Hold> h(sh->holds, sh->holds + n);
+        std::sort(h.begin(), h.end(), [](const Hold &a, const Hold &b) {
+            return a.lock != b.lock ? a.lock < b.lock : a.start < b.start;
+        });
+        for (int i = 1; i < n; i++)
+            if (h[i].lock == h[i - 1].lock && (h[i].start < h[i - 1].end || h[i].token <= h[i - 1].token)) {
+                if (bad++ < 5)
+                    std::cerr << "[failover] overlap on lock " << h[i].lock << ": token " << h[i - 1].token << " ["
+                              << h[i - 1].start / 1000000 << ", " << h[i - 1].end / 1000000 << "] then token "
+                              << h[i].token << " [" << h[i].start / 1000000 << ", " << h[i].end / 1000000
+                              << "] ms (mark " << sh->mark / 1000000 << ")\n";
+            }
+        return bad;
+    }
+};
+
+/* Names whose slots primary i serves. */
+std::vector<std::string> names_on(int i, int count, const std::string &tag)
+{
+    std::vector<std::string> out;
+    for (int k = 0; (int)out.size() < count && k < 100000; k++) {
+        std::string n = "rmt:fo:" + tag + ":" + std::to_string(getpid()) + ":" + std::to_string(k);
+        if (cluster->owner(cluster->slot(n)) == i) out.push_back(n);
+    }
+    return out;
+}
+
+int primary_index(int skip = -1)
+{
+    for (int i = 0; i < (int)cluster->nodes.size(); i++) {
+        if (i == skip || !cluster->nodes[i]->running()) continue;
+        Reply role = cluster->client(i).cmd({"ROLE"});
+        if (role && std::string(role->element[0]->str) == "master" && cluster->replica_of(i) >= 0) return i;
+    }
+    return -1;
+}
+
+class ClusterFailover : public ::testing::Test {
+  protected:
+    void TearDown() override
+    {
+        rmutex_shutdown();
+        EXPECT_TRUE(cluster->heal()) << "the cluster did not heal";
+    }
+};
+
+TEST_F(ClusterFailover, AManualFailoverUnderLoadLosesNoHoldAndDoublesNone)
+{
+    int p = primary_index();
+    ASSERT_GE(p, 0);
+    int r = cluster->replica_of(p);
+    auto names = names_on(p, 4, "manual");
+    ASSERT_EQ(4u, names.size());
+    Workers w;
+    w.start(3, cluster->url("lease=3000&replicas=auto&min_replicas=1&wait_timeout=500"), names);
+    ASSERT_TRUE(wait_until([&] { return w.sh->nholds > 100; }, ms(10000)));
+    int before = w.sh->nholds;
+    ASSERT_TRUE(cluster->failover(r));
+    w.sh->mark = now_ns();
+    ASSERT_TRUE(wait_until([&] { return w.sh->nholds > before + 200; }, ms(10000)))
+        << "no progress after the failover";
+    w.stop();
+    std::cerr << "[failover] manual: " << w.sh->nholds << " holds, " << w.sh->refused
+              << " refused for too few replica acknowledgements, " << w.sh->errors << " errors (last "
+              << w.sh->last_error << ")\n";
+    EXPECT_EQ(0, w.overlaps());
+    EXPECT_EQ(0, w.sh->lost.load());
+    EXPECT_EQ(0, w.sh->errors.load()) << "last error " << err_name(w.sh->last_error);
+}
+
+TEST_F(ClusterFailover, KillingAPrimaryWithAReplicaKeepsAcknowledgedHoldsAndResumesSoonAfterThePromotion)
+{
+    int p = primary_index();
+    ASSERT_GE(p, 0);
+    int r = cluster->replica_of(p);
+    auto names = names_on(p, 5, "kill");
+    ASSERT_EQ(5u, names.size());
+    std::string url = cluster->url("lease=6000&replicas=auto&wait_timeout=500");
+    ASSERT_RC(0, rmutex_configure(url.c_str()));
+    std::atomic<int> lost{0};
+    rmutex_set_lost_callback([](rmutex_t *, const char *, void *a) { ++*static_cast<std::atomic<int> *>(a); },
+                             &lost);
+    rmutex_t held;
+    init_mutex(&held, names[0]);
+    ASSERT_RC(0, rmutex_lock(&held));
+    Workers w;
+    w.start(2, url, std::vector<std::string>(names.begin() + 1, names.end()));
+    ASSERT_TRUE(wait_until([&] { return w.sh->nholds > 50; }, ms(10000)));
+    auto killed = Clock::now();
+    cluster->kill9(p);
+    ASSERT_TRUE(wait_until([&] {
+        Reply role = cluster->client(r).cmd({"ROLE"});
+        return role && std::string(role->element[0]->str) == "master";
+    }, ms(15000))) << "the replica was not promoted";
+    w.sh->mark = now_ns();
+    auto promoted = Clock::now();
+    ASSERT_TRUE(wait_until([&] { return w.sh->first_after[0] || w.sh->first_after[1]; }, ms(5000)));
+    int64_t first = std::min(w.sh->first_after[0] ? w.sh->first_after[0].load() : INT64_MAX,
+                             w.sh->first_after[1] ? w.sh->first_after[1].load() : INT64_MAX);
+    int64_t resume_ms = (first - w.sh->mark) / 1000000;
+    std::cerr << "[failover] kill -9: promoted " << elapsed_ms(killed) - elapsed_ms(promoted)
+              << " ms after the kill; first acquisition " << resume_ms << " ms after the promotion\n";
+    EXPECT_LT(resume_ms, scaled(ms(1000)).count());
+    /* The hold taken before the kill was acknowledged by the replica: it
+     * is still ours, renewed on the new primary. */
+    EXPECT_TRUE(wait_until([&] { return cluster->client(r).pttl(names[0]) > 0; }, ms(3000)));
+    std::this_thread::sleep_for(ms(2500)); /* a renewal on the new primary */
+    EXPECT_EQ(0, lost.load());
+    EXPECT_RC(0, rmutex_unlock(&held));
+    EXPECT_FALSE(cluster->client(r).exists(names[0]));
+    w.stop();
+    EXPECT_EQ(0, w.overlaps());
+    EXPECT_EQ(0, w.sh->lost.load());
+    EXPECT_RC(0, rmutex_destroy(&held));
+    rmutex_set_lost_callback(nullptr, nullptr);
+}
+
+TEST_F(ClusterFailover, APrimaryWithoutAReplicaDyingHangsNoCallAndLosesHoldsOnlyWithTheirLease)
+{
+    int p = primary_index();
+    ASSERT_GE(p, 0);
+    int r = cluster->replica_of(p), other = primary_index(p);
+    ASSERT_GE(other, 0);
+    auto dead = names_on(p, 1, "dead"), alive = names_on(other, 1, "alive");
+    ASSERT_RC(0, rmutex_configure(cluster->url("lease=2000&command_timeout=500").c_str()));
+    struct Lost {
+        std::atomic<int> n{0};
+        std::atomic<int64_t> at{0};
+    } lost;
+    rmutex_set_lost_callback([](rmutex_t *, const char *, void *a) {
+        auto *l = static_cast<Lost *>(a);
+        l->at = now_ns();
+        l->n++;
+    }, &lost);
+    rmutex_t d, a;
+    init_mutex(&d, dead[0]);
+    init_mutex(&a, alive[0]);
+    ASSERT_RC(0, rmutex_lock(&d)); /* warm: map, connections */
+    ASSERT_RC(0, rmutex_unlock(&d));
+    ASSERT_RC(0, rmutex_lock(&a));
+    int64_t acquired = now_ns();
+    cluster->kill9(r);
+    cluster->kill9(p);
+    /* Every call on the dead primary's slots ends by its deadline. */
+    auto t0 = Clock::now();
+    EXPECT_RC(EAGAIN, rmutex_trylock(&d));
+    EXPECT_LT(elapsed_ms(t0), scaled(ms(1500)).count());
+    struct timespec dl = abs_after(CLOCK_REALTIME, 1500);
+    t0 = Clock::now();
+    EXPECT_RC(ETIMEDOUT, rmutex_timedlock(&d, &dl));
+    EXPECT_LT(elapsed_ms(t0), scaled(ms(2500)).count());
+    /* The cluster goes down as a whole (full coverage is required): the
+     * hold on the healthy primary cannot be renewed; it is reported lost,
+     * but not before its lease could have run out. */
+    ASSERT_TRUE(wait_until([&] { return lost.n > 0; }, ms(8000)));
+    EXPECT_GE((lost.at - acquired) / 1000000, 2000) << "reported lost before its lease was up";
+    EXPECT_RC(EPERM, rmutex_unlock(&a));
+    EXPECT_RC(0, rmutex_destroy(&d));
+    EXPECT_RC(0, rmutex_destroy(&a));
+    rmutex_set_lost_callback(nullptr, nullptr);
+}
+
+} // namespace
