@@ -91,6 +91,11 @@ int rm_call(struct rm_endpoint *ep, int script, int nkeys, int argc, const char 
             if (strstr(rmutex_detail(), "CLUSTERDOWN")) rm_endpoint_suspect(ep, n);
         }
         if (r == RM_E_LOST) rm_endpoint_suspect(ep, n);
+        if (r == EROFS && rm_endpoint_follows(ep)) {
+            /* A primary demoted under us (Sentinel): find the new one. */
+            rm_endpoint_suspect(ep, n);
+            r = RM_E_TRANSIENT;
+        }
         return r;
     }
 }

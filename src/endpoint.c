@@ -37,12 +37,14 @@
 #include "conn.h"
 #include "internal.h"
 #include "node.h"
+#include "sentinel.h"
 #include "sub.h"
 
 #include <arpa/inet.h>
 #include <errno.h>
 #include <hiredis/hiredis.h>
 #include <netinet/in.h>
+#include <poll.h>
 #include <signal.h>
 #include <stdlib.h>
 #include <string.h>
@@ -65,12 +67,15 @@ struct rm_endpoint {
     struct rm_server_addr avoid; /* not to be asked (salen 0: none) */
     rm_nsec last;                /* when the last refresh ended */
     char why[200];               /* why the last refresh failed */
+    struct rm_conn *watch;       /* Sentinel: subscribed to +switch-master */
     uint32_t rng;
 };
 
 static void topo_hook(void *arg, const char *moved, size_t len);
 
 int rm_endpoint_clustered(const struct rm_endpoint *ep) { return ep->slots != NULL; }
+
+int rm_endpoint_follows(const struct rm_endpoint *ep) { return ep->svc.mode != RM_MODE_SERVER; }
 
 const char *rm_endpoint_publish(const struct rm_endpoint *ep)
 {
@@ -104,7 +109,7 @@ int rm_endpoint_create(struct rm_service *svc, struct rm_endpoint **out)
     ep->rng = (uint32_t)getpid() ^ (uint32_t)(uintptr_t)ep;
     if (ep->svc.mode == RM_MODE_CLUSTER) {
         if (!(ep->slots = calloc(RM_SLOTS, sizeof *ep->slots))) goto fail;
-    } else {
+    } else if (ep->svc.mode == RM_MODE_SERVER) {
         struct rm_node *n = node_locked(ep, &ep->svc.seeds[0]);
         if (!n) goto fail;
         atomic_store(&ep->single, n);
@@ -130,6 +135,7 @@ void rm_endpoint_destroy(struct rm_endpoint *ep)
         ep->nodes = n->next;
         rm_node_destroy(n);
     }
+    if (ep->watch) rm_conn_close(ep->watch);
     free(ep->slots);
     rm_config_service_free(&ep->svc);
     rm_config_addr_free(&ep->avoid);
@@ -248,6 +254,72 @@ static int refresh(struct rm_endpoint *ep, const struct rm_server_addr *avoid)
     return r;
 }
 
+/* Sentinel: ask who the primary is, and switch to it if it changed: the
+ * old one's pool drains, its waiters join again at the new one, and calls
+ * and renewals route to the new one from now on. */
+static int resolve(struct rm_endpoint *ep)
+{
+    struct rm_sentinel_answer a;
+    struct rm_server_addr addr;
+    int r = rm_sentinel_resolve(&ep->svc, &a);
+    if (r) return r;
+    if ((r = rm_config_node_addr(a.host, a.port, &ep->svc.node_login, &addr))) return r;
+    pthread_mutex_lock(&ep->mu);
+    struct rm_node *n = node_locked(ep, &addr), *old = atomic_load(&ep->single);
+    if (n) {
+        atomic_store(&n->replicas, a.replicas);
+        if (n != old) {
+            atomic_store(&n->gone, 0);
+            rm_pool_drain(&n->pool, 0);
+            atomic_store_explicit(&ep->single, n, memory_order_release);
+        }
+    }
+    pthread_mutex_unlock(&ep->mu);
+    rm_config_addr_free(&addr);
+    if (!n) {
+        rm_detail("out of memory");
+        return ENOMEM;
+    }
+    if (old && old != n) {
+        rm_log("the primary of %s is now %s (was %s)", ep->svc.master, n->addr.display, old->addr.display);
+        atomic_store(&old->gone, 1);
+        rm_pool_drain(&old->pool, 1);
+        rm_sub_move_all(old->sub);
+    }
+    return 0;
+}
+
+/* Sentinel: wait for a +switch-master until next (a short slice at a
+ * time, so a request for a refresh is seen soon).  Under ep->mu. */
+static void watch_locked(struct rm_endpoint *ep, rm_nsec next)
+{
+    struct rm_conn *w = ep->watch;
+    pthread_mutex_unlock(&ep->mu);
+    if (!w && rm_sentinel_watch(&ep->svc, &w)) w = NULL;
+    int switched = 0;
+    if (w) {
+        rm_nsec left = next - rm_clock_now();
+        if (left > RM_MSEC(50)) left = RM_MSEC(50);
+        struct pollfd p = { w->fd, POLLIN, 0 };
+        if (left > 0 && poll(&p, 1, (int)(left / 1000000) + 1) > 0) {
+            switched = rm_sentinel_switched(&ep->svc, w);
+            if (switched < 0) {
+                rm_conn_close(w);
+                w = NULL;
+            }
+        }
+    } else {
+        rm_clock_sleep_until(rm_clock_min(next, rm_clock_after(RM_MSEC(50))));
+    }
+    pthread_mutex_lock(&ep->mu);
+    ep->watch = w;
+    if (switched > 0) {
+        rm_log("+switch-master for %s", ep->svc.master);
+        ep->want = 1;
+        ep->last = 0; /* resolve now */
+    }
+}
+
 static void *refresher(void *arg)
 {
     struct rm_endpoint *ep = arg;
@@ -258,15 +330,16 @@ static void *refresher(void *arg)
         rm_nsec next = ep->last + RM_MSEC(ep->svc.refresh_ms);
         if (ep->want) next = rm_clock_min(next, ep->last + MIN_GAP);
         if (now < next) {
-            rm_clock_cond_wait_until(&ep->wake, &ep->mu, next);
+            if (ep->slots) rm_clock_cond_wait_until(&ep->wake, &ep->mu, next);
+            else watch_locked(ep, next);
             continue;
         }
         struct rm_server_addr avoid = ep->avoid;
         memset(&ep->avoid, 0, sizeof ep->avoid);
         ep->want = 0;
         pthread_mutex_unlock(&ep->mu);
-        int r = refresh(ep, &avoid);
-        rm_log("cluster map refresh: %s", r ? rmutex_detail() : "ok");
+        int r = ep->slots ? refresh(ep, &avoid) : resolve(ep);
+        rm_log("%s refresh: %s", ep->slots ? "cluster map" : "sentinel", r ? rmutex_detail() : "ok");
         RM_COUNT(map_refreshes);
         pthread_mutex_lock(&ep->mu);
         if (r) snprintf(ep->why, sizeof ep->why, "%s", rmutex_detail());
@@ -281,7 +354,7 @@ static void *refresher(void *arg)
 /* Ask for a refresh (of another node than avoid).  Under ep->mu. */
 static void ask_locked(struct rm_endpoint *ep, const struct rm_node *avoid)
 {
-    if (!ep->slots || ep->stop) return;
+    if (ep->svc.mode == RM_MODE_SERVER || ep->stop) return;
     if (avoid && !ep->avoid.salen) {
         ep->avoid.sa = avoid->addr.sa;
         ep->avoid.salen = avoid->addr.salen;
@@ -299,24 +372,32 @@ static void ask_locked(struct rm_endpoint *ep, const struct rm_node *avoid)
 
 void rm_endpoint_suspect(struct rm_endpoint *ep, struct rm_node *failed)
 {
-    if (!ep->slots) return;
+    if (ep->svc.mode == RM_MODE_SERVER) return;
     pthread_mutex_lock(&ep->mu);
     ask_locked(ep, failed);
     pthread_mutex_unlock(&ep->mu);
 }
 
+/* The node that serves slot now, as far as we know (NULL: nobody). */
+static struct rm_node *current(struct rm_endpoint *ep, int slot)
+{
+    return atomic_load_explicit(ep->slots ? &ep->slots[slot] : &ep->single, memory_order_acquire);
+}
+
 struct rm_node *rm_endpoint_route(struct rm_endpoint *ep, int slot, rm_nsec deadline)
 {
-    if (!ep->slots) return atomic_load_explicit(&ep->single, memory_order_acquire);
-    struct rm_node *n = atomic_load_explicit(&ep->slots[slot], memory_order_acquire);
-    if (n) return n;
+    struct rm_node *n = current(ep, slot);
+    if (n || ep->svc.mode == RM_MODE_SERVER) return n;
     /* No owner known: wait for the end of a refresh that starts now. */
     pthread_mutex_lock(&ep->mu);
     unsigned long v = ep->version;
     ask_locked(ep, NULL);
-    while (!(n = atomic_load(&ep->slots[slot])) && ep->version == v && ep->started && !ep->stop)
+    while (!(n = current(ep, slot)) && ep->version == v && ep->started && !ep->stop)
         if (rm_clock_cond_wait_until(&ep->changed, &ep->mu, deadline) == ETIMEDOUT) break;
-    if (!n) {
+    if (!n && !ep->slots) {
+        if (ep->why[0]) rm_detail("%s", ep->why);
+        else rm_detail("no primary from the sentinels of %s in time", ep->svc.display);
+    } else if (!n) {
         if (ep->version == 0 && !ep->why[0])
             rm_detail("no cluster map from %s in time", ep->svc.display);
         else if (ep->covered)
@@ -331,12 +412,12 @@ struct rm_node *rm_endpoint_route(struct rm_endpoint *ep, int slot, rm_nsec dead
 struct rm_node *rm_endpoint_reroute(struct rm_endpoint *ep, int slot, struct rm_node *failed,
                                     rm_nsec deadline)
 {
-    if (!ep->slots) return NULL;
+    if (ep->svc.mode == RM_MODE_SERVER) return NULL;
     pthread_mutex_lock(&ep->mu);
     unsigned long v = ep->version;
     ask_locked(ep, failed);
     struct rm_node *n;
-    while ((n = atomic_load(&ep->slots[slot])) == failed && ep->version == v && ep->started)
+    while ((n = current(ep, slot)) == failed && ep->version == v && ep->started)
         if (rm_clock_cond_wait_until(&ep->changed, &ep->mu, deadline) == ETIMEDOUT) break;
     pthread_mutex_unlock(&ep->mu);
     return n && n != failed ? n : NULL;
@@ -432,6 +513,8 @@ void rm_endpoint_atfork(struct rm_endpoint *ep, int who)
     }
     for (struct rm_node *n = ep->nodes; n; n = n->next) rm_node_atfork(n, who);
     if (who == 1) {
+        if (ep->watch) rm_conn_close(ep->watch); /* the parent's socket: closed, nothing sent */
+        ep->watch = NULL;
         ep->started = ep->stop = ep->want = 0;
         ep->rng ^= (uint32_t)getpid();
         /* Not destroyed: the parent's threads were waiting on them, and in

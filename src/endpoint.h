@@ -24,6 +24,9 @@ void rm_endpoint_destroy(struct rm_endpoint *ep);
 /* 1 for a cluster: keys route by slot, pub/sub is sharded. */
 int rm_endpoint_clustered(const struct rm_endpoint *ep);
 
+/* 1 for a cluster or Sentinel: the primary of a key can change. */
+int rm_endpoint_follows(const struct rm_endpoint *ep);
+
 /* The command that publishes a lock's messages, for the scripts:
  * "spublish" in a cluster, else "publish". */
 const char *rm_endpoint_publish(const struct rm_endpoint *ep);

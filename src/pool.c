@@ -162,10 +162,31 @@ int rm_pool_get(struct rm_pool *p, rm_nsec deadline, int flags, struct rm_conn *
     return RM_E_UNSENT;
 }
 
+void rm_pool_drain(struct rm_pool *p, int on)
+{
+    struct rm_conn *closing = NULL;
+    pthread_mutex_lock(&p->mu);
+    p->draining = on;
+    while (on && p->idle) {
+        struct rm_conn *c = p->idle;
+        p->idle = c->idle_next;
+        forget(p, c);
+        c->idle_next = closing;
+        closing = c;
+    }
+    pthread_cond_broadcast(&p->cv);
+    pthread_mutex_unlock(&p->mu);
+    while (closing) {
+        struct rm_conn *c = closing;
+        closing = c->idle_next;
+        rm_conn_close(c);
+    }
+}
+
 void rm_pool_put(struct rm_pool *p, struct rm_conn *c, int ok)
 {
     pthread_mutex_lock(&p->mu);
-    if (ok && c->wlen == 0) {
+    if (ok && c->wlen == 0 && !p->draining) {
         c->idle_next = p->idle;
         p->idle = c;
         pthread_cond_signal(&p->cv);

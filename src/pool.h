@@ -23,6 +23,7 @@ struct rm_pool {
     unsigned broken;           /* connections dropped after errors, not yet replaced */
     uint32_t rng;
     int policy_checked;        /* maxmemory-policy was read */
+    int draining;              /* the server is no longer the primary: close on put */
 };
 
 /* Set up an empty pool for addr (kept by reference: it must outlive the
@@ -43,6 +44,11 @@ int rm_pool_get(struct rm_pool *p, rm_nsec deadline, int flags, struct rm_conn *
 
 /* Give c back.  ok = 0 after any error: c is closed, never reused. */
 void rm_pool_put(struct rm_pool *p, struct rm_conn *c, int ok);
+
+/* on: the server is no longer the one to use (a Sentinel failover):
+ * close the idle connections now and each lent one when it comes back.
+ * off: use it again. */
+void rm_pool_drain(struct rm_pool *p, int on);
 
 /* fork(): lock the pool in the prepare handler, unlock in the parent; the
  * child closes the parent's sockets (without sending) and starts empty. */

@@ -75,10 +75,6 @@ static int start_locked(void)
         if (r) return r;
         rt.configured = 1;
     }
-    if (rt.svc.mode == RM_MODE_SENTINEL) {
-        rm_detail("redis-sentinel:// is not served by this build yet");
-        return ENOTSUP;
-    }
     /* The endpoint takes a copy: the configuration stays for a restart
      * after rmutex_shutdown. */
     struct rm_service copy;

@@ -602,6 +602,15 @@ int rm_sub_join(struct rm_sub *s, const char *channel, struct rm_waiter *w, cons
 
 const char *rm_sub_channel(const struct rm_waiter *w) { return w->ch->name; }
 
+void rm_sub_move_all(struct rm_sub *s)
+{
+    pthread_mutex_lock(&s->mu);
+    for (size_t i = 0; i < NBUCKETS; i++)
+        for (struct rm_channel *ch = s->bucket[i]; ch; ch = ch->hnext)
+            for (struct rm_waiter *w = ch->head; w; w = w->next) wake(w, RM_WAKE_MOVED);
+    pthread_mutex_unlock(&s->mu);
+}
+
 int rm_sub_refused(const struct rm_waiter *w)
 {
     rm_detail("Redis refused to SUBSCRIBE to %s (NOPERM: the user's ACL needs its channel "

@@ -67,6 +67,10 @@ void rm_sub_destroy(struct rm_sub *sub);
 int rm_sub_join(struct rm_sub *sub, const char *channel, struct rm_waiter *w, const char *match,
                 size_t match_len);
 
+/* The server is no longer the primary: wake every waiter with
+ * RM_WAKE_MOVED, to re-check and join again where the lock is served. */
+void rm_sub_move_all(struct rm_sub *sub);
+
 /* The channel w is joined to. */
 const char *rm_sub_channel(const struct rm_waiter *w);
 

@@ -10,6 +10,7 @@
  * replica acknowledgement; with WAIT none may overlap. */
 #include "cluster_util.h"
 #include "harness.h"
+#include "program_env.h"
 
 #include <algorithm>
 #include <atomic>
@@ -24,23 +25,8 @@ namespace {
 
 Cluster *cluster;
 
-class FailoverEnv : public ::testing::Environment {
-  public:
-    void SetUp() override
-    {
-        cluster = new Cluster;
-        auto t0 = Clock::now();
-        ASSERT_TRUE(cluster->start(3, 1)) << "the cluster did not come up";
-        std::cerr << "[failover] 3 primaries + 3 replicas ready in " << elapsed_ms(t0) << " ms\n";
-    }
-    void TearDown() override
-    {
-        delete cluster;
-        cluster = nullptr;
-    }
-};
-
-::testing::Environment *const env = ::testing::AddGlobalTestEnvironment(new FailoverEnv);
+::testing::Environment *const env = ::testing::AddGlobalTestEnvironment(
+    new ProgramServers<Cluster>(&cluster, [](Cluster &s) { return s.start(3, 1); }, "a cluster of 3 primaries and 3 replicas"));
 
 int64_t now_ns()
 {

@@ -8,6 +8,7 @@
  * that follow their slot, fork, and the cluster URLs. */
 #include "cluster_util.h"
 #include "harness.h"
+#include "program_env.h"
 
 #include <atomic>
 #include <sys/wait.h>
@@ -20,23 +21,8 @@ namespace {
 
 Cluster *cluster;
 
-class ClusterEnv : public ::testing::Environment {
-  public:
-    void SetUp() override
-    {
-        cluster = new Cluster;
-        auto t0 = Clock::now();
-        ASSERT_TRUE(cluster->start(3)) << "the cluster did not come up";
-        std::cerr << "[cluster] 3 primaries ready in " << elapsed_ms(t0) << " ms\n";
-    }
-    void TearDown() override
-    {
-        delete cluster;
-        cluster = nullptr;
-    }
-};
-
-::testing::Environment *const env = ::testing::AddGlobalTestEnvironment(new ClusterEnv);
+::testing::Environment *const env = ::testing::AddGlobalTestEnvironment(
+    new ProgramServers<Cluster>(&cluster, [](Cluster &s) { return s.start(3); }, "a cluster of 3 primaries"));
 
 class ClusterTest : public ::testing::Test {
   protected:
@@ -51,11 +37,7 @@ class ClusterTest : public ::testing::Test {
     }
     virtual std::string options() const { return "lease=1500&command_timeout=1000"; }
 
-    std::string name(const std::string &suffix)
-    {
-        const auto *t = ::testing::UnitTest::GetInstance()->current_test_info();
-        return std::string("rmt:") + t->name() + ":" + std::to_string(getpid()) + ":" + suffix;
-    }
+    std::string name(const std::string &suffix) { return test_lock_name(suffix); }
 };
 
 /* ---- configuration ---------------------------------------------------------- */
@@ -308,26 +290,7 @@ TEST_F(ClusterPubSub, AFairHandOffWakesTheWaiterAcrossTheCluster)
 
 TEST_F(ClusterTest, AForkedChildLocksWithoutReinitialising)
 {
-    std::string n = name("fork");
-    rmutex_t m;
-    init_mutex(&m, n);
-    ASSERT_RC(0, rmutex_lock(&m));
-    ASSERT_RC(0, rmutex_unlock(&m));
-    pid_t pid = fork();
-    if (pid == 0) {
-        /* The child: the parent's hold, connections and threads are not its own. */
-        int r = rmutex_trylock(&m);
-        if (!r) r = rmutex_unlock(&m);
-        _exit(r);
-    }
-    ASSERT_GT(pid, 0);
-    int st = 0;
-    ASSERT_EQ(pid, waitpid(pid, &st, 0));
-    ASSERT_TRUE(WIFEXITED(st));
-    EXPECT_EQ(0, WEXITSTATUS(st));
-    EXPECT_RC(0, rmutex_trylock(&m));
-    EXPECT_RC(0, rmutex_unlock(&m));
-    EXPECT_RC(0, rmutex_destroy(&m));
+    EXPECT_RC(0, fork_and_lock_in_child(name("fork")));
 }
 
 } // namespace
