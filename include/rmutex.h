@@ -305,6 +305,8 @@ RMUTEX_API int rmutex_holdcount(rmutex_t *m, unsigned *count);
  *
  *   redis://[[user]:password@]host[:port][/db][?option=value&...]
  *   unix://[[user]:password@]/path/to/redis.sock[?db=N&option=value&...]
+ *   redis-cluster://[[user]:password@]host:port[,host:port...][?...]
+ *   redis-sentinel://[[user]:password@]host:port[,host:port...]/MASTER[?...]
  *
  * host is a name, an IPv4 address or a bracketed IPv6 address; it is
  * resolved here (or at the first call, for RMUTEX_URL), once.  Options:
@@ -314,7 +316,12 @@ RMUTEX_API int rmutex_holdcount(rmutex_t *m, unsigned *count);
  * command_timeout=ms (2000), poll=ms (longest wait between two checks of a
  * busy lock, 2000), idle=ms (how long an unused subscription is kept,
  * 10000), replicas=N|auto, wait_timeout=ms and min_replicas=N (see
- * rmutex_set_wait_replicas and rmutex_set_min_replicas).
+ * rmutex_set_wait_replicas and rmutex_set_min_replicas); for a cluster
+ * or Sentinel also refresh=ms (topology refresh period: 5000, Sentinel
+ * 1000) and, for Sentinel, sentinel_user and sentinel_password (the
+ * URL's own login is the data nodes').  A cluster's hosts are seeds, any
+ * of which may be down; Sentinel's are sentinels (README: Cluster and
+ * Sentinel).
  * NULL means the environment variable RMUTEX_URL or, without it,
  * redis://127.0.0.1:6379.
  *
@@ -339,8 +346,9 @@ RMUTEX_API int rmutex_set_default_lease(unsigned long lease_ms);
  * returns RMUTEX_ENOREPLICAS; a renewal that is not is counted in
  * rmutex_stats_t.replica_shortfalls.  n = 0 (the default) turns it off.
  * n = RMUTEX_WAIT_AUTO waits for every replica the topology knows of the
- * primary (a plain redis:// server: none is known) and needs one of them,
- * or the floor below.  Returns 0 or EINVAL. */
+ * primary (Cluster: CLUSTER SLOTS; Sentinel: the replicas it sees up; a
+ * plain server: none is known) and needs one of them, or the floor below.
+ * Returns 0 or EINVAL. */
 #define RMUTEX_WAIT_AUTO 0xffffffffu
 RMUTEX_API int rmutex_set_wait_replicas(unsigned n, unsigned long timeout_ms);
 

@@ -80,12 +80,22 @@ struct rm_watchdog_entry {
     char buf[];
 };
 
-/* The watchdog's connection to one node. */
+/* The watchdog's connection to one node.  A cluster's primaries are each
+ * served by a thread of their own (the link's), so that a slow or failing
+ * primary delays nobody else's renewals; a plain server's and Sentinel's
+ * one primary are served by the watchdog thread itself. */
 struct link {
     struct link *next;
     struct rm_node *node;
     struct rm_conn *conn;
     unsigned failures;
+    int started, busy;           /* its thread runs; it has work (wd.mu) */
+    pthread_t thread;
+    pthread_cond_t cv;           /* work was handed to it, or stop */
+    struct rm_watchdog_entry **work;
+    int *res;
+    size_t nwork, holds, cap;
+    rm_nsec budget;
 };
 
 static struct {
@@ -269,13 +279,20 @@ void rm_watchdog_defer(struct rm_endpoint *ep, int script, int nkeys, int argc,
 
 /* ---- the thread ---- */
 
+static struct link *link_find(const struct rm_node *node)
+{
+    for (struct link *l = wd.links; l; l = l->next)
+        if (l->node == node) return l;
+    return NULL;
+}
+
 static struct link *link_for(struct rm_node *node)
 {
-    struct link *l;
-    for (l = wd.links; l; l = l->next)
-        if (l->node == node) return l;
+    struct link *l = link_find(node);
+    if (l) return l;
     if (!(l = calloc(1, sizeof *l))) return NULL;
     l->node = node;
+    rm_clock_cond_init(&l->cv);
     l->next = wd.links;
     wd.links = l;
     return l;
@@ -445,6 +462,100 @@ static int apply(struct rm_watchdog_entry *e, int res, rm_nsec sent, rm_nsec now
     return 1;
 }
 
+/* The round trip for e[0..n) on l (NULL: no node serves them: failed). */
+static void round_trip(struct link *l, struct rm_watchdog_entry **e, size_t n, size_t holds,
+                       int *res, rm_nsec deadline)
+{
+    rm_log("watchdog: %zu renewal(s), %zu deferred call(s)", holds, n - holds);
+    if (l) exchange(l, e, (int)n, res, deadline);
+    else for (size_t i = 0; i < n; i++) res[i] = -1;
+    if (n && res[0] == -1 && holds) RM_COUNT(renewal_failures);
+}
+
+/* Apply the answers res to e[0..n) (sent at sent) and run the lost-lock
+ * callbacks, with no lock held while they run; cancel waits for them.
+ * Under wd.mu. */
+static void settle_locked(struct rm_watchdog_entry **e, const int *res, size_t n, rm_nsec sent)
+{
+    rm_nsec now = rm_clock_now();
+    for (size_t i = 0; i < n; i++) {
+        struct rm_watchdog_entry *x = e[i];
+        int newly_lost = x->cancelled ? 0 : apply(x, res[i], sent, now);
+        x->inflight = 0;
+        if (x->cancelled) {
+            unlink_locked(x);
+            free(x);
+            e[i] = NULL;
+        } else if (!newly_lost) {
+            e[i] = NULL;
+        }
+    }
+    for (size_t i = 0; i < n; i++) {
+        struct rm_watchdog_entry *x = e[i];
+        if (!x || !wd.cb) continue;
+        rmutex_lost_fn cb = wd.cb;
+        void *cb_arg = wd.cb_arg;
+        x->cb_running = 1;
+        pthread_mutex_unlock(&wd.mu);
+        cb(x->m, x->argv[0], cb_arg);
+        pthread_mutex_lock(&wd.mu);
+        x->cb_running = 0;
+        pthread_cond_broadcast(&wd.cb_done);
+    }
+}
+
+/* A cluster primary's thread: one round trip per batch handed over. */
+static void *link_main(void *arg)
+{
+    struct link *l = arg;
+    pthread_setname_np(pthread_self(), "rmutex-wd-node");
+    pthread_mutex_lock(&wd.mu);
+    while (!wd.stop) {
+        if (!l->busy) {
+            pthread_cond_wait(&l->cv, &wd.mu);
+            continue;
+        }
+        pthread_mutex_unlock(&wd.mu);
+        rm_nsec sent = rm_clock_now();
+        round_trip(l, l->work, l->nwork, l->holds, l->res, sent + l->budget);
+        pthread_mutex_lock(&wd.mu);
+        settle_locked(l->work, l->res, l->nwork, sent);
+        l->busy = 0;
+        pthread_cond_signal(&wd.cv); /* its node's entries can be collected again */
+    }
+    pthread_mutex_unlock(&wd.mu);
+    return NULL;
+}
+
+/* Give e[0..n) to l's thread (started if needed).  0 if that cannot be
+ * done (out of memory or threads): the caller does the round trip. */
+static int hand_over_locked(struct link *l, struct rm_watchdog_entry **e, size_t n, size_t holds,
+                            rm_nsec budget)
+{
+    if (n > l->cap) {
+        void *a = realloc(l->work, n * sizeof *l->work), *b = realloc(l->res, n * sizeof *l->res);
+        if (a) l->work = a;
+        if (b) l->res = b;
+        if (!a || !b) return 0;
+        l->cap = n;
+    }
+    if (!l->started) {
+        sigset_t all, old;
+        sigfillset(&all);
+        pthread_sigmask(SIG_SETMASK, &all, &old);
+        l->started = !pthread_create(&l->thread, NULL, link_main, l);
+        pthread_sigmask(SIG_SETMASK, &old, NULL);
+        if (!l->started) return 0;
+    }
+    memcpy(l->work, e, n * sizeof *e);
+    l->nwork = n;
+    l->holds = holds;
+    l->budget = budget;
+    l->busy = 1;
+    pthread_cond_signal(&l->cv);
+    return 1;
+}
+
 static void *wd_main(void *arg)
 {
     RM_UNUSED(arg);
@@ -479,8 +590,11 @@ static void *wd_main(void *arg)
                     if (pass != 1 && e->next_due < next) next = e->next_due;
                     continue;
                 }
-                /* One node per round trip: the node that serves e now. */
+                /* One node per round trip: the node that serves e now.
+                 * A node whose thread is busy takes it when done. */
                 struct rm_node *at = rm_endpoint_route(e->ep, e->slot, 0);
+                struct link *lb = at ? link_find(at) : NULL;
+                if (lb && lb->busy) continue;
                 if (routed && at != node) {
                     if (pass != 1 && e->next_due < next) next = e->next_due;
                     continue;
@@ -513,41 +627,13 @@ static void *wd_main(void *arg)
             if (RM_MSEC(due[i]->lease_ms) / 3 < budget) budget = RM_MSEC(due[i]->lease_ms) / 3;
         if (budget < RM_MSEC(50)) budget = RM_MSEC(50);
         struct link *l = node ? link_for(node) : NULL;
+        if (l && rm_endpoint_clustered(due[0]->ep) && hand_over_locked(l, due, n, holds, budget))
+            continue;
         pthread_mutex_unlock(&wd.mu);
-        rm_log("watchdog: %zu renewal(s), %zu deferred call(s)", holds, n - holds);
-
         rm_nsec sent = rm_clock_now();
-        if (l) exchange(l, due, (int)n, res, sent + budget);
-        else for (size_t i = 0; i < n; i++) res[i] = -1;
-        if (n && res[0] == -1 && holds) RM_COUNT(renewal_failures);
-
+        round_trip(l, due, n, holds, res, sent + budget);
         pthread_mutex_lock(&wd.mu);
-        now = rm_clock_now();
-        for (size_t i = 0; i < n; i++) {
-            struct rm_watchdog_entry *e = due[i];
-            int newly_lost = e->cancelled ? 0 : apply(e, res[i], sent, now);
-            e->inflight = 0;
-            if (e->cancelled) {
-                unlink_locked(e);
-                free(e);
-                due[i] = NULL;
-            } else if (!newly_lost) {
-                due[i] = NULL;
-            }
-        }
-        /* Lost-lock callbacks, with no lock held; cancel waits for them. */
-        for (size_t i = 0; i < n; i++) {
-            struct rm_watchdog_entry *e = due[i];
-            if (!e || !wd.cb) continue;
-            rmutex_lost_fn cb = wd.cb;
-            void *cb_arg = wd.cb_arg;
-            e->cb_running = 1;
-            pthread_mutex_unlock(&wd.mu);
-            cb(e->m, e->argv[0], cb_arg);
-            pthread_mutex_lock(&wd.mu);
-            e->cb_running = 0;
-            pthread_cond_broadcast(&wd.cb_done);
-        }
+        settle_locked(due, res, n, sent);
     }
     pthread_mutex_unlock(&wd.mu);
     free(due);
@@ -567,6 +653,8 @@ static void reset_locked(void)
         struct link *l = wd.links;
         wd.links = l->next;
         rm_conn_close(l->conn);
+        free(l->work);
+        free(l->res);
         free(l);
     }
     wd.started = wd.stop = 0;
@@ -580,8 +668,12 @@ void rm_watchdog_stop(void)
     int started = wd.started;
     wd.stop = 1;
     pthread_cond_signal(&wd.cv);
+    for (struct link *l = wd.links; l; l = l->next) pthread_cond_signal(&l->cv);
     pthread_mutex_unlock(&wd.mu);
     if (started) pthread_join(wd.thread, NULL);
+    /* The links' threads: the list only grows while the main thread runs. */
+    for (struct link *l = wd.links; l; l = l->next)
+        if (l->started) pthread_join(l->thread, NULL);
     pthread_mutex_lock(&wd.mu);
     reset_locked();
     pthread_mutex_unlock(&wd.mu);

@@ -9,6 +9,7 @@
 #include "cluster_util.h"
 #include "harness.h"
 #include "program_env.h"
+#include "redisson_client.h"
 
 #include <atomic>
 #include <sys/wait.h>
@@ -119,6 +120,52 @@ TEST_F(ClusterTest, ManyNamesSpreadOverThePrimariesWithNoRedirectAfterWarmUp)
     EXPECT_EQ(0u, after.redirects_ask - before.redirects_ask);
     for (int k = 0; k < 3; k++) EXPECT_GT(per[k], N / 6) << "node " << k;
     for (auto &x : m) EXPECT_RC(0, rmutex_destroy(&x));
+}
+
+/* ---- renewals ---------------------------------------------------------------- */
+
+class ClusterRenewals : public ClusterTest {
+  protected:
+    /* Renewed every 1000 ms; a renewal gets 1000 ms to answer. */
+    std::string options() const override { return "lease=3000&command_timeout=1000"; }
+};
+
+TEST_F(ClusterRenewals, AStalledPrimaryDelaysNoOtherPrimarysRenewals)
+{
+    std::string a = name("stalled"), b;
+    int na = cluster->owner(cluster->slot(a));
+    for (int k = 0; b.empty(); k++) {
+        std::string c = name("healthy" + std::to_string(k));
+        if (cluster->owner(cluster->slot(c)) != na) b = c;
+    }
+    int nb = cluster->owner(cluster->slot(b));
+    rmutex_t ma, mb;
+    init_mutex(&ma, a);
+    init_mutex(&mb, b);
+    /* The stalled one taken last: a single watchdog thread would come to
+     * it first in each round and wait its whole budget before the other. */
+    ASSERT_RC(0, rmutex_lock(&mb));
+    ASSERT_RC(0, rmutex_lock(&ma));
+    rmutex_stats_t before = stats();
+    /* Node a answers nothing for 2.2 s (shorter than the lease). */
+    ASSERT_EQ("OK", cluster->client(na).cmd({"CLIENT", "PAUSE", "2200", "ALL"}).str());
+    long long least = 3000;
+    auto t0 = Clock::now();
+    while (elapsed_ms(t0) < 2600) {
+        least = std::min(least, cluster->client(nb).pttl(b));
+        std::this_thread::sleep_for(ms(20));
+    }
+    std::cerr << "[cluster] healthy primary's hold: PTTL never below " << least
+              << " ms while another primary stalled\n";
+    /* Renewed on time: never less than a lease minus one period and a
+     * margin; a watchdog waiting for the stalled node would let it sink
+     * by a renewal's whole budget more. */
+    EXPECT_GT(least, 3000 - 1000 - scaled(ms(400)).count());
+    EXPECT_EQ(0u, stats().locks_lost - before.locks_lost);
+    EXPECT_RC(0, rmutex_unlock(&ma));
+    EXPECT_RC(0, rmutex_unlock(&mb));
+    EXPECT_RC(0, rmutex_destroy(&ma));
+    EXPECT_RC(0, rmutex_destroy(&mb));
 }
 
 /* ---- slots that move ---------------------------------------------------------- */
@@ -284,6 +331,48 @@ TEST_F(ClusterPubSub, AFairHandOffWakesTheWaiterAcrossTheCluster)
     std::string n = name("fair");
     hold_elsewhere(n, true);
     release_and_expect_wake();
+}
+
+/* Redisson on Redis 7 Cluster uses sharded pub/sub for its locks (its
+ * AUTO subscription mode): a release by either side wakes the other's
+ * waiter.  The Redisson side is the protocol client of the compatibility
+ * tests, publishing with SPUBLISH and listening with SSUBSCRIBE. */
+TEST_F(ClusterPubSub, ARedissonReleaseWakesAnRmutexWaiterThroughShardedPubSub)
+{
+    std::string n = name("from-redisson");
+    Redis &owner = cluster->client(cluster->owner(cluster->slot(n)));
+    RedissonClient java(owner, "0f8fad5b-d9cb-469f-a165-70867728950e", 1, "spublish");
+    ASSERT_EQ(-1, java.acquire(n, 30000));
+    ASSERT_RC(0, rmutex_init(&m, n.c_str(), nullptr));
+    waiter = std::make_unique<Async>([this] {
+        int r = rmutex_lock(&m);
+        return r ? r : rmutex_unlock(&m);
+    });
+    ASSERT_TRUE(wait_until([] { return stats().waiting > 0 && stats().subscribes > 0; }, ms(3000)));
+    auto t0 = Clock::now();
+    EXPECT_EQ(1, java.unlock(n));
+    ASSERT_TRUE(waiter->wait(ms(2000)));
+    EXPECT_EQ(0, waiter->rc());
+    EXPECT_LT(elapsed_ms(t0), scaled(ms(500)).count()) << "woken by Redisson's SPUBLISH, not by a poll";
+    waiter.reset();
+    EXPECT_RC(0, rmutex_destroy(&m));
+}
+
+TEST_F(ClusterPubSub, AnRmutexReleaseReachesARedissonShardedSubscriber)
+{
+    std::string n = name("to-redisson");
+    std::string channel = "redisson_lock__channel:{" + n + "}";
+    int node = cluster->owner(cluster->slot(n));
+    Redis sub("127.0.0.1", cluster->nodes[node]->port());
+    ASSERT_TRUE(sub.cmd({"SSUBSCRIBE", channel}));
+    ASSERT_RC(0, rmutex_init(&m, n.c_str(), nullptr));
+    ASSERT_RC(0, rmutex_lock(&m));
+    ASSERT_RC(0, rmutex_unlock(&m));
+    auto msg = sub.next_message(ms(2000));
+    ASSERT_TRUE(msg) << "no smessage";
+    EXPECT_EQ(channel, msg->first);
+    EXPECT_EQ("0", msg->second) << "Redisson's release message";
+    EXPECT_RC(0, rmutex_destroy(&m));
 }
 
 /* ---- fork ---------------------------------------------------------------------- */

@@ -434,8 +434,9 @@ std::optional<std::pair<std::string, std::string>> Redis::next_message(ms bound)
             return std::nullopt; /* timed out: this context is now unusable */
         Reply r;
         r.r.reset(static_cast<redisReply *>(raw));
+        /* ["message" or, sharded, "smessage", channel, payload]. */
         if (r->type == REDIS_REPLY_ARRAY && r->elements == 3 && r->element[0]->str &&
-            std::string(r->element[0]->str) == "message")
+            (std::string(r->element[0]->str) == "message" || std::string(r->element[0]->str) == "smessage"))
             return std::make_pair(std::string(r->element[1]->str, r->element[1]->len),
                                   std::string(r->element[2]->str, r->element[2]->len));
         /* A PSUBSCRIBE's message: ["pmessage", pattern, channel, payload]. */

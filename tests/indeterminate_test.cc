@@ -292,18 +292,22 @@ TEST_F(IndeterminateRenewal, LostRenewalReplyDoesNotLoseTheLock)
 
 namespace {
 
-class ReleaseUndone : public RedisTest {};
+class ReleaseUndone : public RedisTest, public ::testing::WithParamInterface<bool> {};
 
 /* A failover can lose a release that Redis answered: the promoted replica
  * still has the thread's field in the lock hash.  The thread's next
  * acquisition is a new hold with a new fencing token, not a "retry" of the
  * old one answered with the old token. */
-TEST_F(ReleaseUndone, ANewAcquisitionOverItsOwnStaleFieldGetsANewToken)
+TEST_P(ReleaseUndone, ANewAcquisitionOverItsOwnStaleFieldGetsANewToken)
 {
     std::string name = lock_name();
     std::string owner = "rmutex_owner:{" + name + "}";
     rmutex_t m;
-    init_mutex(&m, name);
+    rmutexattr_t a;
+    ASSERT_EQ(0, rmutexattr_init(&a));
+    ASSERT_EQ(0, rmutexattr_setfair(&a, GetParam()));
+    ASSERT_RC(0, rmutex_init(&m, name.c_str(), &a));
+    rmutexattr_destroy(&a);
     ASSERT_RC(0, rmutex_lock(&m));
     uint64_t first = 0, second = 0;
     ASSERT_RC(0, rmutex_fence(&m, &first));
@@ -321,5 +325,9 @@ TEST_F(ReleaseUndone, ANewAcquisitionOverItsOwnStaleFieldGetsANewToken)
     EXPECT_FALSE(redis().exists(name));
     EXPECT_RC(0, rmutex_destroy(&m));
 }
+
+INSTANTIATE_TEST_SUITE_P(Kinds, ReleaseUndone, ::testing::Bool(), [](const ::testing::TestParamInfo<bool> &i) {
+    return std::string(i.param ? "Fair" : "NonFair");
+});
 
 } // namespace

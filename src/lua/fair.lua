@@ -138,7 +138,17 @@ if op == 'acquire' then
     return {2}
   end
   local free = redis.call('exists', L) == 0
-  if not free and redis.call('hexists', L, me) == 1 then return confirm(hold) end
+  if not free and redis.call('hexists', L, me) == 1 then
+    if mark_names(redis.call('get', O), member) then return confirm(hold) end
+    -- A hold of this owner that it has let go of, whose release never
+    -- landed (lost in a failover): the client asks only when it holds
+    -- nothing, so this is a new hold, with a new token.
+    redis.call('pexpire', L, hold)
+    redis.call('set', O, mark_make(member, false, false), 'px', 2 * hold)
+    redis.call('zrem', Q, member)
+    redis.call('zrem', A, member)
+    return {0, redis.call('incr', T), 0}
+  end
   if free then
     local granted = settle()
     if granted == member then return confirm(hold) end
