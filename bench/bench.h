@@ -54,5 +54,9 @@ void w4_run(void);
 void w5_run(void);
 void w6_run(void);
 void w7_run(void);
+void w8_run(void);
+void w9_run(void);
+/* Stop the cluster W8 and W9 started, if any. */
+void bench_cluster_stop(void);
 
 #endif

@@ -5,7 +5,7 @@
  *                [--md FILE] [--data DIR] [--only W1,W3,...]
  *
  * Starts its own redis-server on a free loopback port (unless --url),
- * measures the RTT limit (limits.c), runs the workloads W1..W7 (one file
+ * measures the RTT limit (limits.c), runs the workloads W1..W9 (one file
  * each), measures the limit again, and prints one table: every figure as a
  * median with min-max over the repetitions, next to the limit of this run
  * and its ratio to it, and the target.  --data writes the distributions the
@@ -166,6 +166,7 @@ int main(int argc, char **argv)
     signal(SIGPIPE, SIG_IGN);
     if (opt.url ? server_use_url(opt.url) : server_start(opt.redis_server)) return 1;
     atexit(server_stop);
+    atexit(bench_cluster_stop);
     snprintf(log_path, sizeof log_path, "%s/redis.log", srv.dir);
     snprintf(rdb_path, sizeof rdb_path, "%s/dump.rdb", srv.dir);
     int64_t t0 = now_ns();
@@ -180,7 +181,8 @@ int main(int argc, char **argv)
         const char *id;
         void (*run)(void);
     } work[] = { { "W1", w1_run }, { "W2", w2_run }, { "W3", w3_run }, { "W4", w4_run },
-                 { "W5", w5_run }, { "W6", w6_run }, { "W7", w7_run } };
+                 { "W5", w5_run }, { "W6", w6_run }, { "W7", w7_run }, { "W8", w8_run },
+                 { "W9", w9_run } };
     for (size_t i = 0; i < sizeof work / sizeof *work; i++) {
         if (!selected(work[i].id)) continue;
         printf("%s ...\n", work[i].id);

@@ -430,6 +430,7 @@ typedef struct rmutex_stats {
     uint64_t cluster_retries;    /* TRYAGAIN/CLUSTERDOWN/LOADING/MASTERDOWN answers */
     uint64_t map_refreshes;      /* slot map (or Sentinel) refreshes */
     uint64_t resubscribes_moved; /* waiters moved to a channel's new node */
+    uint64_t renewal_rounds;     /* watchdog round trips (one pipeline to one node each) */
 } rmutex_stats_t;
 
 /* Copy the counters into *out.  size is sizeof(rmutex_stats_t) as the

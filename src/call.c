@@ -66,6 +66,9 @@ int rm_call(struct rm_endpoint *ep, int script, int nkeys, int argc, const char 
                 asking = 0;
                 continue;
             }
+            /* Its replacement may be named any moment: try again soon
+             * (the caller backs off as from a busy server, not an outage). */
+            if (rm_endpoint_follows(ep)) r = RM_E_TRANSIENT;
         }
         if (r) return r;
         r = rm_script_call(c, script, nkeys, argc, argv, lens, asking, deadline, out);

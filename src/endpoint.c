@@ -91,7 +91,8 @@ static struct rm_node *node_locked(struct rm_endpoint *ep, const struct rm_serve
         if (rm_config_same_addr(&n->addr, addr)) return n;
     struct rm_topo_hook hook = { topo_hook, ep };
     struct rm_node *n;
-    if (rm_node_create(addr, ep->slots != NULL, hook, &n)) return NULL;
+    int flags = (ep->slots ? RM_NODE_SHARDED : 0) | (ep->svc.mode != RM_MODE_SERVER ? RM_NODE_PRELOAD : 0);
+    if (rm_node_create(addr, flags, hook, &n)) return NULL;
     n->next = ep->nodes;
     ep->nodes = n;
     return n;
@@ -417,8 +418,13 @@ struct rm_node *rm_endpoint_reroute(struct rm_endpoint *ep, int slot, struct rm_
     unsigned long v = ep->version;
     ask_locked(ep, failed);
     struct rm_node *n;
-    while ((n = current(ep, slot)) == failed && ep->version == v && ep->started)
+    while ((n = current(ep, slot)) == failed && ep->started) {
+        if (ep->version != v) { /* a refresh that still names failed: ask again */
+            v = ep->version;
+            ask_locked(ep, failed);
+        }
         if (rm_clock_cond_wait_until(&ep->changed, &ep->mu, deadline) == ETIMEDOUT) break;
+    }
     pthread_mutex_unlock(&ep->mu);
     return n && n != failed ? n : NULL;
 }

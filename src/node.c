@@ -55,7 +55,7 @@ struct rm_reach rm_node_reach(struct rm_node *n)
     return r;
 }
 
-int rm_node_create(const struct rm_server_addr *addr, int sharded, struct rm_topo_hook hook,
+int rm_node_create(const struct rm_server_addr *addr, int flags, struct rm_topo_hook hook,
                    struct rm_node **out)
 {
     struct rm_node *n = calloc(1, sizeof *n);
@@ -64,12 +64,13 @@ int rm_node_create(const struct rm_server_addr *addr, int sharded, struct rm_top
     n->addr.user = addr->user ? strdup(addr->user) : NULL;
     n->addr.password = addr->password ? strdup(addr->password) : NULL;
     if ((addr->user && !n->addr.user) || (addr->password && !n->addr.password) ||
-        rm_sub_create(&n->addr, rm_node_reach(n), sharded, hook, &n->sub)) {
+        rm_sub_create(&n->addr, rm_node_reach(n), !!(flags & RM_NODE_SHARDED), hook, &n->sub)) {
         rm_config_addr_free(&n->addr);
         free(n);
         return ENOMEM;
     }
     rm_pool_init(&n->pool, &n->addr, rm_node_reach(n));
+    n->pool.preload = !!(flags & RM_NODE_PRELOAD);
     *out = n;
     return 0;
 }

@@ -18,11 +18,14 @@ struct rm_node {
     struct rm_node *next;       /* the endpoint's list of every node */
 };
 
-/* Create / destroy a node for addr (copied, password included); its
- * multiplexer subscribes sharded (SSUBSCRIBE) or not and tells hook what
- * it learns of the topology.  Destroy closes every connection; nothing
- * may be lent out. */
-int rm_node_create(const struct rm_server_addr *addr, int sharded, struct rm_topo_hook hook,
+/* Create / destroy a node for addr (copied, password included).  flags:
+ * RM_NODE_SHARDED, its multiplexer subscribes sharded (SSUBSCRIBE) and
+ * tells hook what it learns of the topology; RM_NODE_PRELOAD, its pool
+ * loads the scripts on every new connection (a node that may have just
+ * been promoted).  Destroy closes every connection; nothing may be lent
+ * out. */
+enum { RM_NODE_SHARDED = 1, RM_NODE_PRELOAD = 2 };
+int rm_node_create(const struct rm_server_addr *addr, int flags, struct rm_topo_hook hook,
                    struct rm_node **out);
 void rm_node_destroy(struct rm_node *n);
 

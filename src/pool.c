@@ -23,6 +23,7 @@
  * exclusion silently; the calling thread's detail says so.  A connection on
  * which that read fails is closed like any other after an I/O error. */
 #include "pool.h"
+#include "script.h"
 #include "conn.h"
 #include "internal.h"
 
@@ -65,6 +66,32 @@ void rm_pool_fini(struct rm_pool *p)
     }
     pthread_mutex_destroy(&p->mu);
     pthread_cond_destroy(&p->cv);
+}
+
+/* A topology that fails over (Cluster, Sentinel): load every script on a
+ * new connection, pipelined, so that the first call on a node just
+ * promoted -- whose script cache is empty: Redis does not replicate
+ * SCRIPT LOAD -- needs no NOSCRIPT round trip.  A refusal (an ACL without
+ * SCRIPT LOAD) only costs that round trip later. */
+static int preload_scripts(struct rm_pool *p, struct rm_conn *c)
+{
+    rm_nsec deadline = rm_clock_after(RM_MSEC(RM_SETTING(command_timeout_ms)));
+    for (int i = 0; i < RM_SCRIPT_COUNT; i++) {
+        const char *argv[] = { "SCRIPT", "LOAD", rm_scripts[i].body };
+        size_t lens[] = { 6, 4, rm_scripts[i].len };
+        rm_conn_append(c, 3, argv, lens);
+    }
+    int r = rm_conn_flush(c, deadline);
+    for (int i = 0; !r && i < RM_SCRIPT_COUNT; i++) {
+        redisReply *reply;
+        if ((r = rm_conn_read(c, deadline, &reply))) break;
+        if (reply->type == REDIS_REPLY_ERROR)
+            rm_log("SCRIPT LOAD %s on %s: %.*s", rm_scripts[i].name, p->addr->display,
+                   (int)reply->len, reply->str);
+        freeReplyObject(reply);
+    }
+    if (r) rm_detail("Redis at %s did not answer SCRIPT LOAD", p->addr->display);
+    return r ? RM_E_UNSENT : 0;
 }
 
 /* Read maxmemory-policy once.  Servers that refuse CONFIG (managed Redis,
@@ -110,7 +137,7 @@ int rm_pool_get(struct rm_pool *p, rm_nsec deadline, int flags, struct rm_conn *
 
             struct rm_conn *c = NULL;
             int r = rm_conn_dial(p->addr, "cmd", deadline, &c);
-            if (!r && first && (r = check_policy(p, c))) {
+            if (!r && ((first && (r = check_policy(p, c))) || (p->preload && (r = preload_scripts(p, c))))) {
                 rm_conn_close(c);
                 c = NULL;
             }

@@ -24,6 +24,7 @@ struct rm_pool {
     uint32_t rng;
     int policy_checked;        /* maxmemory-policy was read */
     int draining;              /* the server is no longer the primary: close on put */
+    int preload;               /* load the scripts on every new connection */
 };
 
 /* Set up an empty pool for addr (kept by reference: it must outlive the

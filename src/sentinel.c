@@ -1,11 +1,14 @@
 /* sentinel.c -- finding the primary through Redis Sentinel.
  *
- * The procedure is the one Redis's Sentinel client guidelines give, and
- * nothing cleverer: ask the sentinels in order, each with a short connect
- * timeout (a dead sentinel costs little), for the primary's address
- * (SENTINEL get-master-addr-by-name); move the one that answered to the
- * front; then ask that server's ROLE, because a sentinel can be stale and
- * a restarted old primary believes it still is one.  ROLE alone does not
+ * The procedure is the one Redis's Sentinel client guidelines give: ask the
+ * sentinels in order, each with a short connect timeout (a dead sentinel
+ * costs little), for the primary's address (SENTINEL
+ * get-master-addr-by-name); move the one that answered to the front; then
+ * ask that server's ROLE, because a sentinel can be stale and a restarted
+ * old primary believes it still is one.  One departure: when the server
+ * named fails that check, the next sentinel is asked at once rather than
+ * the same one again after a pause -- right after a failover only the
+ * leader knows the new primary, the others learn it over ~2 s.  ROLE alone does not
  * catch every stale primary (it says master for up to ~10 s after its
  * restart); the replica-acknowledgement floor (min_replicas, ack.c) does,
  * since such a primary has no replica.
@@ -165,7 +168,9 @@ int rm_sentinel_resolve(struct rm_service *svc, struct rm_sentinel_answer *out)
                 svc->seeds[0] = first;
             }
             if (!check_role(svc, out)) return 0;
-            break; /* named a server that is not a primary: wait, start over */
+            /* It named a server that is not a primary (yet), or is gone: a
+             * stale sentinel, as the others learn of a failover over ~2 s
+             * of hello messages.  Ask the next one. */
         }
         if (!reached) {
             rm_detail("no sentinel reachable (of %u: %s)", svc->nseeds, svc->display);

@@ -379,6 +379,7 @@ static void exchange(struct link *l, struct rm_watchdog_entry **e, int n, int *r
     if (ack.wait_for && nholds) rm_ack_append(c, &ack);
     if (rm_conn_flush(c, deadline)) goto drop;
     RM_COUNT_ADD(renewal_calls, (uint64_t)calls);
+    RM_COUNT(renewal_rounds);
 
     for (int b = 0, cnt; b < nholds; b += cnt) {
         cnt = batch_len(e + b, nholds - b);

@@ -207,6 +207,27 @@ TEST_F(ClusterFailover, AManualFailoverUnderLoadLosesNoHoldAndDoublesNone)
     EXPECT_EQ(0, w.sh->errors.load()) << "last error " << err_name(w.sh->last_error);
 }
 
+TEST_F(ClusterFailover, AFailoverAddsNoNoscriptRoundTripToALockCall)
+{
+    int p = primary_index();
+    ASSERT_GE(p, 0);
+    int r = cluster->replica_of(p);
+    auto names = names_on(p, 1, "noscript");
+    ASSERT_RC(0, rmutex_configure(cluster->url().c_str()));
+    rmutex_t m;
+    init_mutex(&m, names[0]);
+    ASSERT_RC(0, rmutex_lock(&m));
+    ASSERT_RC(0, rmutex_unlock(&m));
+    /* The replica's script cache is empty: Redis does not replicate SCRIPT LOAD. */
+    ASSERT_TRUE(cluster->failover(r));
+    uint64_t loads = stats().script_loads;
+    ASSERT_RC(0, rmutex_lock(&m));
+    EXPECT_TRUE(cluster->client(r).exists(names[0])) << "held on the promoted replica";
+    ASSERT_RC(0, rmutex_unlock(&m));
+    EXPECT_EQ(loads, stats().script_loads) << "the lock call on the new primary met NOSCRIPT";
+    EXPECT_RC(0, rmutex_destroy(&m));
+}
+
 TEST_F(ClusterFailover, KillingAPrimaryWithAReplicaKeepsAcknowledgedHoldsAndResumesSoonAfterThePromotion)
 {
     int p = primary_index();
