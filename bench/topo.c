@@ -250,7 +250,7 @@ int topo_restart(struct topo *t, int i) { return t->pid[i] ? 0 : spawn(t, i); }
 void topo_stop(struct topo *t)
 {
     for (int i = 0; i < t->n; i++) topo_kill(t, i);
-    if (t->dir[0]) {
+    if (t->dir[0] && !getenv("BENCH_KEEP_TOPO")) {
         char cmd[300];
         snprintf(cmd, sizeof cmd, "rm -rf '%s'", t->dir);
         if (system(cmd)) fprintf(stderr, "bench: could not remove %s\n", t->dir);
