@@ -77,6 +77,30 @@ TEST(ClusterUrl, SeedsThatAreDownAreSkipped)
     EXPECT_RC(0, rmutex_shutdown());
 }
 
+TEST(ClusterUrl, AMapWithNoSlotsIsNotBelievedWithoutASecondNode)
+{
+    /* A cluster-enabled node that belongs to no cluster answers CLUSTER
+     * SLOTS with nothing -- as a failing node has been seen to answer with
+     * only itself.  Asked first, it must not empty the map. */
+    auto lonely = RedisServer::start({"--cluster-enabled", "yes", "--cluster-config-file", "nodes.conf"});
+    ASSERT_TRUE(lonely);
+    std::string lone = "127.0.0.1:" + std::to_string(lonely->port());
+    ASSERT_RC(0, rmutex_configure(("redis-cluster://" + lone + "," + cluster->url().substr(16)).c_str()));
+    rmutex_t m;
+    init_mutex(&m, "rmt:lonely:" + std::to_string(getpid()));
+    EXPECT_RC(0, rmutex_trylock(&m));
+    EXPECT_RC(0, rmutex_unlock(&m));
+    EXPECT_RC(0, rmutex_destroy(&m));
+    ASSERT_RC(0, rmutex_shutdown());
+    /* Alone, it is never believed: the call fails, saying why. */
+    ASSERT_RC(0, rmutex_configure(("redis-cluster://" + lone).c_str()));
+    init_mutex(&m, "rmt:lonely2:" + std::to_string(getpid()));
+    EXPECT_RC(EAGAIN, rmutex_trylock(&m));
+    EXPECT_NE(std::string::npos, std::string(rmutex_detail()).find("second opinion")) << rmutex_detail();
+    EXPECT_RC(0, rmutex_destroy(&m));
+    EXPECT_RC(0, rmutex_shutdown());
+}
+
 TEST(ClusterUrl, NoSeedReachableIsAClearErrorWithinTheDeadline)
 {
     std::string u = "redis-cluster://127.0.0.1:" + std::to_string(free_port()) + "?connect_timeout=200";
