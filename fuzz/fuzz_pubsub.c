@@ -9,8 +9,11 @@
 
 #include <stdint.h>
 
+#include "fuzz_util.h"
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
+    if (!fuzz_sane_lengths(data, size)) return 0;
     static struct rm_server_addr addr;
     struct rm_reach reach = { NULL, NULL };
     struct rm_topo_hook hook = { NULL, NULL };
@@ -38,7 +41,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         freeReplyObject(reply);
     }
     redisReaderFree(rd);
-    if (a.woken < 0 || a.woken > RM_WAKE_REFUSED || b.woken < 0 || b.woken > RM_WAKE_REFUSED) abort();
+    if (a.woken < 0 || a.woken > RM_WAKE_MOVED || b.woken < 0 || b.woken > RM_WAKE_MOVED) abort();
     rm_sub_leave(&a);
     rm_sub_leave(&b);
     s->started = 0;

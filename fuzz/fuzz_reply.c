@@ -12,6 +12,8 @@
 
 #include <hiredis/hiredis.h>
 #include <stdint.h>
+
+#include "fuzz_util.h"
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
@@ -19,6 +21,7 @@
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
+    if (!fuzz_sane_lengths(data, size)) return 0;
     int sv[2];
     if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv)) return 0;
     /* The "server" says everything at once, then hangs up. */

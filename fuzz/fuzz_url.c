@@ -22,14 +22,11 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     if (r == 0) {
         if (!memchr(a.display, 0, sizeof a.display)) abort();
         if (a.nseeds < 1 || a.nseeds > RM_SEEDS_MAX) abort();
-        for (unsigned i = 0; i < a.nseeds; i++) {
-            const struct rm_server_addr *s = &a.seeds[i];
-            if (!memchr(s->display, 0, sizeof s->display)) abort();
-            if (s->password && strstr(s->display, s->password) && strlen(s->password) > 3)
-                abort(); /* the password is never shown */
-        }
-        if (a.seeds[0].password && a.mode != RM_MODE_SENTINEL && !strstr(a.display, "***@"))
-            abort(); /* the password is masked */
+        for (unsigned i = 0; i < a.nseeds; i++)
+            if (!memchr(a.seeds[i].display, 0, sizeof a.seeds[i].display)) abort();
+        /* The password is masked (the user, shown, may hold any character,
+         * so no more than that can be checked of the text). */
+        if (a.seeds[0].password && !strstr(a.seeds[0].display, "***@")) abort();
         rm_config_service_free(&a);
     } else if (r != EINVAL && r != ENOTSUP && r != EAGAIN && r != ENOMEM) {
         abort();
