@@ -68,6 +68,8 @@
 #include <string.h>
 
 #define NARGS 21
+/* A release Redis cannot hear in time is handed to the watchdog whole. */
+_Static_assert(NARGS <= RM_WATCHDOG_MAXARGS, "fair.lua's calls must fit a deferred call");
 
 
 /* The arguments of one fair.lua call.  latch is the release's latch key,
@@ -240,20 +242,22 @@ static int fair_lock(struct rm_mutex *mx, struct rm_thread *self, struct rm_endp
     if (r && (queued || at.unknown)) cancel(mx, self, ep, acq);
     if (r) return r;
     struct rm_hold_terms terms = rm_mutex_terms(mx);
-    struct rm_grant g = { o.token, o.dead, o.valid_until, o.due };
+    struct rm_grant g = { o.token, o.dead, o.valid_until, o.due, acq };
     r = rm_hold_take(mx->lock, &terms, self, ep, &g);
     if (r == ENOMEM) cancel(mx, self, ep, acq);
     return r;
 }
 
+/* Release acquisition acq of owner; seq names this request (its latch). */
 static int release(struct rm_mutex *mx, struct rm_endpoint *ep, const char *owner,
-                   size_t owner_len, uint64_t seq, int notrec, rm_nsec deadline, rm_nsec give_up)
+                   size_t owner_len, uint64_t acq, uint64_t seq, int notrec, rm_nsec deadline,
+                   rm_nsec give_up)
 {
     struct fair_req q;
     char latch[LATCH_MAX];
     snprintf(latch, sizeof latch, "%s:%.*s:%llu", mx->keys.latch, (int)owner_len, owner,
              (unsigned long long)seq);
-    fair_req_make(&q, mx, ep, "release", owner, owner_len, 0, 0, latch, notrec);
+    fair_req_make(&q, mx, ep, "release", owner, owner_len, acq, 0, latch, notrec);
     return rm_call_unlock(ep, RM_SCRIPT_FAIR, 10, NARGS, q.argv, q.lens, deadline, give_up);
 }
 
@@ -261,15 +265,16 @@ static int fair_unlock(struct rm_mutex *mx, struct rm_thread *self, struct rm_en
                        int notrec)
 {
     rm_nsec lease_end;
-    if (rm_hold_drop(mx->lock, self, &lease_end)) return EPERM;
-    return release(mx, ep, self->owner, self->owner_len, ++self->seq, notrec, rm_call_deadline(),
-                   lease_end);
+    uint64_t acq;
+    if (rm_hold_drop(mx->lock, self, &lease_end, &acq)) return EPERM;
+    return release(mx, ep, self->owner, self->owner_len, acq, ++self->seq, notrec,
+                   rm_call_deadline(), lease_end);
 }
 
 static void fair_release_owner(struct rm_mutex *mx, struct rm_endpoint *ep, const char *owner,
-                               size_t owner_len, rm_nsec deadline)
+                               size_t owner_len, uint64_t acq, rm_nsec deadline)
 {
-    release(mx, ep, owner, owner_len, ++rm_thread_self()->seq, 0, deadline, deadline);
+    release(mx, ep, owner, owner_len, acq, ++rm_thread_self()->seq, 0, deadline, deadline);
 }
 
 const struct rm_lock_ops rm_fair_ops = { fair_lock, fair_unlock, fair_release_owner };

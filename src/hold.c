@@ -95,6 +95,7 @@ int rm_hold_take(struct rm_lock *l, const struct rm_hold_terms *terms, struct rm
     h->via = terms->via;
     h->lease_ms = terms->lease_ms;
     h->tid = self->tid;
+    h->acq = g->acq;
     h->depth = 1;
     h->token = g->token;
     h->inconsistent = dead;
@@ -113,7 +114,7 @@ int rm_hold_take(struct rm_lock *l, const struct rm_hold_terms *terms, struct rm
     return dead ? EOWNERDEAD : 0;
 }
 
-int rm_hold_drop(struct rm_lock *l, struct rm_thread *self, rm_nsec *lease_end)
+int rm_hold_drop(struct rm_lock *l, struct rm_thread *self, rm_nsec *lease_end, uint64_t *acq)
 {
     pthread_mutex_lock(&l->mu);
     struct rm_hold *h = rm_hold_of(l, self);
@@ -122,6 +123,7 @@ int rm_hold_drop(struct rm_lock *l, struct rm_thread *self, rm_nsec *lease_end)
     pthread_mutex_unlock(&l->mu);
     RM_COUNT_SUB(held, 1);
     *lease_end = h->wd ? rm_clock_after(RM_MSEC(h->lease_ms)) : h->lease_end;
+    *acq = h->acq;
     thread_list_remove(self, h);
     int lost = h->wd && rm_watchdog_cancel(h->wd);
     hold_free(h);

@@ -28,6 +28,7 @@ struct rm_grant {
     uint64_t token;
     int dead;
     rm_nsec valid_until, due;
+    uint64_t acq;           /* the acquisition's request id (its owner mark) */
 };
 
 struct rm_hold {
@@ -35,6 +36,7 @@ struct rm_hold {
     struct rm_mutex *via;   /* the handle it was taken through (read only while current) */
     unsigned long lease_ms; /* its lease */
     uint64_t tid;           /* the holding thread */
+    uint64_t acq;           /* the acquisition that made it: its release names it */
     /* Under lock->mu: */
     unsigned depth;         /* RECURSIVE levels */
     uint64_t token;         /* fencing token */
@@ -61,8 +63,10 @@ int rm_hold_take(struct rm_lock *l, const struct rm_hold_terms *terms, struct rm
 /* self gives up its current hold of l (its last level): the hold is
  * ended locally and its renewal stopped.  Returns 1 if the watchdog had
  * found it lost (then nothing must be sent), else 0 with *lease_end set to
- * when the lease runs out at the latest. */
-int rm_hold_drop(struct rm_lock *l, struct rm_thread *self, rm_nsec *lease_end);
+ * when the lease runs out at the latest and *acq to the acquisition the
+ * release must name (a release that arrives late must not end a later
+ * hold of the same thread). */
+int rm_hold_drop(struct rm_lock *l, struct rm_thread *self, rm_nsec *lease_end, uint64_t *acq);
 
 /* self unlocks l without holding it: if self has a hold of l that another
  * hold replaced (it was lost, then taken by another thread), end it now.

@@ -214,7 +214,7 @@ static void release_at_exit(struct rm_lock *l, void *arg)
     struct rm_hold *h = l->hold;
     struct rm_watchdog_entry *wd = h ? h->wd : NULL;
     struct rm_mutex *via = h ? h->via : NULL;
-    uint64_t owner = h ? h->tid : 0;
+    uint64_t owner = h ? h->tid : 0, acq = h ? h->acq : 0;
     if (h) h->wd = NULL;
     pthread_mutex_unlock(&l->mu);
     if (wd) rm_watchdog_cancel(wd);
@@ -223,7 +223,7 @@ static void release_at_exit(struct rm_lock *l, void *arg)
     if (owner && rm_clock_now() < x->deadline) {
         char name[64];
         size_t n = rm_thread_owner_of(owner, name, sizeof name);
-        via->ops->release_owner(via, x->ep, name, n, x->deadline);
+        via->ops->release_owner(via, x->ep, name, n, acq, x->deadline);
     }
 }
 

@@ -32,10 +32,10 @@ struct rm_lock_ops {
                 struct rm_wait *w);
     int (*unlock)(struct rm_mutex *mx, struct rm_thread *self, struct rm_endpoint *ep,
                   int notrecoverable);
-    /* Release the hold of owner (any thread of this process) in Redis
-     * before deadline, or hand it to the watchdog: process exit. */
+    /* Release acquisition acq of owner (any thread of this process) in
+     * Redis before deadline, or hand it to the watchdog: process exit. */
     void (*release_owner)(struct rm_mutex *mx, struct rm_endpoint *ep, const char *owner,
-                          size_t owner_len, rm_nsec deadline);
+                          size_t owner_len, uint64_t acq, rm_nsec deadline);
 };
 
 /* One rmutex_t.  Its lock (the name's state: gate, hold) is shared with

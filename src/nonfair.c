@@ -66,12 +66,14 @@ struct grant {
 /* ---- release.lua ---- */
 
 struct release_req {
-    const char *argv[11];
+    const char *argv[11]; /* all of it may be deferred to the watchdog */
     size_t lens[11];
     char latch[RMUTEX_NAME_MAX + 160];
     char latch_ms[24];
     char acq[24];
 };
+
+_Static_assert(11 <= RM_WATCHDOG_MAXARGS, "release.lua's calls must fit a deferred call");
 
 /* The release of owner's hold (only of acquisition acq when not 0). */
 static void release_req_make(struct release_req *q, const struct rm_mutex *mx,
@@ -232,7 +234,7 @@ static int nf_lock(struct rm_mutex *mx, struct rm_thread *self, struct rm_endpoi
     rm_nsec lease = RM_MSEC(rm_mutex_lease(mx));
     if (!(r = acquire(mx, self, ep, w, acq, &g))) {
         struct rm_hold_terms terms = rm_mutex_terms(mx);
-        struct rm_grant held = { g.token, g.dead, g.sent + lease, g.sent + lease / 3 };
+        struct rm_grant held = { g.token, g.dead, g.sent + lease, g.sent + lease / 3, acq };
         r = rm_hold_take(mx->lock, &terms, self, ep, &held);
         if (r == ENOMEM) give_back(mx, self, ep, acq, rm_call_deadline());
     }
@@ -244,10 +246,11 @@ static int nf_unlock(struct rm_mutex *mx, struct rm_thread *self, struct rm_endp
                      int notrec)
 {
     rm_nsec lease_end;
+    uint64_t acq;
     int r = EPERM;
-    if (!rm_hold_drop(mx->lock, self, &lease_end)) {
+    if (!rm_hold_drop(mx->lock, self, &lease_end, &acq)) {
         struct release_req q;
-        release_req_make(&q, mx, ep, self->owner, self->owner_len, ++self->seq, notrec, 0);
+        release_req_make(&q, mx, ep, self->owner, self->owner_len, ++self->seq, notrec, acq);
         r = release(ep, &q, rm_call_deadline(), lease_end);
     }
     rm_lock_gate_leave(mx->lock);
@@ -255,10 +258,10 @@ static int nf_unlock(struct rm_mutex *mx, struct rm_thread *self, struct rm_endp
 }
 
 static void nf_release_owner(struct rm_mutex *mx, struct rm_endpoint *ep, const char *owner,
-                             size_t owner_len, rm_nsec deadline)
+                             size_t owner_len, uint64_t acq, rm_nsec deadline)
 {
     struct release_req q;
-    release_req_make(&q, mx, ep, owner, owner_len, ++rm_thread_self()->seq, 0, 0);
+    release_req_make(&q, mx, ep, owner, owner_len, ++rm_thread_self()->seq, 0, acq);
     release(ep, &q, deadline, deadline);
 }
 

@@ -62,16 +62,20 @@ int rm_wait_failed(struct rm_attempts *a, const struct rm_wait *w, int r, uint32
 {
     if (r == RM_E_LOST) {
         /* Ask again at once (on a new connection): the answer says whether
-         * the lost request took the lock.  trylock asks once more only. */
+         * the lost request took the lock.  trylock asks once more only.
+         * A connection that is closed under every request (a proxy, a
+         * server shedding clients) is then asked with the backoff of one
+         * that cannot be reached, not in a tight loop. */
         a->unknown = 1;
         if (++a->lost > 1 && w->mode == RM_WAIT_TRY) return EAGAIN;
         if (w->mode == RM_WAIT_TIMED && rm_clock_now() >= w->deadline) return ETIMEDOUT;
-        return 0;
+        if (a->lost == 1) return 0;
+    } else {
+        if (r != RM_E_UNSENT && r != RM_E_TRANSIENT) return r; /* Redis refused for good */
+        if (w->mode == RM_WAIT_TRY) return EAGAIN;
+        int e = rm_wait_check(w);
+        if (e) return e;
     }
-    if (r != RM_E_UNSENT && r != RM_E_TRANSIENT) return r; /* Redis refused for good */
-    if (w->mode == RM_WAIT_TRY) return EAGAIN;
-    int e = rm_wait_check(w);
-    if (e) return e;
     rm_wait_begin(a);
     /* A server that answers "not now" (TRYAGAIN during a slot migration,
      * CLUSTERDOWN during a failover, LOADING) is asked again sooner than

@@ -55,7 +55,7 @@
 #include <unistd.h>
 
 #define BATCH 400
-#define MAXARGS 20
+#define MAXARGS RM_WATCHDOG_MAXARGS
 
 enum { KIND_HOLD = 'h', KIND_WAITER = 'w', KIND_DEFERRED = 'd' };
 

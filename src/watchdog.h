@@ -37,9 +37,13 @@ int rm_watchdog_cancel(struct rm_watchdog_entry *e);
 /* 1 if the watchdog has found e's hold lost.  Lock-free. */
 int rm_watchdog_lost(const struct rm_watchdog_entry *e);
 
+/* The most arguments (KEYS and ARGV) a deferred call may have. */
+#define RM_WATCHDOG_MAXARGS 24
+
 /* Call a script in the background until it answers or give_up_at: the
  * release of a hold that could not be released in the caller's time.
- * argv[0..nkeys) are KEYS, the rest ARGV; all are copied. */
+ * argv[0..nkeys) are KEYS, the rest ARGV (at most RM_WATCHDOG_MAXARGS in
+ * all); all are copied. */
 void rm_watchdog_defer(struct rm_endpoint *ep, int script, int nkeys, int argc,
                  const char *const *argv, const size_t *lens, rm_nsec give_up_at);
 

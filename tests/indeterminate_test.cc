@@ -12,6 +12,7 @@
  * "redisson_unlock_latch:".  A warm-up lock/unlock on another name runs
  * first, so that scripts are loaded and the dropped reply is a real result
  * (not NOSCRIPT). */
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <atomic>
@@ -208,6 +209,28 @@ TEST_F(Indeterminate, LockRequestDroppedBeforeRedisIsRetried)
     EXPECT_FALSE(redis().exists(name));
 }
 
+/* Every request closed under it: the lock call asks again with a backoff,
+ * not in a tight loop of connections, and times out with nothing held. */
+TEST_F(Indeterminate, TimedlockWhoseEveryRequestIsDroppedBacksOffAndTimesOut)
+{
+    std::string name = lock_name();
+    rmutex_t m;
+    init_mutex(&m, name);
+    proxy_->drop_requests(acquire_of(name));
+    struct timespec dl;
+    clock_gettime(CLOCK_REALTIME, &dl);
+    dl.tv_sec += 1;
+    EXPECT_RC(ETIMEDOUT, rmutex_timedlock(&m, &dl));
+    int tries = proxy_->dropped_requests();
+    proxy_->disarm();
+    EXPECT_GE(tries, 2) << "the fault was not injected";
+    /* 10 ms doubling to 1 s: about 8 in a second; a tight loop makes thousands. */
+    EXPECT_LE(tries, 40) << "asked " << tries << " times in a second";
+    EXPECT_FALSE(redis().exists(name));
+    EXPECT_RC(0, rmutex_lock(&m));
+    EXPECT_RC(0, rmutex_unlock(&m));
+}
+
 TEST_F(Indeterminate, TrylockRequestDroppedBeforeRedisLeavesNoPhantomHold)
 {
     /* The header allows EAGAIN when Redis could not be reached; after a
@@ -261,6 +284,73 @@ TEST_F(Indeterminate, EveryConnectionKilledMidWaitStillEndsInOneHold)
     expect_one_hold_of_one(name);
     EXPECT_RC(0, rmutex_force_unlock(name.c_str()));
 }
+
+/* An unlock that cannot reach Redis is handed to the watchdog, which sends
+ * it again until the lease would have run out.  Meanwhile the thread may
+ * lock again, and Redis (which never saw the release) answers with a new
+ * hold over the thread's own field -- as after a failover that lost a
+ * release.  The old release, arriving late, must leave the new hold alone:
+ * it names the acquisition it ends. */
+class DeferredRelease : public Indeterminate, public ::testing::WithParamInterface<bool> {
+  protected:
+    DeferredRelease() { options_ = "command_timeout=300"; }
+
+    /* The release only (the fair acquire names the latch prefix too). */
+    static Proxy::Pred release_of(const std::string &name)
+    {
+        std::string latch = std::string(kLatch) + "{" + name + "}:";
+        return [latch](const Proxy::Args &a) { return Proxy::is_eval(a) && Proxy::mentions(a, latch); };
+    }
+};
+
+TEST_P(DeferredRelease, ALateReleaseOfTheLastHoldLeavesTheNextHoldAlone)
+{
+    std::string name = lock_name();
+    rmutex_t m, other;
+    rmutexattr_t a;
+    ASSERT_EQ(0, rmutexattr_init(&a));
+    ASSERT_EQ(0, rmutexattr_setfair(&a, GetParam()));
+    ASSERT_RC(0, rmutex_init(&m, name.c_str(), &a));
+    ASSERT_RC(0, rmutex_init(&other, name.c_str(), &a));
+    rmutexattr_destroy(&a);
+    static std::atomic<int> lost{0};
+    lost = 0;
+    ASSERT_RC(0, rmutex_set_lost_callback([](rmutex_t *, const char *, void *) { lost++; }, nullptr));
+    ASSERT_RC(0, rmutex_lock(&m));
+    uint64_t first = 0, second = 0;
+    ASSERT_RC(0, rmutex_fence(&m, &first));
+    proxy_->drop_requests(release_of(name));
+    ASSERT_RC(0, rmutex_unlock(&m)) << "an unlock Redis cannot hear is deferred, not failed";
+    ASSERT_GE(proxy_->dropped_requests(), 1) << "the fault was not injected";
+    ASSERT_TRUE(redis().exists(name)) << "the release reached Redis";
+    ASSERT_RC(0, rmutex_lock(&m));
+    ASSERT_RC(0, rmutex_fence(&m, &second));
+    EXPECT_GT(second, first) << "the same token for two holds";
+    int sent = proxy_->count(release_of(name));
+    proxy_->disarm();
+    /* The watchdog's next try of the old release now reaches Redis. */
+    ASSERT_TRUE(wait_until([&] { return proxy_->count(release_of(name)) > sent; }, ms(5000)))
+        << "the deferred release was never sent again";
+    EXPECT_FALSE(wait_until_unscaled([&] { return !redis().exists(name); }, ms(1000)))
+        << "the late release freed the thread's next hold";
+    /* Another process finds it held; the hold is renewed, not lost. */
+    pid_t child = fork();
+    if (child == 0) _exit(rmutex_trylock(&other));
+    int st = 0;
+    ASSERT_EQ(child, waitpid(child, &st, 0));
+    ASSERT_TRUE(WIFEXITED(st));
+    EXPECT_RC(EBUSY, WEXITSTATUS(st)) << "another process got in while this one holds";
+    EXPECT_EQ(0, lost.load());
+    EXPECT_RC(0, rmutex_unlock(&m));
+    EXPECT_FALSE(redis().exists(name));
+    rmutex_set_lost_callback(nullptr, nullptr);
+    EXPECT_RC(0, rmutex_destroy(&m));
+    EXPECT_RC(0, rmutex_destroy(&other));
+}
+
+INSTANTIATE_TEST_SUITE_P(Kinds, DeferredRelease, ::testing::Bool(), [](const ::testing::TestParamInfo<bool> &i) {
+    return std::string(i.param ? "Fair" : "NonFair");
+});
 
 class IndeterminateRenewal : public Indeterminate {
   protected:

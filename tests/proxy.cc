@@ -122,6 +122,7 @@ struct Proxy::Impl {
     bool stopping = false;
     bool close_all_requested = false;
     Pred reply_pred, request_pred;
+    bool request_pred_stays = false; /* drop_requests(): until disarm() */
     std::function<void()> reply_hook;
     int dropped_replies = 0, dropped_requests = 0;
     std::string last_dropped;
@@ -195,6 +196,14 @@ void Proxy::drop_next_request(Pred pred)
 {
     std::lock_guard<std::mutex> g(impl_->mu);
     impl_->request_pred = std::move(pred);
+    impl_->request_pred_stays = false;
+}
+
+void Proxy::drop_requests(Pred pred)
+{
+    std::lock_guard<std::mutex> g(impl_->mu);
+    impl_->request_pred = std::move(pred);
+    impl_->request_pred_stays = true;
 }
 
 void Proxy::disarm()
@@ -276,7 +285,8 @@ bool Proxy::Impl::from_client(Conn &c)
             if (seen.size() < 100000)
                 seen.push_back(args);
             if (request_pred && request_pred(args)) {
-                request_pred = nullptr;
+                if (!request_pred_stays)
+                    request_pred = nullptr;
                 dropped_requests++;
                 /* Whatever came before it in this read still goes through. */
                 if (!forward.empty())

@@ -12,7 +12,8 @@
  *   - drop_next_request(): close both sides instead of forwarding it (the
  *     server never sees it).
  *
- * Each arming fires once.  One event-loop thread serves every connection.
+ * Each arming fires once, except drop_requests(): every matching request,
+ * on any connection, until disarm() (Redis unreachable for those only).  One event-loop thread serves every connection.
  */
 #ifndef RMUTEX_TEST_PROXY_H
 #define RMUTEX_TEST_PROXY_H
@@ -39,6 +40,7 @@ class Proxy {
 
     void drop_reply_of_next(Pred pred, std::function<void()> on_drop = {});
     void drop_next_request(Pred pred);
+    void drop_requests(Pred pred);
     void disarm();
 
     int dropped_replies() const;

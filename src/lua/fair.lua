@@ -14,7 +14,8 @@
 --       9 R  redisson_lock__channel:{NAME}  "0" when the lock is left free
 --      10 X  the release latch (op release; unused otherwise)
 -- ARGV  1 op: acquire | release | cancel
---       2 owner "<uuid>:<thread>"   3 acquisition id (per call)
+--       2 owner "<uuid>:<thread>"   3 acquisition id (acquire, cancel: this
+--         call's; release: the hold's, so a late release ends no later hold)
 --       4 hold lease ms  5 waiter lease ms  6 robust "1"  7 try "1"
 --       8 latch ms  9 "1": mark not recoverable  10 its ms
 --      11 the publishing command: publish, or spublish in a cluster
@@ -178,6 +179,12 @@ elseif op == 'release' then
   local done = redis.call('get', X)
   if done then return tonumber(done) end
   if redis.call('hexists', L, me) == 0 then return 0 end
+  -- Only the hold of this acquisition: a release the watchdog retries late
+  -- must not end a later hold of the same thread (a new hold over the
+  -- thread's own field, above).  A hold without a mark is this one's;
+  -- acquisition "0" names none (any hold of the owner).
+  local mark = ARGV[3] ~= '0' and redis.call('get', O)
+  if mark and not mark_names(mark, member) then return 0 end
   redis.call('del', L, O)
   if ARGV[9] == '1' then redis.call('set', N, '1', 'px', ARGV[10]) end
   settle_or_announce()

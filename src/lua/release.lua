@@ -10,8 +10,11 @@
 -- ARGV[1] owner, ARGV[2] latch ms, ARGV[3] "1": mark the name not recoverable
 -- (an EOWNERDEAD holder unlocking without rmutex_consistent), ARGV[4] ms
 -- that mark lives, ARGV[5] "" or the request id of one acquisition: release
--- only if the hold is that acquisition (the clean-up after an acquire whose
--- reply was lost must not free a later hold of the same thread), ARGV[6]
+-- only if the hold is that acquisition -- an unlock, or the clean-up after an
+-- acquire whose reply was lost, that arrives late (retried by the watchdog)
+-- must not free a later hold of the same thread, which a failover that lost
+-- the release answers over the thread's own field; every acquisition writes
+-- the owner mark, so a hold without one is this acquisition's, ARGV[6]
 -- the publishing command: "publish", or "spublish" in a cluster (sharded
 -- pub/sub, as Redisson uses there)
 --
@@ -28,7 +31,8 @@ if redis.call('hexists', KEYS[1], ARGV[1]) == 0 then
   return 0
 end
 if ARGV[5] ~= '' then
-  if not mark_names(redis.call('get', KEYS[4]), ARGV[1] .. '|' .. ARGV[5]) then
+  local mark = redis.call('get', KEYS[4])
+  if mark and not mark_names(mark, ARGV[1] .. '|' .. ARGV[5]) then
     return 0
   end
 end
