@@ -297,6 +297,101 @@ RMUTEX_API int rmutex_fence(rmutex_t *m, uint64_t *token);
 RMUTEX_API int rmutex_holdcount(rmutex_t *m, unsigned *count);
 
 /* ------------------------------------------------------------------------
+ * Condition variables.
+ *
+ * An rcond_t is a named condition variable shared by every process that
+ * uses the name: pthread_cond_* semantics across processes and machines.
+ * A waiter is registered in Redis before its mutex is released, so a
+ * signal or broadcast by anyone who takes the mutex after that cannot miss
+ * it.  rcond_signal wakes at least one thread that was waiting when it was
+ * called (never one that began waiting after it returned); rcond_broadcast
+ * wakes all of them, in one call whose cost does not grow with their
+ * number.  A wake-up is state in Redis, and pub/sub only hurries it: every
+ * wait asks Redis again at least every poll period (URL option poll, at
+ * most half the waiter lease), so a lost message costs time, never a
+ * wake-up.  Spurious wake-ups happen (a lost connection, a waiter paused
+ * longer than its lease): loop on your predicate, as with pthreads.
+ *
+ * Waiters are leased like fair-lock waiters (URL option waiter_lease, 3 s,
+ * renewed by the watchdog): a signal given to a waiter that dies, or that
+ * is cancelled before it took the signal, passes to another waiter.  A
+ * timed wait that was signalled as it timed out returns 0 and uses the
+ * signal.  Nothing of a condition is left in Redis two waiter leases after
+ * its last waiter is gone.
+ *
+ * A wait returns with the mutex held again (also on ETIMEDOUT and when
+ * cancelled): a RECURSIVE mutex gets its whole count back, a fair mutex is
+ * re-entered through its queue, a robust mutex can report EOWNERDEAD or
+ * ENOTRECOVERABLE.  rcond_wait, rcond_timedwait and rcond_clockwait are
+ * cancellation points (the cleanup handlers run with the mutex held); the
+ * other calls are not.
+ *
+ * Return values:
+ *   EINVAL   NULL or uninitialized arguments, a bad name or clock or
+ *            abstime (tv_nsec outside [0, 1e9), NULL), or a mutex other
+ *            than the one the condition's present waiters use (in this
+ *            process, or in Redis)
+ *   EPERM    the calling thread does not hold the mutex (wait)
+ *   EBUSY    a thread of this process waits on it (destroy)
+ *   ETIMEDOUT  the deadline passed (timed waits: the mutex is held again)
+ *   EAGAIN   Redis did not answer a signal or broadcast within the
+ *            command timeout (it may or may not have been delivered)
+ *   EOWNERDEAD, ENOTRECOVERABLE  as rmutex_lock, on retaking the mutex
+ * ---------------------------------------------------------------------- */
+
+/* A condition variable.  Caller-owned storage of a fixed size (64 bytes);
+ * the fields are private. */
+typedef struct rcond {
+    const char *__name; /* the static initializer's name */
+    int __clock;        /* the static initializer's clock: 0 is REALTIME */
+    unsigned __spare;
+    void *__state;
+    void *__reserved[5];
+} rcond_t;
+
+typedef struct rcondattr {
+    unsigned __magic;
+    int __clock;
+    unsigned long __reserved[7];
+} rcondattr_t;
+
+/* A condition created on first use, with the default attributes:
+ *   static rcond_t nonempty = RCOND_INITIALIZER("{shop}nonempty"); */
+#define RCOND_INITIALIZER(name) { (name), 0, 0, 0, { 0, 0, 0, 0, 0 } }
+
+/* Attributes: the clock of rcond_timedwait, CLOCK_REALTIME (the default)
+ * or CLOCK_MONOTONIC; anything else is EINVAL. */
+RMUTEX_API int rcondattr_init(rcondattr_t *attr);
+RMUTEX_API int rcondattr_destroy(rcondattr_t *attr);
+RMUTEX_API int rcondattr_setclock(rcondattr_t *attr, clockid_t clock);
+RMUTEX_API int rcondattr_getclock(const rcondattr_t *attr, clockid_t *clock);
+
+/* Initialize c as the condition called name (the rules of mutex names;
+ * a condition and a mutex may share a name).  attr may be NULL.  No I/O. */
+RMUTEX_API int rcond_init(rcond_t *c, const char *name, const rcondattr_t *attr);
+
+/* Forget c in this process.  EBUSY while a thread of this process waits on
+ * it; waiters in other processes are not affected (the name lives on). */
+RMUTEX_API int rcond_destroy(rcond_t *c);
+
+/* Release m (held by the calling thread, at every level), wait until
+ * signalled, broadcast or woken spuriously, and take m again. */
+RMUTEX_API int rcond_wait(rcond_t *c, rmutex_t *m);
+
+/* The same, until abstime on the condition's clock (its attributes), or on
+ * clock (CLOCK_REALTIME or CLOCK_MONOTONIC).  The deadline is turned into a
+ * CLOCK_MONOTONIC one at entry: steps of the wall clock do not move it.  A
+ * deadline already past is ETIMEDOUT at once, without letting go of m. */
+RMUTEX_API int rcond_timedwait(rcond_t *c, rmutex_t *m, const struct timespec *abstime);
+RMUTEX_API int rcond_clockwait(rcond_t *c, rmutex_t *m, clockid_t clock,
+                               const struct timespec *abstime);
+
+/* Wake one waiter / every waiter.  Need not hold any mutex.  Waking
+ * nobody leaves nothing behind: a later waiter is not woken by it. */
+RMUTEX_API int rcond_signal(rcond_t *c);
+RMUTEX_API int rcond_broadcast(rcond_t *c);
+
+/* ------------------------------------------------------------------------
  * Process-wide settings.  Thread-safe.  After fork(): the child keeps the
  * parent's settings and opens its own connections.
  * ---------------------------------------------------------------------- */
@@ -431,6 +526,11 @@ typedef struct rmutex_stats {
     uint64_t map_refreshes;      /* slot map (or Sentinel) refreshes */
     uint64_t resubscribes_moved; /* waiters moved to a channel's new node */
     uint64_t renewal_rounds;     /* watchdog round trips (one pipeline to one node each) */
+    /* Condition variables: */
+    uint64_t cond_waits;         /* rcond_*wait calls that waited */
+    uint64_t cond_signals;       /* rcond_signal calls that woke a waiter */
+    uint64_t cond_broadcasts;    /* rcond_broadcast calls that woke waiters */
+    uint64_t cond_spurious;      /* waits that returned 0 unsignalled (lost entry) */
 } rmutex_stats_t;
 
 /* Copy the counters into *out.  size is sizeof(rmutex_stats_t) as the

@@ -24,23 +24,19 @@
 #include <pthread.h>
 #include <string.h>
 
-struct entry {
-    int saved_errno;
-    int cancel_state;
-};
-
-static void enter(struct entry *e)
+void rm_entry_enter(struct rm_entry *e)
 {
     e->saved_errno = errno;
     pthread_setcancelstate(PTHREAD_CANCEL_DISABLE, &e->cancel_state);
 }
 
-static int leave(struct entry *e, int r)
+int rm_entry_leave(struct rm_entry *e, int r)
 {
     pthread_setcancelstate(e->cancel_state, NULL);
     errno = e->saved_errno;
     return r;
 }
+
 
 
 RMUTEX_API unsigned rmutex_version(void) { return RMUTEX_VERSION_NUM; }
@@ -54,26 +50,26 @@ RMUTEX_API const char *rmutex_version_string(void)
 
 RMUTEX_API int rmutex_init(rmutex_t *m, const char *name, const rmutexattr_t *attr)
 {
-    struct entry e;
-    enter(&e);
+    struct rm_entry e;
+    rm_entry_enter(&e);
     int kind = 0, r;
     unsigned long lease = 0;
     if (!m) {
         rm_detail("the mutex is NULL");
-        return leave(&e, EINVAL);
+        return rm_entry_leave(&e, EINVAL);
     }
     if (attr && (r = rm_attr_kind(attr, &kind, &lease))) {
         rm_detail("the attributes were not initialized");
-        return leave(&e, r);
+        return rm_entry_leave(&e, r);
     }
-    return leave(&e, rm_mutex_init(m, name, kind, lease));
+    return rm_entry_leave(&e, rm_mutex_init(m, name, kind, lease));
 }
 
 RMUTEX_API int rmutex_destroy(rmutex_t *m)
 {
-    struct entry e;
-    enter(&e);
-    return leave(&e, rm_mutex_destroy(m));
+    struct rm_entry e;
+    rm_entry_enter(&e);
+    return rm_entry_leave(&e, rm_mutex_destroy(m));
 }
 
 /* The calling thread relocks a name it holds (h), through handle mx,
@@ -135,49 +131,49 @@ static int lock_common(rmutex_t *m, struct rm_wait *w)
 
 RMUTEX_API int rmutex_lock(rmutex_t *m)
 {
-    struct entry e;
-    enter(&e);
+    struct rm_entry e;
+    rm_entry_enter(&e);
     struct rm_wait w = { RM_WAIT_FOREVER, 0, RM_FOREVER };
-    return leave(&e, lock_common(m, &w));
+    return rm_entry_leave(&e, lock_common(m, &w));
 }
 
 RMUTEX_API int rmutex_trylock(rmutex_t *m)
 {
-    struct entry e;
-    enter(&e);
+    struct rm_entry e;
+    rm_entry_enter(&e);
     struct rm_wait w = { RM_WAIT_TRY, 0, 0 };
-    return leave(&e, lock_common(m, &w));
+    return rm_entry_leave(&e, lock_common(m, &w));
 }
 
 RMUTEX_API int rmutex_timedlock(rmutex_t *m, const struct timespec *abstime)
 {
-    struct entry e;
-    enter(&e);
+    struct rm_entry e;
+    rm_entry_enter(&e);
     struct rm_wait w;
     rm_wait_timed(&w, CLOCK_REALTIME, abstime);
-    return leave(&e, lock_common(m, &w));
+    return rm_entry_leave(&e, lock_common(m, &w));
 }
 
 RMUTEX_API int rmutex_clocklock(rmutex_t *m, clockid_t clock, const struct timespec *abstime)
 {
-    struct entry e;
-    enter(&e);
+    struct rm_entry e;
+    rm_entry_enter(&e);
     if (clock != CLOCK_REALTIME && clock != CLOCK_MONOTONIC) {
         rm_detail("clocklock accepts CLOCK_REALTIME and CLOCK_MONOTONIC only");
-        return leave(&e, EINVAL);
+        return rm_entry_leave(&e, EINVAL);
     }
     struct rm_wait w;
     rm_wait_timed(&w, clock, abstime);
-    return leave(&e, lock_common(m, &w));
+    return rm_entry_leave(&e, lock_common(m, &w));
 }
 
 RMUTEX_API int rmutex_unlock(rmutex_t *m)
 {
-    struct entry e;
-    enter(&e);
+    struct rm_entry e;
+    rm_entry_enter(&e);
     int r;
     struct rm_mutex *mx = rm_mutex_get(m, &r);
-    if (!mx) return leave(&e, r);
+    if (!mx) return rm_entry_leave(&e, r);
     struct rm_lock *l = mx->lock;
     struct rm_thread *self = rm_thread_self();
     pthread_mutex_lock(&l->mu);
@@ -189,7 +185,7 @@ RMUTEX_API int rmutex_unlock(rmutex_t *m)
                       "process has taken it since", l->keys.lock);
         else
             rm_detail("the calling thread does not hold %s", l->keys.lock);
-        return leave(&e, EPERM);
+        return rm_entry_leave(&e, EPERM);
     }
     /* The hold is released the way it was taken: through its handle. */
     struct rm_mutex *via = h->via;
@@ -200,7 +196,7 @@ RMUTEX_API int rmutex_unlock(rmutex_t *m)
         } else if (!h->wd || !rm_watchdog_lost(h->wd)) {
             h->depth--;
             pthread_mutex_unlock(&l->mu);
-            return leave(&e, 0);
+            return rm_entry_leave(&e, 0);
         }
         /* Lost: the whole hold goes, at whatever level, with EPERM below. */
     }
@@ -216,16 +212,16 @@ RMUTEX_API int rmutex_unlock(rmutex_t *m)
         rm_detail("%s was released at all levels and is now not recoverable", l->keys.lock);
         r = ENOTRECOVERABLE;
     }
-    return leave(&e, r);
+    return rm_entry_leave(&e, r);
 }
 
 RMUTEX_API int rmutex_consistent(rmutex_t *m)
 {
-    struct entry e;
-    enter(&e);
+    struct rm_entry e;
+    rm_entry_enter(&e);
     int r;
     struct rm_mutex *mx = rm_mutex_get(m, &r);
-    if (!mx) return leave(&e, r);
+    if (!mx) return rm_entry_leave(&e, r);
     struct rm_lock *l = mx->lock;
     struct rm_thread *self = rm_thread_self();
     r = 0;
@@ -244,7 +240,7 @@ RMUTEX_API int rmutex_consistent(rmutex_t *m)
         h->inconsistent = 0;
     }
     pthread_mutex_unlock(&l->mu);
-    return leave(&e, r);
+    return rm_entry_leave(&e, r);
 }
 
 /* The handle m and the calling thread, for a call that only reads the
@@ -265,12 +261,12 @@ static struct rm_mutex *query(rmutex_t *m, const void *out, struct rm_thread **s
 
 RMUTEX_API int rmutex_fence(rmutex_t *m, uint64_t *token)
 {
-    struct entry e;
+    struct rm_entry e;
     struct rm_thread *self;
     int r;
-    enter(&e);
+    rm_entry_enter(&e);
     struct rm_mutex *mx = query(m, token, &self, &r);
-    if (!mx) return leave(&e, r);
+    if (!mx) return rm_entry_leave(&e, r);
     struct rm_lock *l = mx->lock;
     pthread_mutex_lock(&l->mu);
     struct rm_hold *h = rm_hold_of(l, self);
@@ -282,35 +278,35 @@ RMUTEX_API int rmutex_fence(rmutex_t *m, uint64_t *token)
         *token = h->token;
     }
     pthread_mutex_unlock(&l->mu);
-    return leave(&e, r);
+    return rm_entry_leave(&e, r);
 }
 
 RMUTEX_API int rmutex_holdcount(rmutex_t *m, unsigned *count)
 {
-    struct entry e;
+    struct rm_entry e;
     struct rm_thread *self;
     int r;
-    enter(&e);
+    rm_entry_enter(&e);
     struct rm_mutex *mx = query(m, count, &self, &r);
-    if (!mx) return leave(&e, r);
+    if (!mx) return rm_entry_leave(&e, r);
     pthread_mutex_lock(&mx->lock->mu);
     struct rm_hold *h = rm_hold_of(mx->lock, self);
     *count = h ? h->depth : 0;
     pthread_mutex_unlock(&mx->lock->mu);
-    return leave(&e, 0);
+    return rm_entry_leave(&e, 0);
 }
 
 RMUTEX_API int rmutex_force_unlock(const char *name)
 {
-    struct entry e;
-    enter(&e);
+    struct rm_entry e;
+    rm_entry_enter(&e);
     struct rm_keys k;
     struct rm_endpoint *ep;
     int r = rm_keys_make(name, &k);
-    if (r) return leave(&e, r);
+    if (r) return rm_entry_leave(&e, r);
     if ((r = rm_runtime_enter(&ep))) {
         rm_keys_free(&k);
-        return leave(&e, r);
+        return rm_entry_leave(&e, r);
     }
     const char *argv[] = { k.lock, k.channel, k.owner, k.notrec, rm_endpoint_publish(ep) };
     size_t lens[] = { strlen(k.lock), strlen(k.channel), strlen(k.owner), strlen(k.notrec),
@@ -328,19 +324,19 @@ RMUTEX_API int rmutex_force_unlock(const char *name)
     }
     rm_runtime_leave();
     rm_keys_free(&k);
-    return leave(&e, r < 0 ? ETIMEDOUT : r);
+    return rm_entry_leave(&e, r < 0 ? ETIMEDOUT : r);
 }
 
 RMUTEX_API int rmutex_configure(const char *url)
 {
-    struct entry e;
-    enter(&e);
-    return leave(&e, rm_runtime_configure(url));
+    struct rm_entry e;
+    rm_entry_enter(&e);
+    return rm_entry_leave(&e, rm_runtime_configure(url));
 }
 
 RMUTEX_API int rmutex_shutdown(void)
 {
-    struct entry e;
-    enter(&e);
-    return leave(&e, rm_runtime_shutdown());
+    struct rm_entry e;
+    rm_entry_enter(&e);
+    return rm_entry_leave(&e, rm_runtime_shutdown());
 }

@@ -217,7 +217,7 @@ static int fair_lock(struct rm_mutex *mx, struct rm_thread *self, struct rm_endp
             break;
         }
         rm_wait_begin(&at);
-        if (!alive && !(alive = rm_watchdog_waiter(ep, &mx->keys, member, (size_t)mlen, wlease))) {
+        if (!alive && !(alive = rm_watchdog_waiter(ep, mx->keys.alive, mx->keys.queue, mx->keys.seq, member, (size_t)mlen, wlease))) {
             rm_detail("out of memory");
             r = ENOMEM;
             break;

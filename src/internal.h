@@ -49,6 +49,18 @@ void rm_log_(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
         if (atomic_load_explicit(&rm_log_enabled, memory_order_acquire)) rm_log_(__VA_ARGS__); \
     } while (0)
 
+/* ---- the public entry points' frame (api.c, cond.c) ---- */
+
+/* Every entry point saves errno and disables cancellation (a blocking
+ * network wait must not be cancelled half-way; the condition waits enable
+ * it again only while they sleep), and restores both on the way out. */
+struct rm_entry {
+    int saved_errno;
+    int cancel_state; /* the caller's */
+};
+void rm_entry_enter(struct rm_entry *e);
+int rm_entry_leave(struct rm_entry *e, int r);
+
 /* ---- stats.c: counters (relaxed atomics; they order nothing) ---- */
 
 struct rm_counters {

@@ -53,33 +53,41 @@ int rm_keys_slot(const char *key, size_t len)
     return (int)(crc16(p, n) & (RM_SLOTS - 1));
 }
 
-static const char *const prefixes[] = {
+static const char *const lock_prefixes[] = {
     "redisson_lock__channel", "redisson_lock_token", "rmutex_owner",
     "rmutex_notrecoverable", "redisson_unlock_latch", "rmutex_fair_queue",
     "rmutex_fair_alive", "rmutex_fair_seq", "rmutex_fair_channel",
 };
-#define NPREFIX (sizeof prefixes / sizeof prefixes[0])
+#define NLOCK (sizeof lock_prefixes / sizeof lock_prefixes[0])
 
-int rm_keys_make(const char *name, struct rm_keys *k)
+static const char *const cond_prefixes[] = {
+    "rmutex_cond", "rmutex_cond_wait", "rmutex_cond_alive", "rmutex_cond_channel",
+};
+#define NCOND (sizeof cond_prefixes / sizeof cond_prefixes[0])
+
+/* Check name (what names it: "lock", "condition") and derive its keys:
+ * out[0] the bare name, out[i + 1] "prefixes[i]:{name}" (or ":name" when
+ * the name brings its own tag), all in one allocation, *buf. */
+static int derive(const char *what, const char *name, const char *const *prefixes, size_t n,
+                  const char **out, char **buf_out, int *slot)
 {
-    if (!name) { rm_detail("the lock name is NULL"); return EINVAL; }
+    if (!name) { rm_detail("the %s name is NULL", what); return EINVAL; }
     size_t len = strlen(name);
-    if (len == 0) { rm_detail("the lock name is empty"); return EINVAL; }
+    if (len == 0) { rm_detail("the %s name is empty", what); return EINVAL; }
     if (len > RMUTEX_NAME_MAX) {
-        rm_detail("the lock name is %zu bytes; at most %d are allowed", len, RMUTEX_NAME_MAX);
+        rm_detail("the %s name is %zu bytes; at most %d are allowed", what, len, RMUTEX_NAME_MAX);
         return EINVAL;
     }
     int tagged = memchr(name, '{', len) != NULL;
     size_t total = len + 1;
-    for (size_t i = 0; i < NPREFIX; i++) total += strlen(prefixes[i]) + len + 4;
+    for (size_t i = 0; i < n; i++) total += strlen(prefixes[i]) + len + 4;
     char *buf = malloc(total), *p = buf;
     if (!buf) { rm_detail("out of memory"); return ENOMEM; }
 
-    const char *out[NPREFIX + 1];
     memcpy(p, name, len + 1);
     out[0] = p;
     p += len + 1;
-    for (size_t i = 0; i < NPREFIX; i++) {
+    for (size_t i = 0; i < n; i++) {
         out[i + 1] = p;
         p += sprintf(p, tagged ? "%s:%s" : "%s:{%s}", prefixes[i], name) + 1;
     }
@@ -90,12 +98,20 @@ int rm_keys_make(const char *name, struct rm_keys *k)
     hashed_part(out[1], strlen(out[1]), &b, &bn);
     if (an != bn || memcmp(a, b, an)) {
         free(buf);
-        rm_detail("the braces in the lock name would put its keys in different cluster slots; "
-                  "use one non-empty {tag}");
+        rm_detail("the braces in the %s name would put its keys in different cluster slots; "
+                  "use one non-empty {tag}", what);
         return EINVAL;
     }
-    k->buf = buf;
-    k->slot = rm_keys_slot(name, len);
+    *buf_out = buf;
+    *slot = rm_keys_slot(name, len);
+    return 0;
+}
+
+int rm_keys_make(const char *name, struct rm_keys *k)
+{
+    const char *out[NLOCK + 1];
+    int r = derive("lock", name, lock_prefixes, NLOCK, out, &k->buf, &k->slot);
+    if (r) return r;
     k->lock = out[0];
     k->channel = out[1];
     k->token = out[2];
@@ -106,6 +122,19 @@ int rm_keys_make(const char *name, struct rm_keys *k)
     k->alive = out[7];
     k->seq = out[8];
     k->fchannel = out[9];
+    return 0;
+}
+
+int rm_keys_cond(const char *name, struct rm_cond_keys *k)
+{
+    const char *out[NCOND + 1];
+    int r = derive("condition", name, cond_prefixes, NCOND, out, &k->buf, &k->slot);
+    if (r) return r;
+    k->name = out[0];
+    k->state = out[1];
+    k->wait = out[2];
+    k->alive = out[3];
+    k->channel = out[4];
     return 0;
 }
 

@@ -33,4 +33,17 @@ int rm_keys_slot(const char *key, size_t len);
 int rm_keys_make(const char *name, struct rm_keys *k);
 void rm_keys_free(struct rm_keys *k);
 
+/* A condition variable's keys (cond.lua), derived from its name by the
+ * same rules, so they share one slot (not, in general, the mutex's). */
+struct rm_cond_keys {
+    const char *name;    /* the condition's name */
+    const char *state;   /* rmutex_cond:{NAME}: hash seq, bcast, mutex */
+    const char *wait;    /* rmutex_cond_wait:{NAME}: zset waiter -> ticket */
+    const char *alive;   /* rmutex_cond_alive:{NAME}: zset waiter -> deadline */
+    const char *channel; /* rmutex_cond_channel:{NAME}: "s <waiter>", "* <bcast>" */
+    int slot;
+    char *buf;
+};
+int rm_keys_cond(const char *name, struct rm_cond_keys *k);
+
 #endif

@@ -200,6 +200,55 @@ void rm_mutex_latch_ms(const struct rm_mutex *mx, char *buf, size_t size)
     snprintf(buf, size, "%lu", RM_SETTING(command_timeout_ms));
 }
 
+/* ---- a condition wait ---- */
+
+int rm_mutex_wait_begin(struct rm_mutex *mx, struct rm_thread *self)
+{
+    struct rm_lock *l = mx->lock;
+    pthread_mutex_lock(&l->mu);
+    struct rm_hold *h = rm_hold_of(l, self);
+    if (h) mx->users++;
+    pthread_mutex_unlock(&l->mu);
+    if (h) return 0;
+    rm_detail("the calling thread does not hold %s", l->keys.lock);
+    return EPERM;
+}
+
+int rm_mutex_wait_release(struct rm_mutex *mx, struct rm_thread *self, struct rm_endpoint *ep,
+                          unsigned *depth)
+{
+    struct rm_lock *l = mx->lock;
+    pthread_mutex_lock(&l->mu);
+    struct rm_hold *h = rm_hold_of(l, self);
+    RM_ASSERT(h); /* begin found it, and only this thread ends it */
+    struct rm_mutex *via = h->via;
+    int notrec = via->robust && h->inconsistent;
+    *depth = h->depth;
+    h->depth = 1;
+    pthread_mutex_unlock(&l->mu);
+    return via->ops->unlock(via, self, ep, notrec);
+}
+
+int rm_mutex_wait_retake(struct rm_mutex *mx, struct rm_thread *self, struct rm_endpoint *ep,
+                         unsigned depth)
+{
+    struct rm_wait w = { RM_WAIT_FOREVER, 0, RM_FOREVER };
+    int r = mx->ops->lock(mx, self, ep, &w);
+    if (r && r != EOWNERDEAD) return r;
+    pthread_mutex_lock(&mx->lock->mu);
+    struct rm_hold *h = rm_hold_of(mx->lock, self);
+    if (h) h->depth = depth;
+    pthread_mutex_unlock(&mx->lock->mu);
+    return r;
+}
+
+void rm_mutex_wait_end(struct rm_mutex *mx)
+{
+    pthread_mutex_lock(&mx->lock->mu);
+    mx->users--;
+    pthread_mutex_unlock(&mx->lock->mu);
+}
+
 /* ---- process exit ---- */
 
 struct exit_release {

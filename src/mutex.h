@@ -72,6 +72,20 @@ unsigned long rm_mutex_lease(const struct rm_mutex *mx);
 /* The terms of a hold taken through mx (hold.c). */
 struct rm_hold_terms rm_mutex_terms(struct rm_mutex *mx);
 
+/* A condition wait (cond.c) lets go of the mutex and takes it back:
+ * begin: EPERM unless self holds mx's name; counts the caller as a user
+ * of mx (destroy is EBUSY) until end.  release: unlock at every level,
+ * *depth the count to restore; the hold's own errors (EPERM: its lease was
+ * lost) are returned, the mutex is let go of all the same.  retake: lock
+ * through mx (a fair mutex through its queue), waiting as long as it takes,
+ * and restore depth; 0, EOWNERDEAD or the lock's error. */
+int rm_mutex_wait_begin(struct rm_mutex *mx, struct rm_thread *self);
+int rm_mutex_wait_release(struct rm_mutex *mx, struct rm_thread *self, struct rm_endpoint *ep,
+                          unsigned *depth);
+int rm_mutex_wait_retake(struct rm_mutex *mx, struct rm_thread *self, struct rm_endpoint *ep,
+                         unsigned depth);
+void rm_mutex_wait_end(struct rm_mutex *mx);
+
 /* fork(): -1 lock the list of handles, 0 unlock, 1 child: no handle has
  * a caller any more. */
 void rm_mutex_atfork(int who);

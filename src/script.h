@@ -20,6 +20,7 @@ struct rm_script {
 /* One entry per src/lua/NAME.lua, sorted by name as the build lists them. */
 enum {
     RM_SCRIPT_ACQUIRE,
+    RM_SCRIPT_COND,
     RM_SCRIPT_FAIR,
     RM_SCRIPT_FORCE_UNLOCK,
     RM_SCRIPT_RELEASE,

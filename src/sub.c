@@ -30,7 +30,9 @@
  *
  * A release message ("0", Redisson's) wakes one waiter of that channel in
  * this process; a waiter registered with a match is woken only by exactly
- * that message (the fair lock names the thread it hands the lock to).
+ * that message (the fair lock names the thread it hands the lock to, a
+ * condition's signal the waiter it picked), and a condition's broadcast
+ * ("*" and the cut) wakes every waiter of its channel.
  *
  * The connection is kept alive with PING (every 5 s, dropped if no answer
  * within 5 s) and re-dialled with jittered backoff (20 ms doubling to 1 s)
@@ -235,16 +237,29 @@ static void wake(struct rm_waiter *w, int why)
     pthread_cond_signal(&w->cv);
 }
 
+static void keep_message(struct rm_waiter *w, const char *msg, size_t len)
+{
+    size_t n = len < sizeof w->msg - 1 ? len : sizeof w->msg - 1;
+    memcpy(w->msg, msg, n);
+    w->msg[n] = 0;
+}
+
 static void deliver(struct rm_channel *ch, const char *msg, size_t len)
 {
     int zero = len == 1 && msg[0] == '0';
+    if (len >= 1 && msg[0] == '*') { /* a condition's broadcast: everyone here */
+        for (struct rm_waiter *w = ch->head; w; w = w->next)
+            if (w->woken != RM_WAKE_MESSAGE) {
+                keep_message(w, msg, len);
+                wake(w, RM_WAKE_MESSAGE);
+            }
+        return;
+    }
     for (struct rm_waiter *w = ch->head; w; w = w->next) {
         if (w->match) {
             if (len >= w->match_len && !memcmp(w->match, msg, w->match_len) &&
                 (len == w->match_len || msg[w->match_len] == ' ')) {
-                size_t n = len < sizeof w->msg - 1 ? len : sizeof w->msg - 1;
-                memcpy(w->msg, msg, n);
-                w->msg[n] = 0;
+                keep_message(w, msg, len);
                 wake(w, RM_WAKE_MESSAGE);
                 return;
             }
@@ -618,19 +633,33 @@ int rm_sub_refused(const struct rm_waiter *w)
     return EACCES;
 }
 
-int rm_sub_wait(struct rm_waiter *w, rm_nsec deadline)
+static void unlock_mu(void *mu) { pthread_mutex_unlock(mu); }
+
+int rm_sub_wait_cancellable(struct rm_waiter *w, rm_nsec deadline, int cancel_state)
 {
     struct rm_sub *s = w->sub;
+    int why, ignored;
     pthread_mutex_lock(&s->mu);
-    while (!w->woken)
-        if (rm_clock_cond_wait_until(&w->cv, &s->mu, deadline) == ETIMEDOUT) break;
-    int why = w->woken;
+    /* Cancelled in the sleep, the thread has s->mu again: give it back. */
+    pthread_cleanup_push(unlock_mu, &s->mu);
+    while (!w->woken) {
+        pthread_setcancelstate(cancel_state, &ignored);
+        int r = rm_clock_cond_wait_until(&w->cv, &s->mu, deadline);
+        pthread_setcancelstate(PTHREAD_CANCEL_DISABLE, &ignored);
+        if (r == ETIMEDOUT) break;
+    }
+    why = w->woken;
     w->woken = 0;
-    pthread_mutex_unlock(&s->mu);
+    pthread_cleanup_pop(1);
     if (why == RM_WAKE_MESSAGE) RM_COUNT(wakeups_pubsub);
     else if (why == RM_WAKE_SUBSCRIBED || why == RM_WAKE_MOVED) RM_COUNT(wakeups_subscribe);
     else if (why == RM_WAKE_TIMEOUT) RM_COUNT(wakeups_poll);
     return why;
+}
+
+int rm_sub_wait(struct rm_waiter *w, rm_nsec deadline)
+{
+    return rm_sub_wait_cancellable(w, deadline, PTHREAD_CANCEL_DISABLE);
 }
 
 void rm_sub_leave(struct rm_waiter *w)

@@ -43,7 +43,8 @@ struct rm_waiter {
     pthread_cond_t cv;
     int woken;         /* RM_WAKE_* not yet consumed, or 0 */
     const char *match; /* wake only for a message that is this, or this and
-                          a space and more; NULL: for "0" */
+                          a space and more (or, on a condition's channel,
+                          for a broadcast "*..."); NULL: for "0" */
     size_t match_len;
     char msg[128];     /* the message that woke it (match only), NUL-ended */
 };
@@ -80,6 +81,13 @@ int rm_sub_refused(const struct rm_waiter *w);
 /* Wait until w is woken or deadline.  Returns RM_WAKE_*, counting it in the
  * stats, and consumes the wake-up. */
 int rm_sub_wait(struct rm_waiter *w, rm_nsec deadline);
+
+/* The same, with the sleep a cancellation point: cancel_state (the
+ * caller's own, PTHREAD_CANCEL_ENABLE or _DISABLE) is in force while the
+ * thread sleeps, and cancellation is disabled again around everything
+ * else.  (A condition wait is a cancellation point; the library's other
+ * calls are not.) */
+int rm_sub_wait_cancellable(struct rm_waiter *w, rm_nsec deadline, int cancel_state);
 
 /* Unregister w.  The channel stays subscribed for the idle time. */
 void rm_sub_leave(struct rm_waiter *w);

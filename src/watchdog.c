@@ -225,12 +225,13 @@ struct rm_watchdog_entry *rm_watchdog_hold(struct rm_endpoint *ep, const struct 
     return add(e);
 }
 
-struct rm_watchdog_entry *rm_watchdog_waiter(struct rm_endpoint *ep, const struct rm_keys *k,
-                                 const char *waiter, size_t waiter_len, unsigned long lease_ms)
+struct rm_watchdog_entry *rm_watchdog_waiter(struct rm_endpoint *ep, const char *alive,
+                                 const char *queue, const char *state, const char *waiter,
+                                 size_t waiter_len, unsigned long lease_ms)
 {
     char lease[24];
-    const char *argv[] = { k->alive, k->queue, k->seq, waiter, lease };
-    size_t lens[] = { strlen(k->alive), strlen(k->queue), strlen(k->seq), waiter_len,
+    const char *argv[] = { alive, queue, state, waiter, lease };
+    size_t lens[] = { strlen(alive), strlen(queue), strlen(state), waiter_len,
                       (size_t)snprintf(lease, sizeof lease, "%lu", lease_ms) };
     struct rm_watchdog_entry *e = entry_new(5, argv, lens);
     if (!e) return NULL;

@@ -22,11 +22,14 @@ struct rm_watchdog_entry *rm_watchdog_hold(struct rm_endpoint *ep, const struct 
                                unsigned long lease_ms, rm_nsec valid_until, rm_nsec due,
                                rmutex_t *m);
 
-/* Start keeping a queued fair waiter alive: its liveness deadline in the
- * queue is pushed to server time + lease_ms every lease_ms/3.  Never
- * "lost"; cancel it when the waiting call ends. */
-struct rm_watchdog_entry *rm_watchdog_waiter(struct rm_endpoint *ep, const struct rm_keys *k,
-                                 const char *waiter, size_t waiter_len, unsigned long lease_ms);
+/* Start keeping a queued waiter (a fair lock's, a condition's) alive: its
+ * liveness deadline in the zset alive is pushed to server time + lease_ms
+ * every lease_ms/3, while it is there; alive, queue and state (keys of
+ * one slot) are kept for two leases.  Never "lost"; cancel it when the
+ * waiting call ends. */
+struct rm_watchdog_entry *rm_watchdog_waiter(struct rm_endpoint *ep, const char *alive,
+                                 const char *queue, const char *state, const char *waiter,
+                                 size_t waiter_len, unsigned long lease_ms);
 
 /* Stop renewing e and free it; after this no renewal of it is sent.
  * (One already on the wire finds the hold gone, or renews the same owner's

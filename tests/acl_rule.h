@@ -15,12 +15,15 @@ inline const std::vector<std::string> &acl_rule()
 {
     static const std::vector<std::string> rule = {
         "resetkeys", "~*", "resetchannels", "&redisson_lock__channel:*", "&rmutex_fair_channel:*",
+        "&rmutex_cond_channel:*",
         "-@all", "+evalsha", "+eval", "+subscribe", "+unsubscribe", "+ping", "+client|setname",
         "+select", "+wait",
         /* called by the scripts */
         "+del", "+exists", "+get", "+hexists", "+hset", "+incr", "+pexpire", "+pttl", "+publish",
         "+set", "+time", "+type", "+zadd", "+zcard", "+zrange", "+zrangebyscore", "+zrem",
         "+zscore",
+        /* and by the condition variables' */
+        "+hget", "+hincrby", "+zcount",
     };
     return rule;
 }

@@ -5,8 +5,9 @@
 --   'h' a hold.  KEYS lock, owner-mark; ARGV owner, lease ms.
 --       Renewed only while the hash still has the owner's field.  (A fair
 --       grant is confirmed by its waiter before it becomes a hold here.)
---   'w' a queued fair waiter.  KEYS alive, queue, seq; ARGV waiter, lease ms.
---       Its liveness deadline moves to server time + lease while it is queued.
+--   'w' a queued waiter (fair lock: KEYS alive, queue, seq; condition
+--       variable: alive, wait, state); ARGV waiter, lease ms.  Its liveness
+--       deadline moves to server time + lease while it is queued.
 -- Returns one integer per entry: 1 renewed, 0 gone (a hold: lost; a waiter:
 -- granted or dequeued).  A key of the wrong type counts as gone instead of
 -- failing the batch.

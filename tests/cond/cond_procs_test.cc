@@ -1,0 +1,311 @@
+/* cond_procs_test.cc -- condition variables (rcond_*) across processes:
+ * forked producers and consumers with exact accounting while the pub/sub
+ * connections are killed, a bounded queue on two conditions, waiters
+ * killed with SIGKILL, a broadcast to a thousand waiters in ten processes,
+ * two mutexes on one condition, fork, and the keys left behind. */
+#include <signal.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <cstring>
+#include <memory>
+#include <thread>
+#include <vector>
+
+#include "cond_util.h"
+
+namespace {
+
+using namespace rmt;
+using namespace rmt::cond;
+
+TEST_F(Cond, TwoMutexesOnOneConditionAtOnceAreEinval)
+{
+    rmutex_t m1, m2;
+    init_mutex(&m1, lock_name("m1"));
+    init_mutex(&m2, lock_name("m2"));
+    rcond_t *c = make_cond();
+    Async waiter([&] { return timed_wait_once(c, &m1, 3000); });
+    ASSERT_TRUE(wait_until([&] { return registered() == 1; }, ms(5000)));
+    ASSERT_RC(0, rmutex_lock(&m2));
+    EXPECT_RC(EINVAL, rcond_wait(c, &m2)) << "in this process";
+    unsigned n = 0;
+    EXPECT_RC(0, rmutex_holdcount(&m2, &n));
+    EXPECT_EQ(1u, n);
+
+    /* Another process: Redis knows the mutex of the present waiters. */
+    int up[2];
+    ASSERT_EQ(0, pipe(up));
+    Forked child([&] {
+        close(up[0]);
+        rmutex_t mine;
+        if (rmutex_init(&mine, lock_name("m3").c_str(), nullptr)) return 10;
+        if (rmutex_lock(&mine)) return 11;
+        int r = rcond_wait(c, &mine);
+        (void)!write(up[1], &r, sizeof r);
+        return rmutex_unlock(&mine) ? 12 : 0;
+    });
+    close(up[1]);
+    int child_rc = -1;
+    ASSERT_TRUE(readable_within(up[0], ms(5000)));
+    ASSERT_EQ(static_cast<ssize_t>(sizeof child_rc), read(up[0], &child_rc, sizeof child_rc));
+    close(up[0]);
+    EXPECT_RC(EINVAL, child_rc);
+    EXPECT_EQ(0, child.wait(ms(5000)));
+    EXPECT_RC(0, rmutex_unlock(&m2));
+    ASSERT_RC(0, rcond_signal(c));
+    ASSERT_TRUE(waiter.wait(ms(3000)));
+    EXPECT_RC(0, waiter.rc());
+    /* With no waiter left, the condition takes any mutex. */
+    ASSERT_RC(0, rmutex_lock(&m2));
+    struct timespec ts = abs_after(CLOCK_REALTIME, 200);
+    EXPECT_RC(ETIMEDOUT, rcond_timedwait(c, &m2, &ts));
+    EXPECT_RC(0, rmutex_unlock(&m2));
+}
+
+TEST_F(Cond, AForkedChildWaitsOnNothingAndCanWaitItself)
+{
+    rmutex_t m;
+    init_mutex(&m, lock_name());
+    rcond_t *c = make_cond();
+    Async waiter([&] { return timed_wait_once(c, &m, 10000); });
+    ASSERT_TRUE(wait_until([&] { return registered() == 1; }, ms(5000)));
+    std::string name = cond_name("c"); /* (the names have the test's pid in them) */
+    Forked child([&] {
+        /* The parent's waiting thread is not here: destroy is not busy. */
+        if (rcond_destroy(c) != 0) return 10;
+        rcond_t mine;
+        if (rcond_init(&mine, name.c_str(), nullptr)) return 11;
+        if (rmutex_lock(&m)) return 12;
+        struct timespec ts = abs_after(CLOCK_REALTIME, 10000);
+        int r = rcond_timedwait(&mine, &m, &ts);
+        if (rmutex_unlock(&m)) return 13;
+        return r == 0 ? 0 : 14;
+    });
+    ASSERT_TRUE(wait_until([&] { return registered() == 2; }, ms(5000)))
+        << "the child did not wait; its exit code: " << child.wait(ms(0));
+    ASSERT_RC(0, rcond_broadcast(c));
+    EXPECT_EQ(0, child.wait(ms(5000)));
+    ASSERT_TRUE(waiter.wait(ms(3000)));
+    EXPECT_RC(0, waiter.rc());
+}
+
+TEST_F(Cond, ProducersAndConsumersInFourProcessesAccountForEveryItem)
+{
+    /* 4 processes x 2 threads: one producer and one consumer in each.  The
+     * queue is a Redis list guarded by the mutex; the counts are exact.
+     * Meanwhile the pub/sub connections are killed again and again: no
+     * wake-up may be lost (waits are bounded and re-check). */
+    std::string qkey = lock_name("queue"), done_key = lock_name("consumed");
+    rmutex_t m;
+    init_mutex(&m, lock_name());
+    rcond_t *nonempty = make_cond("nonempty");
+    constexpr int kProcs = 4, kPerProducer = 250;
+    std::string host = this->host();
+    int port = this->port();
+    std::vector<std::unique_ptr<Forked>> procs;
+    for (int p = 0; p < kProcs; p++)
+        procs.emplace_back(new Forked([&, p] {
+            Redis r(host, port, password_);
+            std::atomic<int> bad{0};
+            std::thread producer([&] {
+                for (int i = 0; i < kPerProducer; i++) {
+                    if (rmutex_lock(&m)) { bad++; return; }
+                    r.cmd({"RPUSH", qkey, std::to_string(p * 1000 + i)});
+                    if (rcond_signal(nonempty)) bad++;
+                    if (rmutex_unlock(&m)) bad++;
+                    usleep(2000);
+                }
+            });
+            std::thread consumer([&] {
+                for (int i = 0; i < kPerProducer; i++) {
+                    if (rmutex_lock(&m)) { bad++; return; }
+                    Reply item;
+                    for (;;) {
+                        item = r.cmd({"LPOP", qkey});
+                        if (!item.is_nil()) break;
+                        if (rcond_wait(nonempty, &m)) { bad++; break; }
+                    }
+                    r.cmd({"SADD", done_key, item.str()});
+                    if (rmutex_unlock(&m)) bad++;
+                }
+            });
+            producer.join();
+            consumer.join();
+            return bad.load();
+        }));
+    std::atomic<bool> stop{false};
+    std::atomic<int> kills{0};
+    std::thread chaos([&] {
+        Redis r(host, port, password_);
+        while (!stop) {
+            r.cmd({"CLIENT", "KILL", "TYPE", "pubsub"});
+            kills++;
+            for (int i = 0; i < 10 && !stop; i++) usleep(10000);
+        }
+    });
+    for (auto &p : procs) EXPECT_EQ(0, p->wait(ms(60000)));
+    stop = true;
+    chaos.join();
+    EXPECT_GE(kills.load(), 3) << "the run was too short to test anything";
+    EXPECT_EQ(kProcs * kPerProducer, redis().cmd({"SCARD", done_key}).integer())
+        << "items consumed twice or never";
+    EXPECT_EQ(0, redis().cmd({"LLEN", qkey}).integer());
+    EXPECT_EQ(0, registered("nonempty"));
+}
+
+TEST_F(Cond, ABoundedQueueWithTwoConditionsNeverDeadlocks)
+{
+    std::string qkey = lock_name("queue");
+    rmutex_t m;
+    init_mutex(&m, lock_name());
+    rcond_t *nonempty = make_cond("nonempty"), *nonfull = make_cond("nonfull");
+    constexpr int kCap = 2, kItems = 40;
+    std::string host = this->host();
+    int port = this->port();
+    auto producer = [&] {
+        Redis r(host, port, password_);
+        for (int i = 0; i < kItems; i++) {
+            if (rmutex_lock(&m)) return 1;
+            while (r.cmd({"LLEN", qkey}).integer() >= kCap)
+                if (rcond_wait(nonfull, &m)) return 2;
+            r.cmd({"RPUSH", qkey, std::to_string(i)});
+            if (rcond_signal(nonempty) || rmutex_unlock(&m)) return 3;
+        }
+        return 0;
+    };
+    auto consumer = [&] {
+        Redis r(host, port, password_);
+        for (int i = 0; i < kItems; i++) {
+            if (rmutex_lock(&m)) return 1;
+            while (r.cmd({"LLEN", qkey}).integer() == 0)
+                if (rcond_wait(nonempty, &m)) return 2;
+            r.cmd({"LPOP", qkey});
+            if (rcond_signal(nonfull) || rmutex_unlock(&m)) return 3;
+        }
+        return 0;
+    };
+    Forked p1(producer), c1(consumer);
+    Async p2(producer), c2(consumer);
+    EXPECT_EQ(0, p1.wait(ms(60000)));
+    EXPECT_EQ(0, c1.wait(ms(60000)));
+    ASSERT_TRUE(p2.wait(ms(60000)));
+    ASSERT_TRUE(c2.wait(ms(60000)));
+    EXPECT_EQ(0, p2.rc());
+    EXPECT_EQ(0, c2.rc());
+    EXPECT_EQ(0, redis().cmd({"LLEN", qkey}).integer());
+}
+
+TEST_F(Cond, AKilledWaiterDoesNotSwallowASignal)
+{
+    /* Both orders: the waiter killed before the signal picks it, and after
+     * the signal picked it but before it woke.  Either way the signal
+     * reaches the live waiter within a waiter lease plus the poll. */
+    rmutex_t m;
+    init_mutex(&m, lock_name());
+    rcond_t *c = make_cond();
+    for (int signal_first = 0; signal_first < 2; signal_first++) {
+        int up[2];
+        ASSERT_EQ(0, pipe(up));
+        Forked child([&] {
+            close(up[0]);
+            if (rmutex_lock(&m)) return 10;
+            /* Stop before waking: a stopped process cannot take the
+             * signal, and kill -9 follows. */
+            rcond_wait(c, &m);
+            return 0;
+        });
+        close(up[1]);
+        close(up[0]);
+        ASSERT_TRUE(wait_until([&] { return registered() == 1; }, ms(5000)));
+        int go = 0;
+        Async live([&] { return wait_for(c, &m, [&] { return go == 1; }); });
+        ASSERT_TRUE(wait_until([&] { return registered() == 2; }, ms(5000)));
+        ASSERT_RC(0, rmutex_lock(&m));
+        go = 1;
+        ASSERT_RC(0, rmutex_unlock(&m));
+        if (signal_first) {
+            kill(child.pid(), SIGSTOP);
+            ASSERT_RC(0, rcond_signal(c)); /* picks the child: the lower ticket */
+            child.kill9();
+        } else {
+            child.kill9();
+            ASSERT_RC(0, rcond_signal(c));
+        }
+        auto t0 = Clock::now();
+        ASSERT_TRUE(live.wait(ms(kWaiterLeaseMs + kPollMs + 2000)))
+            << "the signal was swallowed by the dead waiter (signal_first=" << signal_first << ")";
+        EXPECT_RC(0, live.rc());
+        EXPECT_LE(elapsed_ms(t0), scaled(ms(kWaiterLeaseMs + kPollMs + 1000)).count());
+        EXPECT_TRUE(wait_until([&] { return registered() == 0; }, ms(kWaiterLeaseMs * 3)));
+    }
+}
+
+TEST_F(Cond, ABroadcastWakesAThousandWaitersInTenProcesses)
+{
+    rmutex_t m;
+    init_mutex(&m, lock_name());
+    rcond_t *c = make_cond();
+    std::string flag = lock_name("flag");
+    std::string host = this->host();
+    int port = this->port();
+    constexpr int kProcs = 10, kThreads = 100;
+    std::vector<std::unique_ptr<Forked>> procs;
+    for (int p = 0; p < kProcs; p++)
+        procs.emplace_back(new Forked([&] {
+            Redis r(host, port, password_);
+            std::atomic<int> bad{0};
+            std::vector<std::thread> ts;
+            for (int i = 0; i < kThreads; i++)
+                ts.emplace_back([&] {
+                    if (rmutex_lock(&m)) { bad++; return; }
+                    while (!r.exists(flag))
+                        if (rcond_wait(c, &m)) { bad++; break; }
+                    if (rmutex_unlock(&m)) bad++;
+                });
+            for (auto &t : ts) t.join();
+            return bad.load();
+        }));
+    ASSERT_TRUE(wait_until([&] { return registered() == kProcs * kThreads; }, ms(60000)))
+        << registered() << " registered";
+    uint64_t calls = redis().cmd({"INFO", "commandstats"}).str().size(); /* warm */
+    (void)calls;
+    ASSERT_RC(0, rmutex_lock(&m));
+    redis().cmd({"SET", flag, "1"});
+    ASSERT_RC(0, rcond_broadcast(c));
+    ASSERT_RC(0, rmutex_unlock(&m));
+    for (auto &p : procs) EXPECT_EQ(0, p->wait(ms(120000)));
+    EXPECT_EQ(0, registered());
+}
+
+TEST_F(Cond, NothingOfAConditionIsLeftInRedis)
+{
+    rmutex_t m;
+    init_mutex(&m, lock_name());
+    rcond_t *c = make_cond();
+    /* A waiter that leaves normally: the keys go with it. */
+    Async w([&] { return wait_for(c, &m, [] { static int n; return n++ > 0; }); });
+    ASSERT_TRUE(wait_until([&] { return registered() == 1; }, ms(5000)));
+    ASSERT_RC(0, rcond_signal(c));
+    ASSERT_TRUE(w.wait(ms(3000)));
+    std::string tag = "{" + cond_name("c") + "}";
+    for (auto k : {"rmutex_cond:", "rmutex_cond_wait:", "rmutex_cond_alive:"})
+        EXPECT_FALSE(redis().exists(k + tag)) << k;
+    /* A waiter whose process is killed: gone two waiter leases later. */
+    Forked child([&] {
+        if (rmutex_lock(&m)) return 10;
+        rcond_wait(c, &m);
+        return 0;
+    });
+    ASSERT_TRUE(wait_until([&] { return registered() == 1; }, ms(5000)));
+    child.kill9();
+    EXPECT_TRUE(wait_until(
+        [&] {
+            for (auto k : {"rmutex_cond:", "rmutex_cond_wait:", "rmutex_cond_alive:"})
+                if (redis().exists(k + tag)) return false;
+            return true;
+        },
+        ms(2 * kWaiterLeaseMs + 1000)));
+}
+
+} // namespace
