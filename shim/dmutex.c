@@ -378,3 +378,54 @@ int rm_dm_cond_wait(const struct rm_dm_real *real, struct rm_dm *dm, pthread_mut
     if (rr == EOWNERDEAD && r == 0) r = EOWNERDEAD;
     return r;
 }
+
+/* ---- distributed condition variables ---- */
+
+struct rcond_ctx {
+    const struct rm_dm_real *real;
+    struct rm_dm *dm;
+    pthread_mutex_t *local;
+    unsigned depth;
+};
+
+/* The name is held again (or could not be retaken: r): take the local
+ * mutex back at every level. */
+static void rcond_retake_local(struct rcond_ctx *c, int r)
+{
+    inside = 0;
+    for (unsigned i = 0; i < c->depth; i++) {
+        int lr = c->real->lock(c->local);
+        if (lr == EOWNERDEAD) c->dm->local_dead = 1;
+    }
+    if (r == 0 || r == EOWNERDEAD) {
+        c->dm->depth = c->depth;
+        c->dm->remote_dead = r == EOWNERDEAD;
+        set_holder(c->dm, self_id());
+    }
+}
+
+/* Cancelled in the wait: rcond's own cleanup has taken the name back. */
+static void rcond_cancelled(void *p) { rcond_retake_local(p, 0); }
+
+int rm_dm_rcond_wait(const struct rm_dm_real *real, struct rm_dm *dm, pthread_mutex_t *local,
+                     rmutex_t *rm, rcond_t *rc, int mode, clockid_t clock,
+                     const struct timespec *abstime)
+{
+    if (local_path(dm) || holder_of(dm) != self_id()) return EPERM;
+    unsigned names = 0;
+    if (rmutex_holdcount(rm, &names) == 0 && names > 1) return EINVAL;
+    struct rcond_ctx ctx = { real, dm, local, dm->depth };
+    dm->depth = 0;
+    set_holder(dm, 0);
+    for (unsigned i = 0; i < ctx.depth; i++) real->unlock(local);
+
+    int r;
+    pthread_cleanup_push(rcond_cancelled, &ctx);
+    inside = 1;
+    if (mode == RM_DM_FOREVER) r = rcond_wait(rc, rm);
+    else if (clock == (clockid_t)-1) r = rcond_timedwait(rc, rm, abstime);
+    else r = rcond_clockwait(rc, rm, clock, abstime);
+    pthread_cleanup_pop(0);
+    rcond_retake_local(&ctx, r == ETIMEDOUT || r == EINVAL ? 0 : r);
+    return r;
+}

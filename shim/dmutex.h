@@ -77,6 +77,18 @@ int rm_dm_cond_wait(const struct rm_dm_real *real, struct rm_dm *dm, pthread_mut
                     rmutex_t *rm, pthread_cond_t *cond, int mode,
                     clockid_t clock, const struct timespec *abstime);
 
+/* pthread_cond_{wait,timedwait,clockwait} on a distributed condition rc
+ * (rcond) with a distributed mutex: the local mutex is let go (at every
+ * level), rcond_wait lets go of the name and takes it back, the local
+ * mutex is retaken -- also when the thread is cancelled in the wait.
+ * clock -1: the condition's own clock.  EPERM when the calling thread does
+ * not hold the mutex through the distributed path; EINVAL while it also
+ * holds another mutex of the same name (the wait would give up the name
+ * under that mutex). */
+int rm_dm_rcond_wait(const struct rm_dm_real *real, struct rm_dm *dm, pthread_mutex_t *local,
+                     rmutex_t *rm, rcond_t *rc, int mode, clockid_t clock,
+                     const struct timespec *abstime);
+
 /* 1 if the calling thread holds the mutex through the distributed path. */
 int rm_dm_held_by_self(const struct rm_dm *dm);
 /* 1 if some thread does. */

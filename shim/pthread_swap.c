@@ -19,7 +19,14 @@
  * Where no symbol covers it (heap memory, a stripped binary) it becomes a
  * process-local mutex, and the process says so once on stderr -- the one
  * line the swap ever prints, because a mutex that silently stops excluding
- * other processes is worse than a noisy one. */
+ * other processes is worse than a noisy one.
+ *
+ * A rmutex_pthread_cond_t is an rcond (__rc) plus glibc's condition
+ * (__local), named like the mutexes.  A wait with a named mutex is an
+ * rcond wait (dmutex.c: the local mutex is let go, the rcond lets go of the
+ * name and takes it back, the local mutex is retaken); a wait where either
+ * has no name uses the local condition, and signal and broadcast wake
+ * both. */
 #define RMUTEX_PTHREAD_NO_MACROS
 #include <rmutex/pthread.h>
 
@@ -257,25 +264,117 @@ int rmutex_pthread_mutexattr_setlease(rmutex_pthread_mutexattr_t *a, unsigned lo
 
 /* ---- condition variables ---- */
 
-int rmutex_pthread_cond_wait(pthread_cond_t *c, rmutex_pthread_mutex_t *m)
+static void warn_local_cond_once(const void *c)
 {
-    m = ready(m);
-    return rm_dm_cond_wait(&glibc, dm_of(m), &m->__local, &m->__rm, c, RM_DM_FOREVER,
-                           CLOCK_REALTIME, NULL);
+    static int warned;
+    if (__atomic_exchange_n(&warned, 1, __ATOMIC_RELAXED)) return;
+    fprintf(stderr, "rmutex: the zero-filled pthread_cond_t at %p is in no symbol (heap memory "
+                    "or a stripped binary): it and any like it are process-local; give them "
+                    "names with pthread_cond_init (README, porting)\n", c);
 }
 
-int rmutex_pthread_cond_timedwait(pthread_cond_t *c, rmutex_pthread_mutex_t *m,
-                                  const struct timespec *abstime)
+/* c as a distributed condition is ready: a zero-filled one is named after
+ * its symbol now, or becomes process-local (as ready() for mutexes). */
+static rmutex_pthread_cond_t *cond_ready(rmutex_pthread_cond_t *c)
 {
-    m = ready(m);
-    return rm_dm_cond_wait(&glibc, dm_of(m), &m->__local, &m->__rm, c, RM_DM_TIMED,
-                           (clockid_t)-1, abstime);
+    if (!c || __atomic_load_n(&c->__rc.__state, __ATOMIC_ACQUIRE) ||
+        __atomic_load_n(&c->__rc.__name, __ATOMIC_ACQUIRE) ||
+        __atomic_load_n(&c->__local_only, __ATOMIC_ACQUIRE))
+        return c;
+    char *name = rm_symbol_name_of(c);
+    if (!name) {
+        __atomic_store_n(&c->__local_only, 1, __ATOMIC_RELEASE);
+        warn_local_cond_once(c);
+        return c;
+    }
+    const char *expected = NULL;
+    if (!__atomic_compare_exchange_n(&c->__rc.__name, &expected, name, 0, __ATOMIC_ACQ_REL,
+                                     __ATOMIC_ACQUIRE))
+        free(name);
+    return c;
 }
 
-int rmutex_pthread_cond_clockwait(pthread_cond_t *c, rmutex_pthread_mutex_t *m, clockid_t clock,
+static int local_cond(const rmutex_pthread_cond_t *c)
+{
+    return __atomic_load_n(&c->__local_only, __ATOMIC_ACQUIRE) != 0;
+}
+
+int rmutex_pthread_cond_init_named(rmutex_pthread_cond_t *c, const pthread_condattr_t *attr,
+                                   const char *name)
+{
+    if (!c) return EINVAL;
+    clockid_t clock = CLOCK_REALTIME;
+    rcondattr_t ra;
+    if (attr) pthread_condattr_getclock(attr, &clock);
+    rcondattr_init(&ra);
+    int r = rcondattr_setclock(&ra, clock);
+    if (!r) r = rcond_init(&c->__rc, name, &ra);
+    rcondattr_destroy(&ra);
+    if (r) return r;
+    c->__local_only = 0;
+    if ((r = pthread_cond_init(&c->__local, attr))) rcond_destroy(&c->__rc);
+    return r;
+}
+
+int rmutex_pthread_cond_init(rmutex_pthread_cond_t *c, const pthread_condattr_t *attr,
+                             const char *site)
+{
+    return rmutex_pthread_cond_init_named(c, attr, site);
+}
+
+int rmutex_pthread_cond_destroy(rmutex_pthread_cond_t *c)
+{
+    if (!c) return EINVAL;
+    int r = local_cond(c) ? 0 : rcond_destroy(&c->__rc);
+    if (r == EINVAL) r = 0; /* a static condition never used has no rcond state yet */
+    return r ? r : pthread_cond_destroy(&c->__local);
+}
+
+/* Wake the local part too: waits with a mutex that has no name use it. */
+int rmutex_pthread_cond_signal(rmutex_pthread_cond_t *c)
+{
+    c = cond_ready(c);
+    if (!c) return EINVAL;
+    pthread_cond_signal(&c->__local);
+    return local_cond(c) ? 0 : rcond_signal(&c->__rc);
+}
+
+int rmutex_pthread_cond_broadcast(rmutex_pthread_cond_t *c)
+{
+    c = cond_ready(c);
+    if (!c) return EINVAL;
+    pthread_cond_broadcast(&c->__local);
+    return local_cond(c) ? 0 : rcond_broadcast(&c->__rc);
+}
+
+/* A wait: on the rcond when both have names, else on the local condition
+ * as before (dmutex.c gives the mutex's name up for it). */
+static int cond_wait(rmutex_pthread_cond_t *c, rmutex_pthread_mutex_t *m, int mode,
+                     clockid_t clock, const struct timespec *abstime)
+{
+    c = cond_ready(c);
+    m = ready(m);
+    if (!c || !m) return EINVAL;
+    if (local_cond(c) || __atomic_load_n(&dm_of(m)->local_only, __ATOMIC_ACQUIRE))
+        return rm_dm_cond_wait(&glibc, dm_of(m), &m->__local, &m->__rm, &c->__local, mode,
+                               clock, abstime);
+    return rm_dm_rcond_wait(&glibc, dm_of(m), &m->__local, &m->__rm, &c->__rc, mode, clock,
+                            abstime);
+}
+
+int rmutex_pthread_cond_wait(rmutex_pthread_cond_t *c, rmutex_pthread_mutex_t *m)
+{
+    return cond_wait(c, m, RM_DM_FOREVER, CLOCK_REALTIME, NULL);
+}
+
+int rmutex_pthread_cond_timedwait(rmutex_pthread_cond_t *c, rmutex_pthread_mutex_t *m,
                                   const struct timespec *abstime)
 {
-    m = ready(m);
-    return rm_dm_cond_wait(&glibc, dm_of(m), &m->__local, &m->__rm, c, RM_DM_TIMED, clock,
-                           abstime);
+    return cond_wait(c, m, RM_DM_TIMED, (clockid_t)-1, abstime);
+}
+
+int rmutex_pthread_cond_clockwait(rmutex_pthread_cond_t *c, rmutex_pthread_mutex_t *m,
+                                  clockid_t clock, const struct timespec *abstime)
+{
+    return cond_wait(c, m, RM_DM_TIMED, clock, abstime);
 }

@@ -8,8 +8,11 @@
  * write).  Within one process both builds are exact.  Run several copies at
  * once and only port_rmutex stays exact: its mutexes are Redis locks named
  * after where they are defined (see rmutex/pthread.h), the same in every
- * copy.  The queue stays per process (condition variables are local), and
- * its mutex being distributed too costs a round trip but changes nothing.
+ * copy.  The queue stays per process (it is in each process's memory);
+ * its mutex and condition variable are distributed too, which costs round
+ * trips and wakes other copies' threads for nothing (they re-check their
+ * own queue) but changes no result.  examples/queue shares the queue
+ * itself.
  *
  *   port_pthread FILE [BATCHES]
  *   RMUTEX_URL=redis://127.0.0.1:6379 port_rmutex FILE [BATCHES]

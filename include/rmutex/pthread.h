@@ -15,10 +15,14 @@
  * pthread_mutexattr_t, the static initializers, the pthread_mutex_*,
  * pthread_mutexattr_* and pthread_cond_{wait,timedwait,clockwait} calls to
  * a wrapper type and wrapper functions.  A wrapped mutex is glibc's mutex
- * (so threads of one process, condition variables, types and robustness
- * behave as before) plus an rmutex taken after it.  Return codes are the
- * pthread ones.  pthread_cond_t and the other pthread calls are untouched;
- * condition variables stay process-local.
+ * (so threads of one process, types and robustness behave as before) plus
+ * an rmutex taken before it.  pthread_cond_t, PTHREAD_COND_INITIALIZER and
+ * pthread_cond_{init,destroy,signal,broadcast,wait,timedwait,clockwait}
+ * are renamed too: a wrapped condition variable is an rcond (rmutex.h),
+ * shared with every process like the mutexes, plus glibc's condition
+ * variable for waits with a mutex that has no name (a zero-filled one in
+ * no symbol).  Return codes are the pthread ones; pthread_condattr_* and
+ * the other pthread calls are glibc's.
  *
  * Names.  Each mutex needs a lock name that is the same in every process
  * running the program.  By default it is where the mutex is defined
@@ -61,6 +65,13 @@
  * tables as the preload shim finds symbols.  A zero-filled mutex that no
  * symbol covers (heap memory, a stripped binary) works as a process-local
  * mutex, and the process prints one warning line on stderr.
+ *
+ * Condition variables are named by the same rule (where PTHREAD_COND_
+ * INITIALIZER or pthread_cond_init is, or the symbol of a zero-filled one)
+ * or explicitly: RMUTEX_PTHREAD_COND_INITIALIZER_NAMED("shop:nonempty"),
+ * rmutex_pthread_cond_init_named(&c, attr, "shop:nonempty").  A wait
+ * releases the mutex's name and its local mutex and takes both back (name
+ * first); waiting while holding another mutex of the same name is EINVAL.
  *
  * Other extensions: rmutex_pthread_mutexattr_setfair(), _setlease() (as
  * rmutexattr_setfair/setlease).
@@ -112,6 +123,12 @@ typedef struct rmutex_pthread_mutex {
     uintptr_t __dm[3];       /* bookkeeping of the two (shim/dmutex.h) */
 } rmutex_pthread_mutex_t;
 
+typedef struct rmutex_pthread_cond {
+    rcond_t __rc;            /* the distributed condition */
+    uintptr_t __local_only;  /* 1: no name (zero-filled, in no symbol) */
+    pthread_cond_t __local;  /* glibc's, for waits with a mutex that has no name */
+} rmutex_pthread_cond_t;
+
 typedef struct rmutex_pthread_mutexattr {
     pthread_mutexattr_t __attr;
     const char *__name;
@@ -139,6 +156,16 @@ typedef struct rmutex_pthread_mutexattr {
       { 0, 0, 0 } }
 #define RMUTEX_PTHREAD_MUTEX_INITIALIZER_NAMED(name) \
     RMUTEX_PTHREAD_MUTEX_INITIALIZER_NAMED_NP(name, 0, 0)
+
+/* glibc's PTHREAD_COND_INITIALIZER (2.25 and later: the one layout the
+ * header can name, since the macro is redefined below). */
+#if defined(__GLIBC__) && (__GLIBC__ > 2 || __GLIBC_MINOR__ >= 25)
+#define RMUTEX_PTHREAD_COND_LOCAL_INIT_ { { {0}, {0}, {0, 0}, {0, 0}, 0, 0, {0, 0} } }
+#else
+#error "rmutex/pthread.h needs glibc 2.25 or later"
+#endif
+#define RMUTEX_PTHREAD_COND_INITIALIZER_NAMED(name) \
+    { RCOND_INITIALIZER(name), 0, RMUTEX_PTHREAD_COND_LOCAL_INIT_ }
 
 /* ---- the functions the macros below lead to ------------------------------ */
 
@@ -175,10 +202,17 @@ int rmutex_pthread_mutexattr_setname(rmutex_pthread_mutexattr_t *a, const char *
 int rmutex_pthread_mutexattr_setfair(rmutex_pthread_mutexattr_t *a, int fair);
 int rmutex_pthread_mutexattr_setlease(rmutex_pthread_mutexattr_t *a, unsigned long lease_ms);
 
-int rmutex_pthread_cond_wait(pthread_cond_t *c, rmutex_pthread_mutex_t *m);
-int rmutex_pthread_cond_timedwait(pthread_cond_t *c, rmutex_pthread_mutex_t *m,
+int rmutex_pthread_cond_init(rmutex_pthread_cond_t *c, const pthread_condattr_t *attr,
+                             const char *site);
+int rmutex_pthread_cond_init_named(rmutex_pthread_cond_t *c, const pthread_condattr_t *attr,
+                                   const char *name);
+int rmutex_pthread_cond_destroy(rmutex_pthread_cond_t *c);
+int rmutex_pthread_cond_signal(rmutex_pthread_cond_t *c);
+int rmutex_pthread_cond_broadcast(rmutex_pthread_cond_t *c);
+int rmutex_pthread_cond_wait(rmutex_pthread_cond_t *c, rmutex_pthread_mutex_t *m);
+int rmutex_pthread_cond_timedwait(rmutex_pthread_cond_t *c, rmutex_pthread_mutex_t *m,
                                   const struct timespec *abstime);
-int rmutex_pthread_cond_clockwait(pthread_cond_t *c, rmutex_pthread_mutex_t *m, clockid_t clock,
+int rmutex_pthread_cond_clockwait(rmutex_pthread_cond_t *c, rmutex_pthread_mutex_t *m, clockid_t clock,
                                   const struct timespec *abstime);
 
 #ifdef __cplusplus
@@ -237,6 +271,13 @@ int rmutex_pthread_cond_clockwait(pthread_cond_t *c, rmutex_pthread_mutex_t *m, 
 #define pthread_mutexattr_setprioceiling rmutex_pthread_mutexattr_setprioceiling
 #define pthread_mutexattr_getprioceiling rmutex_pthread_mutexattr_getprioceiling
 
+#undef PTHREAD_COND_INITIALIZER
+#define PTHREAD_COND_INITIALIZER RMUTEX_PTHREAD_COND_INITIALIZER_NAMED(RMUTEX_PTHREAD_SITE)
+#define pthread_cond_t rmutex_pthread_cond_t
+#define pthread_cond_init(c, attr) rmutex_pthread_cond_init((c), (attr), RMUTEX_PTHREAD_SITE)
+#define pthread_cond_destroy rmutex_pthread_cond_destroy
+#define pthread_cond_signal rmutex_pthread_cond_signal
+#define pthread_cond_broadcast rmutex_pthread_cond_broadcast
 #define pthread_cond_wait rmutex_pthread_cond_wait
 #define pthread_cond_timedwait rmutex_pthread_cond_timedwait
 #define pthread_cond_clockwait rmutex_pthread_cond_clockwait

@@ -10,5 +10,6 @@
 #include <vector>
 
 class SwapPthread : public ::testing::Test {};
+#define SWAP_ACROSS_PROCESSES 0
 #define SWAP_FIXTURE SwapPthread
 #include "swap_body.inc"

@@ -20,6 +20,7 @@ class SwapRmutex : public rmt::RedisTest {
   protected:
     SwapRmutex() : RedisTest(true) {}
 };
+#define SWAP_ACROSS_PROCESSES 1
 #define SWAP_FIXTURE SwapRmutex
 #include "swap_body.inc"
 
@@ -43,6 +44,32 @@ TEST_F(SwapRmutex, DefaultNameIsPrefixFileAndLineRelativeToTheSourceTree)
     EXPECT_TRUE(redis().exists("swaptest:shim/tests/swap_rmutex_test.cc:" + std::to_string(init_line)));
     ASSERT_EQ(0, pthread_mutex_unlock(&m));
     EXPECT_EQ(0, pthread_mutex_destroy(&m));
+}
+
+/* A condition variable is distributed, named like the mutexes: a waiter in
+ * a forked process is registered under "<prefix><file>:<line>" of its
+ * definition, and a signal from this process wakes it. */
+TEST_F(SwapRmutex, AConditionVariableIsNamedByItsDefinitionAndWakesAnotherProcess)
+{
+    std::string key = "rmutex_cond_wait:{swaptest:shim/tests/swap_body.inc:" +
+                      std::to_string(g_pc_nonempty_line) + "}";
+    pid_t pid = fork();
+    ASSERT_GE(pid, 0);
+    if (pid == 0) {
+        int r = pthread_mutex_lock(&g_pc_mu);
+        struct timespec t = after(CLOCK_REALTIME, 10000);
+        if (!r) r = pthread_cond_timedwait(&g_pc_nonempty, &g_pc_mu, &t); /* one wake-up */
+        int u = pthread_mutex_unlock(&g_pc_mu);
+        _exit(r ? 10 + r : u ? 2 : 0);
+    }
+    EXPECT_TRUE(rmt::wait_until([&] { return redis().cmd({"ZCARD", key}).integer() == 1; }, ms(5000)))
+        << key;
+    ASSERT_EQ(0, pthread_mutex_lock(&g_pc_mu));
+    EXPECT_EQ(0, pthread_cond_signal(&g_pc_nonempty));
+    ASSERT_EQ(0, pthread_mutex_unlock(&g_pc_mu));
+    int status = -1;
+    EXPECT_TRUE(rmt::wait_until([&] { return waitpid(pid, &status, WNOHANG) == pid; }, ms(5000)));
+    EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << "child: " << status;
 }
 
 pthread_mutex_t g_named = RMUTEX_PTHREAD_MUTEX_INITIALIZER_NAMED("swaptest:orders");
