@@ -4,7 +4,7 @@
  *   section        = programs ":" entry *( "," entry )
  *   programs       = pattern *( "," pattern )
  *   entry          = [ object ":" ] symbol [ "=" lockname ] *( ";" option )
- *   option         = "fair" | "robust" | "lease=" milliseconds
+ *   option         = "fair" | "robust" | "lease=" milliseconds | "cond"
  *
  * For example
  *
@@ -214,6 +214,8 @@ static int parse_entry(struct ctx *c, struct span ent, struct rm_shim_entry *e)
             e->fair = 1;
         } else if (eq(opt, "robust")) {
             e->robust = 1;
+        } else if (eq(opt, "cond")) {
+            e->cond = 1;
         } else if (opt.n > 6 && !memcmp(opt.p, "lease=", 6)) {
             if (parse_lease(trim(opt.p + 6, opt.n - 6), &lease)) {
                 report(c, "entry '%.*s': lease must be a number of milliseconds in [1, %lu]",
@@ -222,10 +224,15 @@ static int parse_entry(struct ctx *c, struct span ent, struct rm_shim_entry *e)
             }
             e->lease_ms = lease;
         } else {
-            report(c, "entry '%.*s': unknown option '%.*s' (fair, robust, lease=MS)", (int)ent.n,
-                   ent.p, (int)opt.n, opt.p);
+            report(c, "entry '%.*s': unknown option '%.*s' (fair, robust, lease=MS, cond)",
+                   (int)ent.n, ent.p, (int)opt.n, opt.p);
             return 1;
         }
+    }
+    if (e->cond && (e->fair || e->robust || e->lease_ms)) {
+        report(c, "entry '%.*s': a condition variable (cond) takes no other option", (int)ent.n,
+               ent.p);
+        return 1;
     }
     int bad = 0;
     e->symbol = dup_span(sym);

@@ -12,6 +12,7 @@ struct rm_shim_entry {
     int fair;               /* ";fair" */
     int robust;             /* ";robust" */
     unsigned long lease_ms; /* ";lease=MS", 0: the watchdog-renewed default */
+    int cond;               /* ";cond": a pthread_cond_t, made an rcond */
 };
 
 struct rm_shim_config {

@@ -95,3 +95,49 @@ int rm_shim_cond_wait(struct rm_shim_mutex *sm, pthread_cond_t *c, int mode, clo
 {
     return rm_dm_cond_wait(&rm_shim_real.dm, &sm->dm, sm->addr, &sm->rm, c, mode, clock, abs);
 }
+
+int rm_shim_rcond_wait(struct rm_shim_cond *sc, struct rm_shim_mutex *sm, pthread_mutex_t *m,
+                       int mode, clockid_t clock, const struct timespec *abs)
+{
+    if (!sm) {
+        if (!__atomic_exchange_n(&sc->unlisted_warned, 1, __ATOMIC_RELAXED))
+            rm_shim_say("'%s' (a listed condition variable) waited on with the mutex at %p, "
+                        "which is not listed: EINVAL; list the mutex too", sc->symbol, (void *)m);
+        return EINVAL;
+    }
+    return rm_dm_rcond_wait(&rm_shim_real.dm, &sm->dm, sm->addr, &sm->rm, &sc->rc, mode, clock,
+                            abs);
+}
+
+int rm_shim_cond_signal(struct rm_shim_cond *sc, int all)
+{
+    /* The local condition too: a wait that began before the table was
+     * published is on it. */
+    if (all) RM_REAL(cond_broadcast)(sc->addr);
+    else RM_REAL(cond_signal)(sc->addr);
+    return all ? rcond_broadcast(&sc->rc) : rcond_signal(&sc->rc);
+}
+
+int rm_shim_make_rcond(struct rm_shim_cond *sc, clockid_t clock)
+{
+    rcondattr_t a;
+    rcondattr_init(&a);
+    rcondattr_setclock(&a, clock);
+    int r = rcond_init(&sc->rc, sc->name, &a);
+    rcondattr_destroy(&a);
+    return r;
+}
+
+int rm_shim_cond_init(struct rm_shim_cond *sc, const pthread_condattr_t *attr)
+{
+    int r = RM_REAL(cond_init)(sc->addr, attr);
+    if (r) return r;
+    clockid_t clock = CLOCK_REALTIME;
+    if (attr) pthread_condattr_getclock(attr, &clock);
+    /* Nobody may use a condition while it is initialized: no wait is on
+     * the rcond, which is made again with the attribute's clock. */
+    if (!rcond_destroy(&sc->rc) && rm_shim_make_rcond(sc, clock))
+        rm_shim_say("'%s': cannot make its condition '%s' again: %s", sc->symbol, sc->name,
+                    rmutex_detail());
+    return 0;
+}

@@ -75,25 +75,62 @@ EXPORT int pthread_mutex_consistent(pthread_mutex_t *m)
     return rm_shim_consistent(sm);
 }
 
+/* A wait: a listed condition goes through rcond; otherwise a listed mutex
+ * gives up its name for glibc's wait (dmutex.c); otherwise glibc alone. */
 EXPORT int pthread_cond_wait(pthread_cond_t *c, pthread_mutex_t *m)
 {
+    struct rm_shim_cond *sc = rm_shim_find_cond(c);
     struct rm_shim_mutex *sm = rm_shim_find(m);
-    if (__builtin_expect(!sm, 1)) return RM_REAL(dm.cond_wait)(c, m);
+    if (__builtin_expect(!sc && !sm, 1)) return RM_REAL(dm.cond_wait)(c, m);
+    if (sc) return rm_shim_rcond_wait(sc, sm, m, RM_DM_FOREVER, CLOCK_REALTIME, NULL);
     return rm_shim_cond_wait(sm, c, RM_DM_FOREVER, CLOCK_REALTIME, NULL);
 }
 
 EXPORT int pthread_cond_timedwait(pthread_cond_t *c, pthread_mutex_t *m,
                                   const struct timespec *abstime)
 {
+    struct rm_shim_cond *sc = rm_shim_find_cond(c);
     struct rm_shim_mutex *sm = rm_shim_find(m);
-    if (__builtin_expect(!sm, 1)) return RM_REAL(dm.cond_timedwait)(c, m, abstime);
+    if (__builtin_expect(!sc && !sm, 1)) return RM_REAL(dm.cond_timedwait)(c, m, abstime);
+    if (sc) return rm_shim_rcond_wait(sc, sm, m, RM_DM_TIMED, (clockid_t)-1, abstime);
     return rm_shim_cond_wait(sm, c, RM_DM_TIMED, (clockid_t)-1, abstime);
 }
 
 EXPORT int pthread_cond_clockwait(pthread_cond_t *c, pthread_mutex_t *m, clockid_t clock,
                                   const struct timespec *abstime)
 {
+    struct rm_shim_cond *sc = rm_shim_find_cond(c);
     struct rm_shim_mutex *sm = rm_shim_find(m);
-    if (__builtin_expect(!sm, 1)) return RM_REAL(dm.cond_clockwait)(c, m, clock, abstime);
+    if (__builtin_expect(!sc && !sm, 1)) return RM_REAL(dm.cond_clockwait)(c, m, clock, abstime);
+    if (sc) return rm_shim_rcond_wait(sc, sm, m, RM_DM_TIMED, clock, abstime);
     return rm_shim_cond_wait(sm, c, RM_DM_TIMED, clock, abstime);
+}
+
+EXPORT int pthread_cond_signal(pthread_cond_t *c)
+{
+    struct rm_shim_cond *sc = rm_shim_find_cond(c);
+    if (__builtin_expect(!sc, 1)) return RM_REAL(cond_signal)(c);
+    return rm_shim_cond_signal(sc, 0);
+}
+
+EXPORT int pthread_cond_broadcast(pthread_cond_t *c)
+{
+    struct rm_shim_cond *sc = rm_shim_find_cond(c);
+    if (__builtin_expect(!sc, 1)) return RM_REAL(cond_broadcast)(c);
+    return rm_shim_cond_signal(sc, 1);
+}
+
+EXPORT int pthread_cond_init(pthread_cond_t *c, const pthread_condattr_t *attr)
+{
+    struct rm_shim_cond *sc = rm_shim_find_cond(c);
+    if (__builtin_expect(!sc, 1)) return RM_REAL(cond_init)(c, attr);
+    return rm_shim_cond_init(sc, attr);
+}
+
+/* destroy of a listed condition is glibc's: the rcond was made at start
+ * and lives as long as the symbol (the program may initialize it again). */
+
+EXPORT int pthread_cond_destroy(pthread_cond_t *c)
+{
+    return RM_REAL(cond_destroy)(c);
 }

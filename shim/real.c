@@ -2,7 +2,7 @@
  *
  * They are taken with dlvsym(RTLD_NEXT, name, version) where the version
  * matters and with dlsym(RTLD_NEXT) otherwise (or when the version is not
- * there, e.g. on another architecture).  The condition variable waits must
+ * there, e.g. on another architecture).  The condition variable calls must
  * be the GLIBC_2.3.2 ones: RTLD_NEXT without a version gave the old
  * 2.2.5 ABI before glibc 2.36.  For the mutex calls every version is the
  * same code; the 2.34 names are asked for so that is explicit.
@@ -76,6 +76,27 @@ static int boot_cond_clockwait(pthread_cond_t *c, pthread_mutex_t *m, clockid_t 
     return RM_REAL(dm.cond_clockwait)(c, m, k, t);
 }
 
+static int boot_cond_init(pthread_cond_t *c, const pthread_condattr_t *a)
+{
+    rm_shim_boot();
+    return RM_REAL(cond_init)(c, a);
+}
+static int boot_cond_destroy(pthread_cond_t *c)
+{
+    rm_shim_boot();
+    return RM_REAL(cond_destroy)(c);
+}
+static int boot_cond_signal(pthread_cond_t *c)
+{
+    rm_shim_boot();
+    return RM_REAL(cond_signal)(c);
+}
+static int boot_cond_broadcast(pthread_cond_t *c)
+{
+    rm_shim_boot();
+    return RM_REAL(cond_broadcast)(c);
+}
+
 struct rm_shim_real rm_shim_real = {
     .dm = {
         .lock = boot_lock,
@@ -92,6 +113,10 @@ struct rm_shim_real rm_shim_real = {
     },
     .init = boot_init,
     .destroy = boot_destroy,
+    .cond_init = boot_cond_init,
+    .cond_destroy = boot_cond_destroy,
+    .cond_signal = boot_cond_signal,
+    .cond_broadcast = boot_cond_broadcast,
 };
 
 /* ---- what a missing function does ---- */
@@ -115,6 +140,9 @@ static int none_ccw(pthread_cond_t *c, pthread_mutex_t *m, clockid_t k, const st
     (void)c, (void)m, (void)k, (void)t;
     return ENOSYS;
 }
+
+static int none_ci(pthread_cond_t *c, const pthread_condattr_t *a) { (void)c, (void)a; return ENOSYS; }
+static int none_c(pthread_cond_t *c) { (void)c; return ENOSYS; }
 
 static void *find(const char *name, const char *version)
 {
@@ -146,5 +174,9 @@ void rm_shim_boot(void)
     TAKE(dm.cond_wait, "pthread_cond_wait", "GLIBC_2.3.2", none_cw);
     TAKE(dm.cond_timedwait, "pthread_cond_timedwait", "GLIBC_2.3.2", none_ctw);
     TAKE(dm.cond_clockwait, "pthread_cond_clockwait", "GLIBC_2.34", none_ccw);
+    TAKE(cond_init, "pthread_cond_init", "GLIBC_2.3.2", none_ci);
+    TAKE(cond_destroy, "pthread_cond_destroy", "GLIBC_2.3.2", none_c);
+    TAKE(cond_signal, "pthread_cond_signal", "GLIBC_2.3.2", none_c);
+    TAKE(cond_broadcast, "pthread_cond_broadcast", "GLIBC_2.3.2", none_c);
     __atomic_store_n(&done, 1, __ATOMIC_RELEASE);
 }

@@ -1,5 +1,6 @@
 /* setup.c -- the shim's constructor: read RMUTEX_PRELOAD, find the listed
- * mutexes of this program, make their rmutexes, publish the table.
+ * mutexes and condition variables of this program, make their rmutexes and
+ * rconds, publish the tables.
  *
  * Every process that inherits LD_PRELOAD runs this, including the shells
  * and tools a program execs.  Where RMUTEX_PRELOAD is unset or names other
@@ -40,24 +41,56 @@ static void free_mutex(struct rm_shim_mutex *sm)
     free(sm);
 }
 
-/* Make the table entry of e, or say why not and return NULL. */
-static struct rm_shim_mutex *set_up(const struct rm_shim_entry *e)
+/* "object:symbol" or "symbol", malloc'd. */
+static char *display_name(const struct rm_shim_entry *e)
+{
+    char *s = e->object ? malloc(strlen(e->object) + strlen(e->symbol) + 2) : strdup(e->symbol);
+    if (s && e->object) {
+        strcpy(s, e->object);
+        strcat(s, ":");
+        strcat(s, e->symbol);
+    }
+    return s;
+}
+
+/* The address of e's symbol, or say why not (what: "mutex", "condition
+ * variable") and return NULL. */
+static void *locate(const struct rm_shim_entry *e, const char *what)
 {
     char why[512];
     void *addr;
-    if (rm_shim_resolve(e, &addr, why, sizeof why)) {
-        rm_shim_say("%s; it stays a process-local mutex", why);
-        return NULL;
-    }
-    struct rm_shim_mutex *sm = calloc(1, sizeof *sm);
+    if (!rm_shim_resolve(e, &addr, why, sizeof why)) return addr;
+    rm_shim_say("%s; it stays a process-local %s", why, what);
+    return NULL;
+}
+
+/* Make the table entry of a listed condition variable, or say why not. */
+static struct rm_shim_cond *set_up_cond(const struct rm_shim_entry *e)
+{
+    void *addr = locate(e, "condition variable");
+    struct rm_shim_cond *sc = addr ? calloc(1, sizeof *sc) : NULL;
+    if (!sc) return NULL;
+    sc->addr = addr;
+    sc->symbol = display_name(e);
+    sc->name = strdup(e->name);
+    if (sc->symbol && sc->name && !rm_shim_make_rcond(sc, CLOCK_REALTIME)) return sc;
+    if (sc->symbol && sc->name)
+        rm_shim_say("'%s': librmutex refuses the condition name '%s': %s; it stays a "
+                    "process-local condition variable", sc->symbol, sc->name, rmutex_detail());
+    free(sc->symbol);
+    free(sc->name);
+    free(sc);
+    return NULL;
+}
+
+/* Make the table entry of e, or say why not and return NULL. */
+static struct rm_shim_mutex *set_up(const struct rm_shim_entry *e)
+{
+    void *addr = locate(e, "mutex");
+    struct rm_shim_mutex *sm = addr ? calloc(1, sizeof *sm) : NULL;
     if (!sm) return NULL;
     sm->addr = addr;
-    sm->symbol = e->object ? malloc(strlen(e->object) + strlen(e->symbol) + 2) : strdup(e->symbol);
-    if (sm->symbol && e->object) {
-        strcpy(sm->symbol, e->object);
-        strcat(sm->symbol, ":");
-        strcat(sm->symbol, e->symbol);
-    }
+    sm->symbol = display_name(e);
     sm->name = strdup(e->name);
     sm->lease_ms = e->lease_ms;
     sm->cfg_robust = e->robust;
@@ -95,8 +128,14 @@ __attribute__((constructor)) static void rm_shim_start(void)
         return;
     }
     struct rm_shim_mutex **v = cfg.n ? calloc(cfg.n, sizeof *v) : NULL;
-    size_t used = 0;
-    for (size_t i = 0; v && i < cfg.n; i++) {
+    struct rm_shim_cond **cv = cfg.n ? calloc(cfg.n, sizeof *cv) : NULL;
+    size_t used = 0, conds = 0;
+    for (size_t i = 0; v && cv && i < cfg.n; i++) {
+        if (cfg.v[i].cond) {
+            struct rm_shim_cond *sc = set_up_cond(&cfg.v[i]);
+            if (sc) cv[conds++] = sc;
+            continue;
+        }
         struct rm_shim_mutex *sm = set_up(&cfg.v[i]);
         if (!sm) continue;
         int dup = 0;
@@ -113,7 +152,8 @@ __attribute__((constructor)) static void rm_shim_start(void)
         }
         v[used++] = sm;
     }
-    if (cfg.n && !v) rm_shim_say("out of memory reading RMUTEX_PRELOAD; no mutex is distributed");
+    if (cfg.n && (!v || !cv))
+        rm_shim_say("out of memory reading RMUTEX_PRELOAD; no mutex is distributed");
     rm_shim_config_free(&cfg);
     if (used) {
         rmutex_set_lost_callback(rm_shim_lost_callback, NULL);
@@ -121,6 +161,7 @@ __attribute__((constructor)) static void rm_shim_start(void)
          * begin while a fair lock waits (which is not cut into slices). */
         rmutex_set_outage_callback(outage_from_library, NULL);
     }
+    rm_shim_publish_conds(cv, conds);
     rm_shim_publish(v, used);
     errno = saved;
 }

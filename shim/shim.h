@@ -20,6 +20,10 @@ struct rm_shim_real {
     struct rm_dm_real dm; /* what dmutex.c needs (lock, cond waits, hooks) */
     int (*init)(pthread_mutex_t *, const pthread_mutexattr_t *);
     int (*destroy)(pthread_mutex_t *);
+    int (*cond_init)(pthread_cond_t *, const pthread_condattr_t *);
+    int (*cond_destroy)(pthread_cond_t *);
+    int (*cond_signal)(pthread_cond_t *);
+    int (*cond_broadcast)(pthread_cond_t *);
 };
 
 /* Until rm_shim_boot() has run, every pointer leads to a stub that runs it
@@ -45,6 +49,16 @@ struct rm_shim_mutex {
     struct rm_dm dm;
 };
 
+/* One listed condition variable: waits on it go through rcond (with a
+ * listed mutex only). */
+struct rm_shim_cond {
+    pthread_cond_t *addr;   /* the program's condition variable */
+    char *symbol;           /* as listed, for messages */
+    char *name;             /* the condition's name */
+    int unlisted_warned;    /* waited on with an unlisted mutex: said once */
+    rcond_t rc;
+};
+
 /* The span of addresses that holds every listed mutex: [lo, lo + span).
  * span is 0 while nothing is listed, so the check below fails for every
  * address with one compare.  Written once, at start. */
@@ -66,6 +80,18 @@ static inline struct rm_shim_mutex *rm_shim_find(const void *m)
  * constructor.  Takes ownership of v. */
 void rm_shim_publish(struct rm_shim_mutex **v, size_t n);
 
+/* The same for condition variables, with a span of their own. */
+extern uintptr_t rm_shim_cond_lo, rm_shim_cond_span;
+struct rm_shim_cond *rm_shim_lookup_cond(const void *c);
+static inline struct rm_shim_cond *rm_shim_find_cond(const void *c)
+{
+    uintptr_t off = (uintptr_t)c - __atomic_load_n(&rm_shim_cond_lo, __ATOMIC_RELAXED);
+    if (__builtin_expect(off >= __atomic_load_n(&rm_shim_cond_span, __ATOMIC_RELAXED), 1))
+        return NULL;
+    return rm_shim_lookup_cond(c);
+}
+void rm_shim_publish_conds(struct rm_shim_cond **v, size_t n);
+
 /* ---- listed.c: interposer bodies for listed mutexes ---- */
 
 int rm_shim_init(struct rm_shim_mutex *sm, const pthread_mutexattr_t *attr);
@@ -75,6 +101,16 @@ int rm_shim_unlock(struct rm_shim_mutex *sm);
 int rm_shim_consistent(struct rm_shim_mutex *sm);
 int rm_shim_cond_wait(struct rm_shim_mutex *sm, pthread_cond_t *c, int mode, clockid_t clock,
                       const struct timespec *abs);
+/* A wait on a listed condition: through rcond when the mutex is listed
+ * too, else EINVAL and one line. */
+int rm_shim_rcond_wait(struct rm_shim_cond *sc, struct rm_shim_mutex *sm, pthread_mutex_t *m,
+                       int mode, clockid_t clock, const struct timespec *abs);
+int rm_shim_cond_signal(struct rm_shim_cond *sc, int all);
+/* pthread_cond_init of a listed condition: glibc's, and the rcond takes
+ * the attribute's clock. */
+int rm_shim_cond_init(struct rm_shim_cond *sc, const pthread_condattr_t *attr);
+/* Make sc's rcond on clock.  0 or the rcond_init error. */
+int rm_shim_make_rcond(struct rm_shim_cond *sc, clockid_t clock);
 
 /* Make sm's rmutex with the given robustness and fairness (and sm's
  * lease).  Returns 0 or the rmutex_init error. */

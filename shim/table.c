@@ -20,48 +20,55 @@
  * covering its address but no array yet treats the mutex as unlisted, which
  * is right: the constructor has not finished, nobody is distributed yet.
  * It is never freed: listed mutexes are globals that live as long as the
- * process. */
+ * process.  Listed condition variables have a table and a span of their
+ * own, checked the same way by the pthread_cond_* interposers. */
 #include "shim.h"
 
 #include <stdlib.h>
 
 uintptr_t rm_shim_lo, rm_shim_span;
+uintptr_t rm_shim_cond_lo, rm_shim_cond_span;
+
+struct slot {
+    uintptr_t addr;
+    void *entry; /* struct rm_shim_mutex or struct rm_shim_cond */
+};
 
 struct table {
     size_t n;
-    struct rm_shim_mutex **v; /* sorted by addr */
+    struct slot *v; /* sorted by addr */
 };
-static struct table *table;
+static struct table *mutexes, *conds;
 
-struct rm_shim_mutex *rm_shim_lookup(const void *m)
+static void *lookup(struct table **where, const void *m)
 {
-    const struct table *t = __atomic_load_n(&table, __ATOMIC_ACQUIRE);
+    const struct table *t = __atomic_load_n(where, __ATOMIC_ACQUIRE);
     if (!t) return NULL;
     size_t lo = 0, hi = t->n;
     while (lo < hi) {
         size_t mid = lo + (hi - lo) / 2;
-        const void *a = t->v[mid]->addr;
-        if (a == m) return t->v[mid];
-        if ((uintptr_t)a < (uintptr_t)m) lo = mid + 1;
+        uintptr_t a = t->v[mid].addr;
+        if (a == (uintptr_t)m) return t->v[mid].entry;
+        if (a < (uintptr_t)m) lo = mid + 1;
         else hi = mid;
     }
     return NULL;
 }
 
+struct rm_shim_mutex *rm_shim_lookup(const void *m) { return lookup(&mutexes, m); }
+struct rm_shim_cond *rm_shim_lookup_cond(const void *c) { return lookup(&conds, c); }
+
 static int by_addr(const void *a, const void *b)
 {
-    uintptr_t x = (uintptr_t)(*(struct rm_shim_mutex *const *)a)->addr;
-    uintptr_t y = (uintptr_t)(*(struct rm_shim_mutex *const *)b)->addr;
+    uintptr_t x = ((const struct slot *)a)->addr, y = ((const struct slot *)b)->addr;
     return x < y ? -1 : x > y;
 }
 
-void rm_shim_publish(struct rm_shim_mutex **v, size_t n)
+/* Sort v, then publish it: the table, then lo, then (release) span. */
+static void publish(struct table **where, uintptr_t *lo_out, uintptr_t *span_out, struct slot *v,
+                    size_t n)
 {
-    if (!n) {
-        free(v);
-        return;
-    }
-    struct table *t = malloc(sizeof *t);
+    struct table *t = n ? malloc(sizeof *t) : NULL;
     if (!t) {
         free(v);
         return;
@@ -69,8 +76,24 @@ void rm_shim_publish(struct rm_shim_mutex **v, size_t n)
     qsort(v, n, sizeof *v, by_addr);
     t->n = n;
     t->v = v;
-    uintptr_t lo = (uintptr_t)v[0]->addr, hi = (uintptr_t)v[n - 1]->addr;
-    __atomic_store_n(&table, t, __ATOMIC_RELEASE);
-    __atomic_store_n(&rm_shim_lo, lo, __ATOMIC_RELAXED);
-    __atomic_store_n(&rm_shim_span, hi - lo + 1, __ATOMIC_RELEASE);
+    uintptr_t lo = v[0].addr, hi = v[n - 1].addr;
+    __atomic_store_n(where, t, __ATOMIC_RELEASE);
+    __atomic_store_n(lo_out, lo, __ATOMIC_RELAXED);
+    __atomic_store_n(span_out, hi - lo + 1, __ATOMIC_RELEASE);
+}
+
+void rm_shim_publish(struct rm_shim_mutex **v, size_t n)
+{
+    struct slot *s = n ? calloc(n, sizeof *s) : NULL;
+    for (size_t i = 0; s && i < n; i++) s[i] = (struct slot){ (uintptr_t)v[i]->addr, v[i] };
+    free(v);
+    publish(&mutexes, &rm_shim_lo, &rm_shim_span, s, s ? n : 0);
+}
+
+void rm_shim_publish_conds(struct rm_shim_cond **v, size_t n)
+{
+    struct slot *s = n ? calloc(n, sizeof *s) : NULL;
+    for (size_t i = 0; s && i < n; i++) s[i] = (struct slot){ (uintptr_t)v[i]->addr, v[i] };
+    free(v);
+    publish(&conds, &rm_shim_cond_lo, &rm_shim_cond_span, s, s ? n : 0);
 }

@@ -48,6 +48,27 @@ TEST(ShimConfig, TheIssueExampleGivesAFairAndANonFairLock)
     EXPECT_TRUE(p->errors.empty());
 }
 
+TEST(ShimConfig, CondMarksAConditionVariableAndTakesNoOtherOption)
+{
+    auto p = parse("app: queue_lock=shop:q, queue_cv=shop:nonempty;cond, libq.so:full_cv;cond");
+    ASSERT_EQ(0, p->rc) << (p->errors.empty() ? "" : p->errors[0]);
+    ASSERT_EQ(3u, p->v.size());
+    EXPECT_EQ(0, p->v[0].cond);
+    EXPECT_EQ("queue_cv", str(p->v[1].symbol));
+    EXPECT_EQ("shop:nonempty", str(p->v[1].name));
+    EXPECT_EQ(1, p->v[1].cond);
+    EXPECT_EQ("libq.so", str(p->v[2].object));
+    EXPECT_EQ(1, p->v[2].cond);
+
+    for (const char *bad : { "app: cv;cond;fair", "app: cv;robust;cond", "app: cv;cond;lease=10" }) {
+        auto q = parse(bad);
+        EXPECT_EQ(1, q->rc) << bad;
+        EXPECT_TRUE(q->v.empty()) << bad;
+        ASSERT_EQ(1u, q->errors.size()) << bad;
+        EXPECT_NE(std::string::npos, q->errors[0].find("takes no other option")) << q->errors[0];
+    }
+}
+
 TEST(ShimConfig, ObjectRobustAndLeaseAreParsed)
 {
     auto p = parse(" app : libfoo.so.1:cache_lock = cache:{user}:1 ; robust ; lease=2500 ");

@@ -119,7 +119,8 @@ TEST(ShimLibrary, ExportsOnlyTheInterposedNames)
         "pthread_mutex_init", "pthread_mutex_destroy", "pthread_mutex_lock",
         "pthread_mutex_trylock", "pthread_mutex_timedlock", "pthread_mutex_clocklock",
         "pthread_mutex_unlock", "pthread_mutex_consistent", "pthread_cond_wait",
-        "pthread_cond_timedwait", "pthread_cond_clockwait",
+        "pthread_cond_timedwait", "pthread_cond_clockwait", "pthread_cond_init",
+        "pthread_cond_destroy", "pthread_cond_signal", "pthread_cond_broadcast",
     };
     int st = 0;
     std::string out = shell("nm -D --defined-only '" + kPreload + "'", &st);
@@ -377,6 +378,55 @@ TEST_F(Shim, CancellationInAConditionWaitRestoresTheRedisHold)
     EXPECT_TRUE(p->expect_line("unlocked rc=0", ms(10000)));
     EXPECT_FALSE(held(n()));
     EXPECT_EQ("", p->err());
+}
+
+/* A listed condition variable (";cond") is shared across processes: a
+ * waiter in one process is registered in Redis under the listed name and
+ * woken by a signal from another. */
+TEST_F(Shim, AListedConditionVariableWakesAWaiterInAnotherProcess)
+{
+    std::string cond = n("cond");
+    std::string cfg = "shimprog: counter_lock=" + n() + ", cond=" + cond + ";cond";
+    for (std::string how : { "one", "all" }) {
+        auto waiter = run({ "cwait", "global" }, cfg);
+        ASSERT_TRUE(waiter->expect_line("waiting", ms(10000))) << waiter->err();
+        ASSERT_TRUE(wait_until(
+            [&] { return redis().cmd({ "ZCARD", "rmutex_cond_wait:{" + cond + "}" }).integer() == 1; },
+            ms(5000)))
+            << "the waiter is not registered under the listed name";
+        EXPECT_FALSE(held(n())) << "the waiter kept the mutex's name";
+        auto t0 = Clock::now();
+        auto signaller = run({ "csignal", "global", how }, cfg);
+        EXPECT_TRUE(signaller->expect_line("signalled rc=0", ms(10000))) << signaller->err();
+        EXPECT_TRUE(waiter->expect_line("woke rc=0", ms(5000))) << how;
+        EXPECT_LT(elapsed_ms(t0), scaled(ms(3000)).count()) << "woken by the timeout, not the signal";
+        EXPECT_TRUE(waiter->expect_line("unlocked rc=0", ms(5000)));
+        EXPECT_EQ("", waiter->err());
+        EXPECT_EQ("", signaller->err());
+    }
+    EXPECT_FALSE(held(n()));
+}
+
+TEST_F(Shim, AListedConditionWithAnUnlistedMutexIsEinvalWithOneLine)
+{
+    auto p = run({ "cwait", "plain" }, "shimprog: counter_lock=" + n() + ", cond=" + n("cond") + ";cond");
+    ASSERT_TRUE(p->expect_line("woke rc=22", ms(10000))) << p->err();
+    EXPECT_TRUE(p->expect_line("unlocked rc=0", ms(5000)));
+    auto err = lines(p->err());
+    ASSERT_EQ(1u, err.size()) << p->err();
+    EXPECT_NE(std::string::npos, err[0].find("not listed")) << err[0];
+}
+
+TEST_F(Shim, AnUnlistedConditionStaysOnGlibc)
+{
+    /* cond not listed: the wait is glibc's on a listed mutex (as before),
+     * and nothing of a condition appears in Redis. */
+    auto p = run({ "condtimed", "global", "100" }, "shimprog: counter_lock=" + n());
+    ASSERT_TRUE(p->expect_line("timedwait rc=110 clockwait rc=110", ms(10000))) << p->err();
+    p->write_line("go");
+    EXPECT_TRUE(p->expect_line("unlocked rc=0", ms(10000)));
+    auto keys = redis().cmd({ "KEYS", "rmutex_cond*" });
+    EXPECT_EQ(0u, keys->elements);
 }
 
 /* ---- configuration problems ---- */

@@ -257,6 +257,30 @@ static int cmd_condtimed(char **argv)
     return 0;
 }
 
+/* One timed wait (10 s) on cond, which the tests may list as a distributed
+ * condition: "woke rc=N" says how it ended. */
+static int cmd_cwait(char **argv)
+{
+    pthread_mutex_t *m = mutex_named(argv[0]);
+    int rc = pthread_mutex_lock(m);
+    say("waiting");
+    struct timespec t = after_ms(CLOCK_REALTIME, 10000);
+    if (!rc) rc = pthread_cond_timedwait(&cond, m, &t);
+    say("woke rc=%d", rc);
+    say("unlocked rc=%d", pthread_mutex_unlock(m));
+    return 0;
+}
+
+static int cmd_csignal(char **argv)
+{
+    pthread_mutex_t *m = mutex_named(argv[0]);
+    pthread_mutex_lock(m);
+    int rc = !strcmp(argv[1], "all") ? pthread_cond_broadcast(&cond) : pthread_cond_signal(&cond);
+    pthread_mutex_unlock(m);
+    say("signalled rc=%d", rc);
+    return 0;
+}
+
 static void cancel_cleanup(void *arg)
 {
     say("cleanup");
@@ -357,6 +381,8 @@ int main(int argc, char **argv)
     if (!strcmp(c, "cond") && n == 1) return cmd_cond(rest);
     if (!strcmp(c, "condtimed") && n == 2) return cmd_condtimed(rest);
     if (!strcmp(c, "cancel") && n == 1) return cmd_cancel(rest);
+    if (!strcmp(c, "cwait") && n == 1) return cmd_cwait(rest);
+    if (!strcmp(c, "csignal") && n == 2) return cmd_csignal(rest);
     if (!strcmp(c, "exec") && n >= 2) return cmd_exec(rest);
     if (!strcmp(c, "robust") && n == 2) return cmd_robust(rest);
     fprintf(stderr, "shimprog: bad command\n");
