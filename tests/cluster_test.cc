@@ -304,6 +304,7 @@ class ClusterPubSub : public ClusterTest {
      * on a local gate, not on pub/sub); a thread of ours waits for it. */
     void hold_elsewhere(const std::string &n, bool fair)
     {
+        uint64_t subscribed = stats().subscribes; /* (the counters span the program's tests) */
         holder = child_holding(n, cluster->url("lease=3000"), fair ? std::vector<std::string>{"--fair"}
                                                                   : std::vector<std::string>{});
         ASSERT_TRUE(holder);
@@ -316,7 +317,8 @@ class ClusterPubSub : public ClusterTest {
             int r = rmutex_lock(&m);
             return r ? r : rmutex_unlock(&m);
         });
-        ASSERT_TRUE(wait_until([] { return stats().waiting > 0 && stats().subscribes > 0; }, ms(3000)));
+        ASSERT_TRUE(wait_until(
+            [&] { return stats().waiting > 0 && stats().subscribes > subscribed; }, ms(3000)));
     }
     /* The holder unlocks; the waiter gets the lock within 500 ms. */
     void release_and_expect_wake()

@@ -206,8 +206,12 @@ TEST_F(FairCrash, ALostGrantMessageIsFoundByTheWaitersNextLook)
     ASSERT_TRUE(w);
     std::string wm = enqueue(*w, k, "lock 0");
     ASSERT_FALSE(wm.empty());
-    auto ids = redis().client_ids("rmutex:sub:" + std::to_string(w->pid()));
-    ASSERT_EQ(1u, ids.size());
+    /* The waiter joins its channel before it queues, but its multiplexer
+     * dials on its own thread: wait for the connection. */
+    std::vector<long long> ids;
+    ASSERT_TRUE(wait_until(
+        [&] { return (ids = redis().client_ids("rmutex:sub:" + std::to_string(w->pid()))).size() == 1; },
+        ms(3000)));
     ASSERT_TRUE(redis().client_kill_id(ids[0]));
     auto t_rel = Clock::now();
     EXPECT_RC(0, rmutex_unlock(&m));
