@@ -84,6 +84,17 @@ static void do_holdcount(void *p)
     unsigned n;
     *(int *)p = rmutex_holdcount(&m, &n);
 }
+static rcond_t cv;
+static void do_cinit(void *p) { *(int *)p = rcond_init(&cv, name, NULL); }
+static void do_csignal(void *p) { *(int *)p = rcond_signal(&cv); }
+static void do_cbroadcast(void *p) { *(int *)p = rcond_broadcast(&cv); }
+static void do_cdestroy(void *p) { *(int *)p = rcond_destroy(&cv); }
+static void do_cwait(void *p) { *(int *)p = rcond_wait(&cv, &m); }
+static void do_ctimedwait(void *p)
+{
+    struct timespec t = in_ms(CLOCK_REALTIME, 50);
+    *(int *)p = rcond_timedwait(&cv, &m, &t);
+}
 static void do_stats(void *p)
 {
     rmutex_stats_t s;
@@ -130,6 +141,13 @@ static void *all_calls(void *p)
     run(ph, "rmutex_unlock", do_unlock, 0);
     run(ph, "rmutex_clocklock", do_clocklock, 0);
     run(ph, "rmutex_unlock", do_unlock, 0);
+    run(ph, "rcond_init", do_cinit, 0);
+    run(ph, "rcond_signal", do_csignal, 0);
+    run(ph, "rcond_broadcast", do_cbroadcast, 0);
+    run(ph, "rmutex_lock", do_lock, 0);
+    run(ph, "rcond_timedwait (timeout)", do_ctimedwait, ETIMEDOUT);
+    run(ph, "rmutex_unlock", do_unlock, 0);
+    run(ph, "rcond_destroy", do_cdestroy, 0);
     run(ph, "rmutex_stats", do_stats, 0);
     run(ph, "rmutex_detail", do_detail, 0);
     run(ph, "rmutex_force_unlock", do_force, 0);
@@ -178,10 +196,30 @@ static void holder_release(void)
 
 /* Wait on a small stack: a timeout, then a hand-off (and, robust, a dead
  * holder: EOWNERDEAD and rmutex_consistent). */
+/* A thread of normal size that signals cv until told to stop. */
+static volatile int stop_signalling;
+static void *signaller(void *p)
+{
+    struct timespec pause = { 0, 50 * 1000000 };
+    while (!stop_signalling) {
+        rcond_signal(&cv);
+        nanosleep(&pause, NULL);
+    }
+    return p;
+}
+
 static void *contended(void *p)
 {
     struct phase *ph = p;
     pthread_t t;
+    check("rcond_init", rcond_init(&cv, name, NULL), 0);
+    pthread_create(&t, NULL, signaller, NULL);
+    run(ph, "rmutex_lock", do_lock, 0);
+    run(ph, "rcond_wait (signalled)", do_cwait, 0);
+    run(ph, "rmutex_unlock", do_unlock, 0);
+    stop_signalling = 1;
+    pthread_join(t, NULL);
+    check("rcond_destroy", rcond_destroy(&cv), 0);
     holder_start(&t);
     run(ph, "rmutex_clocklock (timeout)", do_timeout, ETIMEDOUT);
     run(ph, "rmutex_trylock (busy)", do_trylock, EBUSY);
