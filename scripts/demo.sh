@@ -45,7 +45,7 @@ cmake -S . -B build/demo -DCMAKE_BUILD_TYPE=RelWithDebInfo \
     exit 1
 }
 cmake --build build/demo -j "$(nproc 2>/dev/null || echo 2)" \
-    --target rmutex_example_counter rmutex_example_worker_pool rmutex_example_preload_counter \
+    --target rmutex_example_counter rmutex_example_worker_pool rmutex_example_queue rmutex_example_preload_counter \
     rmutex_example_port_pthread rmutex_example_port_rmutex rmutex_preload
 BIN=build/demo/examples
 
@@ -69,6 +69,9 @@ step "The same without the lock: updates get lost"
 
 step "Worker pool: 3 processes, 12 jobs, trylock + timedlock"
 "$BIN/worker_pool" --workers 3 --jobs 12
+
+step "A bounded job queue: 2 producer and 3 consumer processes, one rmutex, two rconds"
+"$BIN/queue" --producers 2 --consumers 3 --jobs 24 --capacity 3
 
 step "An unmodified pthread program, 4 copies, plainly and under the LD_PRELOAD shim"
 examples/preload/run.sh "$BIN/preload/preload_counter" build/demo/shim/librmutex_preload.so

@@ -39,8 +39,8 @@ local op, member, wlease = ARGV[1], ARGV[2], tonumber(ARGV[3])
 local PUBLISH = ARGV[6]
 local PURGE = 16
 
-local time = redis.call('time')
-local now = tonumber(time[1]) * 1000 + math.floor(tonumber(time[2]) / 1000)
+-- Server time (clock()), read only when needed (not by broadcast).
+--!include clock.lua
 
 local function bcast()
   return tonumber(redis.call('hget', H, 'bcast')) or 0
@@ -70,7 +70,7 @@ end
 
 -- Drop up to PURGE waiters whose lease ran out; pass their signals on.
 local function purge()
-  local dead = redis.call('zrangebyscore', A, '-inf', now, 'limit', 0, PURGE)
+  local dead = redis.call('zrangebyscore', A, '-inf', clock(), 'limit', 0, PURGE)
   local redo = 0
   for _, m in ipairs(dead) do
     local s = tonumber(redis.call('zscore', W, m))
@@ -91,7 +91,9 @@ local function state()
   return 0
 end
 
-purge()
+-- A broadcast needs neither: a dead waiter it releases costs nothing, and
+-- it must stay O(1) (the waiters' own calls purge and tidy).
+if op ~= 'broadcast' then purge() end
 
 if op == 'wait' then
   local s = redis.call('zscore', W, member)
@@ -103,7 +105,7 @@ if op == 'wait' then
   local ticket = redis.call('hincrby', H, 'seq', 1)
   redis.call('hset', H, 'mutex', ARGV[4])
   redis.call('zadd', W, ticket, member)
-  redis.call('zadd', A, now + wlease, member)
+  redis.call('zadd', A, clock() + wlease, member)
   tidy()
   return {0, ticket}
 
@@ -128,9 +130,8 @@ elseif op == 'broadcast' then
   -- Nobody waiting (every ticket is signalled or below bcast): no-op.
   if redis.call('zcount', W, math.max(bcast(), 1), '+inf') == 0 then return 0 end
   local cut = tonumber(redis.call('hget', H, 'seq')) + 1
-  redis.call('hset', H, 'bcast', cut)
+  redis.call('hset', H, 'bcast', cut) -- (H keeps its TTL: the waiters keep it)
   redis.call(PUBLISH, P, '* ' .. cut)
-  tidy()
   return 1
 end
 return redis.error_reply('cond.lua: unknown op ' .. tostring(op))

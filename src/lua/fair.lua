@@ -50,16 +50,8 @@ local PUBLISH = ARGV[11]
 local member = me .. '|' .. ARGV[3]
 local PURGE = 64
 
--- Server time in ms, read once and only when a queue is involved: the
--- common uncontended acquire and release never need it.
-local server_ms
-local function clock()
-  if not server_ms then
-    local time = redis.call('time')
-    server_ms = tonumber(time[1]) * 1000 + math.floor(tonumber(time[2]) / 1000)
-  end
-  return server_ms
-end
+-- Server time (clock()) is read only when a queue is involved.
+--!include clock.lua
 
 
 -- The lock is free: grant it to the first live waiter.  Returns the waiter

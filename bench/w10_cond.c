@@ -1,0 +1,462 @@
+/* w10_cond.c -- W10: condition variables (rcond_*).
+ *
+ *   - signal -> the waiter holds the mutex again: a waiter in another
+ *     process waits once per round; this process waits until Redis shows
+ *     it registered, signals (without holding the mutex), and the waiter
+ *     reports when rcond_wait returned (CLOCK_MONOTONIC is one clock for
+ *     both processes).  Median and p99 over the rounds, and the median in
+ *     units of the EVALSHA RTT of this run.  After the wake-up the waiter
+ *     makes two script round trips of its own before rcond_wait returns
+ *     (leave, then the mutex's acquire), so "signal -> wake" is given as
+ *     that figure minus an uncontended lock+unlock (two script round trips)
+ *     the waiter times right after each round: derived, not observed;
+ *   - round trips of the calling thread per wait (the waiter's, including
+ *     the mutex's release and retake), per signal and per broadcast;
+ *   - a broadcast's Redis-side time (SLOWLOG, exact per command) with 1
+ *     waiter, with 10 in 10 processes and with 1 000 in 10 processes, and
+ *     the ratios 1 000 / 1 (the target, <= 2) and 1 000 / 10: the script
+ *     does not look at the waiters, but its PUBLISH writes to every
+ *     subscribed process, so the second ratio is the one that isolates
+ *     the number of waiters; and how long the 1 000 take to have all
+ *     returned (each retakes the mutex in turn);
+ *   - the broadcast script alone (called directly, timed by INFO
+ *     commandstats) with 1, 1 000 and 10 000 synthetic waiters and no
+ *     subscriber: what the script costs against the number of waiters,
+ *     free of the crowd's load on the machine;
+ *   - the floor under every pub/sub wake-up on this machine: a raw PUBLISH
+ *     read by a plain hiredis subscriber in another process. */
+#include "bench.h"
+#include "clock.h"
+#include "cmdstats.h"
+#include "report.h"
+#include "server.h"
+
+#include <errno.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+struct report_line {
+    int64_t returned_ns; /* rcond_wait returned */
+    int rc;
+    double round_trips;  /* of the wait */
+    int64_t pair_ns;     /* an uncontended lock+unlock right after: two script round trips */
+};
+
+static long long zcard(redisContext *c, const char *key)
+{
+    return rcmd_int(c, "ZCARD %s", key);
+}
+
+/* Poll until the condition has want registered waiters (or 30 s). */
+static int await_waiters(redisContext *c, const char *key, long long want)
+{
+    int64_t until = now_ns() + 30000000000LL;
+    while (zcard(c, key) != want) {
+        if (now_ns() > until) return -1;
+        sleep_ns(100000);
+    }
+    return 0;
+}
+
+static void child_waiter(const char *mname, const char *cname, int rounds, int fd)
+{
+    rmutex_t m;
+    rcond_t cv;
+    if (rmutex_init(&m, mname, NULL) || rcond_init(&cv, cname, NULL)) _exit(1);
+    for (int i = 0; i < rounds; i++) {
+        struct report_line l = { 0, 0, 0 };
+        if (rmutex_lock(&m)) _exit(2);
+        rmutex_stats_t s0 = stats_now();
+        l.rc = rcond_wait(&cv, &m);
+        l.returned_ns = now_ns();
+        rmutex_stats_t s1 = stats_now();
+        l.round_trips = (double)(s1.round_trips - s0.round_trips);
+        rmutex_unlock(&m);
+        int64_t p0 = now_ns();
+        if (rmutex_lock(&m) || rmutex_unlock(&m)) _exit(4);
+        l.pair_ns = now_ns() - p0;
+        if (write(fd, &l, sizeof l) != (ssize_t)sizeof l) _exit(3);
+    }
+    _exit(0);
+}
+
+static void latency(redisContext *c)
+{
+    char mname[128], cname[128], key[200];
+    lock_name(mname, sizeof mname, "w10:m");
+    lock_name(cname, sizeof cname, "w10:c");
+    snprintf(key, sizeof key, "rmutex_cond_wait:{%s}", cname);
+    int rounds = opt.quick ? 100 : 400, fds[2];
+    struct sample holds_p50 = { .n = 0 }, holds_p99 = { .n = 0 }, wake = { .n = 0 },
+                  rt_wait = { .n = 0 }, rt_signal = { .n = 0 }, rt_broadcast = { .n = 0 };
+    double *lat = calloc((size_t)rounds, sizeof *lat), *woke = calloc((size_t)rounds, sizeof *woke);
+    int ok = lat && woke && !pipe(fds);
+    rcond_t cv;
+    ok = ok && !rcond_init(&cv, cname, NULL);
+    for (int rep = 0; ok && rep < opt.reps; rep++) {
+        pid_t pid = fork();
+        if (pid == 0) {
+            close(fds[0]);
+            child_waiter(mname, cname, rounds, fds[1]);
+        }
+        double trips = 0, sig_trips = 0;
+        for (int i = 0; ok && i < rounds; i++) {
+            struct report_line l;
+            if (await_waiters(c, key, 1)) {
+                fprintf(stderr, "bench W10: the waiter did not register\n");
+                ok = 0;
+                break;
+            }
+            rmutex_stats_t s0 = stats_now();
+            int64_t t0 = now_ns();
+            int r = rcond_signal(&cv);
+            rmutex_stats_t s1 = stats_now();
+            sig_trips += (double)(s1.round_trips - s0.round_trips);
+            if (r || read(fds[0], &l, sizeof l) != (ssize_t)sizeof l || l.rc) {
+                fprintf(stderr, "bench W10: signal %d, wait %d\n", r, l.rc);
+                ok = 0;
+                break;
+            }
+            lat[i] = (double)(l.returned_ns - t0) / 1e3;
+            woke[i] = (double)(l.returned_ns - t0 - l.pair_ns) / 1e3;
+            trips += l.round_trips;
+        }
+        int status;
+        if (!ok) kill(pid, SIGKILL);
+        waitpid(pid, &status, 0);
+        if (!ok) break;
+        sort_doubles(lat, (size_t)rounds);
+        double p50 = quantile_sorted(lat, (size_t)rounds, 0.5);
+        sample_add(&holds_p50, p50);
+        sample_add(&holds_p99, quantile_sorted(lat, (size_t)rounds, 0.99));
+        sort_doubles(woke, (size_t)rounds);
+        sample_add(&wake, quantile_sorted(woke, (size_t)rounds, 0.5));
+        sample_add(&rt_wait, trips / rounds);
+        sample_add(&rt_signal, sig_trips / rounds);
+        /* A broadcast with nobody waiting is one round trip too. */
+        rmutex_stats_t b0 = stats_now();
+        rcond_broadcast(&cv);
+        rmutex_stats_t b1 = stats_now();
+        sample_add(&rt_broadcast, (double)(b1.round_trips - b0.round_trips));
+        printf("  W10 signal -> waiter holds the mutex: p50 %.0f us, p99 %.0f us (%d rounds)\n", p50,
+               quantile_sorted(lat, (size_t)rounds, 0.99), rounds);
+    }
+    if (ok) rcond_destroy(&cv);
+    free(lat);
+    free(woke);
+    close(fds[0]);
+    close(fds[1]);
+
+    struct row *r = report_row("W10", "signal → waiter holds the mutex, p50", "µs", ok ? &holds_p50 : NULL);
+    row_limit_ref(r, &lim.eval_rtt_us, 1, "EVALSHA RTT");
+    row_target(r, "ratio ≤ 3", ON_RATIO, J_LE, 3, 0);
+    report_row("W10", "signal → waiter holds the mutex, p99", "µs", ok ? &holds_p99 : NULL);
+    r = report_row("W10", "signal → wake, p50 (derived: above − the waiter's lock+unlock)", "µs",
+                   ok ? &wake : NULL);
+    row_limit_ref(r, &lim.eval_rtt_us, 1, "EVALSHA RTT");
+    row_target(r, "ratio ≤ 1.5", ON_RATIO, J_LE, 1.5, 0);
+    report_row("W10", "round trips per wait (with the mutex's release and retake)", "RT",
+               ok ? &rt_wait : NULL);
+    report_row("W10", "round trips per signal", "RT", ok ? &rt_signal : NULL);
+    report_row("W10", "round trips per broadcast", "RT", ok ? &rt_broadcast : NULL);
+}
+
+/* ---- the floor: raw pub/sub delivery between two processes ---- */
+
+/* PUBLISH by this process -> a subscriber process (plain hiredis) has read
+ * the message: what any pub/sub wake-up costs on this machine before a
+ * thread is woken. */
+static void raw_delivery(redisContext *c)
+{
+    char ch[128];
+    lock_name(ch, sizeof ch, "w10:raw");
+    int rounds = opt.quick ? 200 : 1000, fds[2];
+    struct sample p50s = { .n = 0 };
+    double *lat = calloc((size_t)rounds, sizeof *lat);
+    if (!lat || pipe(fds)) {
+        free(lat);
+        return;
+    }
+    pid_t pid = fork();
+    if (pid == 0) {
+        redisContext *s = server_connect();
+        redisReply *r = s ? rcmd(s, "SUBSCRIBE %s", ch) : NULL;
+        if (!r) _exit(1);
+        freeReplyObject(r);
+        for (int i = 0; i < rounds; i++) {
+            void *m;
+            if (redisGetReply(s, &m) != REDIS_OK) _exit(2);
+            int64_t t = now_ns();
+            freeReplyObject(m);
+            if (write(fds[1], &t, sizeof t) != (ssize_t)sizeof t) _exit(3);
+        }
+        _exit(0);
+    }
+    int ok = 1;
+    for (int64_t until = now_ns() + 5000000000LL; now_ns() < until;) {
+        redisReply *r = rcmd(c, "PUBSUB NUMSUB %s", ch);
+        long long n = r && r->type == REDIS_REPLY_ARRAY && r->elements == 2 ? r->element[1]->integer : 0;
+        if (r) freeReplyObject(r);
+        if (n == 1) break;
+        sleep_ns(1000000);
+    }
+    for (int i = 0; ok && i < rounds; i++) {
+        int64_t t0 = now_ns(), t1;
+        redisReply *r = rcmd(c, "PUBLISH %s x", ch);
+        if (r) freeReplyObject(r);
+        ok = r && read(fds[0], &t1, sizeof t1) == (ssize_t)sizeof t1;
+        if (ok) lat[i] = (double)(t1 - t0) / 1e3;
+    }
+    if (!ok) kill(pid, SIGKILL);
+    waitpid(pid, NULL, 0);
+    if (ok) {
+        sort_doubles(lat, (size_t)rounds);
+        sample_add(&p50s, quantile_sorted(lat, (size_t)rounds, 0.5));
+    }
+    free(lat);
+    close(fds[0]);
+    close(fds[1]);
+    struct row *r = report_row("W10", "floor: raw PUBLISH → a subscriber process read it, p50", "µs",
+                               ok ? &p50s : NULL);
+    row_limit_ref(r, &lim.eval_rtt_us, 1, "EVALSHA RTT");
+}
+
+/* ---- broadcast to many ---- */
+
+struct crowd {
+    const char *mname, *cname;
+    rmutex_t m;
+    rcond_t cv;
+    int bad;
+};
+
+static void *crowd_thread(void *p)
+{
+    struct crowd *cr = p;
+    struct timespec t;
+    clock_gettime(CLOCK_REALTIME, &t);
+    t.tv_sec += 120;
+    if (rmutex_lock(&cr->m)) {
+        __atomic_add_fetch(&cr->bad, 1, __ATOMIC_RELAXED);
+        return NULL;
+    }
+    if (rcond_timedwait(&cr->cv, &cr->m, &t)) __atomic_add_fetch(&cr->bad, 1, __ATOMIC_RELAXED);
+    rmutex_unlock(&cr->m);
+    return NULL;
+}
+
+static void crowd_process(const char *mname, const char *cname, int threads)
+{
+    struct crowd cr = { mname, cname, { 0 }, { 0 }, 0 };
+    if (rmutex_init(&cr.m, mname, NULL) || rcond_init(&cr.cv, cname, NULL)) _exit(1);
+    pthread_t *ts = calloc((size_t)threads, sizeof *ts);
+    pthread_attr_t a;
+    pthread_attr_init(&a);
+    pthread_attr_setstacksize(&a, 256 * 1024);
+    for (int i = 0; i < threads; i++) pthread_create(&ts[i], &a, crowd_thread, &cr);
+    for (int i = 0; i < threads; i++) pthread_join(ts[i], NULL);
+    _exit(cr.bad ? 2 : 0);
+}
+
+/* The Redis-side µs of the last EVALSHA ... broadcast in SLOWLOG. */
+static double broadcast_usec(redisContext *c)
+{
+    redisReply *r = rcmd(c, "SLOWLOG GET 200000");
+    double us = -1;
+    for (size_t i = 0; r && r->type == REDIS_REPLY_ARRAY && i < r->elements; i++) {
+        redisReply *e = r->element[i];
+        if (e->type != REDIS_REPLY_ARRAY || e->elements < 4) continue;
+        redisReply *args = e->element[3];
+        for (size_t k = 0; args->type == REDIS_REPLY_ARRAY && k < args->elements; k++)
+            if (args->element[k]->str && !strcmp(args->element[k]->str, "broadcast")) {
+                us = (double)e->element[2]->integer;
+                break;
+            }
+        if (us >= 0) break;
+    }
+    if (r) freeReplyObject(r);
+    return us;
+}
+
+/* procs x threads waiters; returns 0 and the broadcast's Redis µs and the
+ * time until every waiter process exited. */
+static int crowd(redisContext *c, int procs, int threads, int rep, double *redis_us, double *all_ms)
+{
+    char mname[128], cname[128], key[200], what[64];
+    snprintf(what, sizeof what, "w10:crowd%d:%d", procs * threads, rep);
+    lock_name(mname, sizeof mname, what);
+    snprintf(what, sizeof what, "w10:crowdc%d:%d", procs * threads, rep);
+    lock_name(cname, sizeof cname, what);
+    snprintf(key, sizeof key, "rmutex_cond_wait:{%s}", cname);
+    pid_t *pids = calloc((size_t)procs, sizeof *pids);
+    for (int i = 0; pids && i < procs; i++)
+        if ((pids[i] = fork()) == 0) crowd_process(mname, cname, threads);
+    int ok = pids && !await_waiters(c, key, (long long)procs * threads);
+    rcond_t cv;
+    ok = ok && !rcond_init(&cv, cname, NULL);
+    redisReply *x = ok ? rcmd(c, "SLOWLOG RESET") : NULL;
+    if (x) freeReplyObject(x);
+    int64_t t0 = now_ns();
+    ok = ok && !rcond_broadcast(&cv);
+    int failed = 0;
+    for (int i = 0; pids && i < procs; i++) {
+        int status = 0;
+        if (!ok) kill(pids[i], SIGKILL);
+        waitpid(pids[i], &status, 0);
+        if (!WIFEXITED(status) || WEXITSTATUS(status)) failed = 1;
+    }
+    *all_ms = (double)(now_ns() - t0) / 1e6;
+    *redis_us = ok ? broadcast_usec(c) : -1;
+    if (ok) rcond_destroy(&cv);
+    free(pids);
+    if (failed) fprintf(stderr, "bench W10: a waiter process failed\n");
+    return ok && !failed && *redis_us >= 0 ? 0 : -1;
+}
+
+static void broadcasts(redisContext *c)
+{
+    struct sample one = { .n = 0 }, ten = { .n = 0 }, many = { .n = 0 }, ratio = { .n = 0 },
+                  same_fanout = { .n = 0 }, all = { .n = 0 };
+    int own = srv.pid != 0, ok = own;
+    redisReply *x = own ? rcmd(c, "CONFIG SET slowlog-log-slower-than 0") : NULL;
+    if (x) freeReplyObject(x);
+    x = own ? rcmd(c, "CONFIG SET slowlog-max-len 200000") : NULL;
+    if (x) freeReplyObject(x);
+    int reps = opt.quick ? 1 : 5; /* one broadcast per setup: a single, noisy sample */
+    for (int rep = 0; ok && rep < reps; rep++) {
+        double u1, u10, um, a;
+        if (crowd(c, 1, 1, rep, &u1, &a) || crowd(c, 10, 1, rep, &u10, &a) ||
+            crowd(c, 10, 100, rep, &um, &a)) {
+            ok = 0;
+            break;
+        }
+        sample_add(&one, u1);
+        sample_add(&ten, u10);
+        sample_add(&many, um);
+        sample_add(&ratio, um / (u1 > 0 ? u1 : 1));
+        sample_add(&same_fanout, um / (u10 > 0 ? u10 : 1));
+        sample_add(&all, a);
+        printf("  W10 broadcast in Redis: %.0f us with 1 waiter, %.0f us with 10 in 10 processes, "
+               "%.0f us with 1000 in 10 processes; all 1000 returned after %.0f ms\n", u1, u10, um, a);
+    }
+    x = own ? rcmd(c, "CONFIG SET slowlog-log-slower-than 10000") : NULL;
+    if (x) freeReplyObject(x);
+    x = own ? rcmd(c, "CONFIG SET slowlog-max-len 128") : NULL;
+    if (x) freeReplyObject(x);
+    report_row("W10", "broadcast, Redis-side time, 1 waiter (1 process)", "µs", ok ? &one : NULL);
+    report_row("W10", "broadcast, Redis-side time, 10 waiters in 10 processes", "µs", ok ? &ten : NULL);
+    report_row("W10", "broadcast, Redis-side time, 1 000 waiters in 10 processes", "µs",
+               ok ? &many : NULL);
+    struct row *r = report_row("W10", "broadcast Redis time, 1 000 waiters ÷ 1 waiter", "ratio",
+                               ok ? &ratio : NULL);
+    row_target(r, "≤ 2", ON_VALUE, J_LE, 2, 0);
+    if (!own) row_na(r, "needs the benchmark's own server (SLOWLOG)");
+    report_row("W10", "broadcast Redis time, 1 000 ÷ 10 waiters (both in 10 processes)", "ratio",
+               ok ? &same_fanout : NULL);
+    report_row("W10", "broadcast → all 1 000 waiters returned (each retakes the mutex)", "ms",
+               ok ? &all : NULL);
+}
+
+/* ---- the broadcast script alone, against the number of waiters ---- */
+
+/* cond.lua's broadcast on a condition with n synthetic waiters and no
+ * subscriber, timed by INFO commandstats over chunks (the waiters are made
+ * with ZADD, the cut is reset with HSET between calls: neither is an
+ * EVALSHA).  Mean µs per call of the median chunk. */
+static double script_broadcast_us(redisContext *c, const char *sha, int n)
+{
+    char h[160], w[160], a[160], p[160], seq[24];
+    char tag[96];
+    snprintf(tag, sizeof tag, "w10:iso%d", n);
+    char base[128];
+    lock_name(base, sizeof base, tag);
+    snprintf(h, sizeof h, "rmutex_cond:{%s}", base);
+    snprintf(w, sizeof w, "rmutex_cond_wait:{%s}", base);
+    snprintf(a, sizeof a, "rmutex_cond_alive:{%s}", base);
+    snprintf(p, sizeof p, "rmutex_cond_channel:{%s}", base);
+    for (int i = 1; i <= n; i++) {
+        redisAppendCommand(c, "ZADD %s %d m%d", w, i, i);
+        redisAppendCommand(c, "ZADD %s 9999999999999 m%d", a, i);
+    }
+    for (int i = 0; i < 2 * n; i++) {
+        void *r;
+        if (redisGetReply(c, &r) != REDIS_OK) return -1;
+        freeReplyObject(r);
+    }
+    snprintf(seq, sizeof seq, "%d", n);
+    redisReply *x = rcmd(c, "HSET %s seq %s", h, seq);
+    if (x) freeReplyObject(x);
+    double chunk_us[16];
+    int chunks = opt.quick ? 4 : 16;
+    for (int k = 0; k < chunks; k++) {
+        double c0, u0, c1, u1;
+        if (evalsha_totals(c, &c0, &u0)) return -1;
+        for (int i = 0; i < 25; i++) {
+            const char *argv[] = { "EVALSHA", sha, "4", h, w, a, p, "broadcast", "", "3000", "", "0",
+                                   "publish" };
+            x = redisCommandArgv(c, 13, argv, NULL);
+            if (x) freeReplyObject(x);
+            x = rcmd(c, "HSET %s bcast 0", h);
+            if (x) freeReplyObject(x);
+        }
+        if (evalsha_totals(c, &c1, &u1) || c1 <= c0) return -1;
+        chunk_us[k] = (u1 - u0) / (c1 - c0);
+    }
+    x = rcmd(c, "DEL %s %s %s", h, w, a);
+    if (x) freeReplyObject(x);
+    sort_doubles(chunk_us, (size_t)chunks);
+    return quantile_sorted(chunk_us, (size_t)chunks, 0.5);
+}
+
+static void isolated(redisContext *c)
+{
+    static const int ns[] = { 1, 1000, 10000 };
+    struct sample us[3] = { { .n = 0 }, { .n = 0 }, { .n = 0 } }, r1000 = { .n = 0 },
+                  r10000 = { .n = 0 };
+    char path[1024], sha[41] = "";
+    snprintf(path, sizeof path, "%s/cond.lua", opt.lua_dir);
+    FILE *fp = fopen(path, "rb");
+    static char text[65536];
+    size_t len = fp ? fread(text, 1, sizeof text - 1, fp) : 0;
+    if (fp) fclose(fp);
+    redisReply *x = len ? redisCommand(c, "SCRIPT LOAD %b", text, len) : NULL;
+    int ok = x && x->type == REDIS_REPLY_STRING;
+    if (ok) snprintf(sha, sizeof sha, "%s", x->str);
+    if (x) freeReplyObject(x);
+    for (int rep = 0; ok && rep < opt.reps; rep++) {
+        double v[3];
+        for (int i = 0; ok && i < 3; i++) ok = (v[i] = script_broadcast_us(c, sha, ns[i])) > 0;
+        if (!ok) break;
+        for (int i = 0; i < 3; i++) sample_add(&us[i], v[i]);
+        sample_add(&r1000, v[1] / v[0]);
+        sample_add(&r10000, v[2] / v[0]);
+    }
+    if (!ok) fprintf(stderr, "bench W10: the isolated broadcast failed (%s)\n", path);
+    report_row("W10", "broadcast script alone, 1 waiter (commandstats)", "µs", ok ? &us[0] : NULL);
+    report_row("W10", "broadcast script alone, 1 000 waiters", "µs", ok ? &us[1] : NULL);
+    report_row("W10", "broadcast script alone, 10 000 waiters", "µs", ok ? &us[2] : NULL);
+    struct row *r = report_row("W10", "broadcast script alone, 1 000 ÷ 1 waiter", "ratio",
+                               ok ? &r1000 : NULL);
+    row_target(r, "≤ 2", ON_VALUE, J_LE, 2, 0);
+    report_row("W10", "broadcast script alone, 10 000 ÷ 1 waiter", "ratio", ok ? &r10000 : NULL);
+}
+
+void w10_run(void)
+{
+    redisContext *c = server_connect();
+    if (!c || bench_configure("")) {
+        fprintf(stderr, "bench W10: cannot connect\n");
+        if (c) redisFree(c);
+        return;
+    }
+    raw_delivery(c);
+    latency(c);
+    isolated(c);
+    broadcasts(c);
+    redisFree(c);
+}
