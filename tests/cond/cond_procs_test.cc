@@ -308,4 +308,48 @@ TEST_F(Cond, NothingOfAConditionIsLeftInRedis)
         ms(2 * kWaiterLeaseMs + 1000)));
 }
 
+TEST_F(Cond, AWaitOnARobustMutexWhoseNextHolderDiedReportsEownerdead)
+{
+    /* The waiter is signalled by a process that then dies holding the
+     * mutex (kill -9): the wait takes the mutex back when that holder's
+     * lease runs out, and says so. */
+    rmutex_t m;
+    init_mutex(&m, lock_name(), RMUTEX_NORMAL, RMUTEX_ROBUST);
+    rcond_t *c = make_cond();
+    std::atomic<unsigned> depth{99};
+    Async waiter([&] {
+        int r = rmutex_lock(&m);
+        if (r) return r;
+        r = rcond_wait(c, &m);
+        unsigned n = 0;
+        rmutex_holdcount(&m, &n);
+        depth = n;
+        if (r == EOWNERDEAD) {
+            rmutex_consistent(&m);
+            rmutex_unlock(&m);
+        }
+        return r;
+    });
+    ASSERT_TRUE(wait_until([&] { return registered() == 1; }, ms(5000)));
+    int up[2];
+    ASSERT_EQ(0, pipe(up));
+    Forked child([&] {
+        close(up[0]);
+        if (rmutex_lock(&m) || rcond_signal(c)) return 10;
+        char held = 1;
+        (void)!write(up[1], &held, 1);
+        pause(); /* killed holding m */
+        return 0;
+    });
+    close(up[1]);
+    char held = 0;
+    ASSERT_TRUE(readable_within(up[0], ms(5000)));
+    ASSERT_EQ(1, read(up[0], &held, 1));
+    close(up[0]);
+    child.kill9();
+    ASSERT_TRUE(waiter.wait(ms(2000 + 3000))) << "the wait did not take the mutex back";
+    EXPECT_RC(EOWNERDEAD, waiter.rc());
+    EXPECT_EQ(1u, depth.load()) << "returned without the mutex";
+}
+
 } // namespace

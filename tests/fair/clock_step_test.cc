@@ -136,4 +136,29 @@ TEST_F(ClockStep, ABackwardStepDuringATimedWaitDoesNotProlongIt)
     }
 }
 
+/* The same for a condition variable's timed wait (rcond_timedwait with
+ * a CLOCK_REALTIME deadline): nobody signals, the clock steps an hour
+ * forward or back while the child waits; the wait lasts its length. */
+TEST_F(ClockStep, AConditionWaitIgnoresWallClockStepsEitherWay)
+{
+    constexpr int kWait = 2000;
+    for (long step_s : {3600L, -3600L}) {
+        SCOPED_TRACE(step_s);
+        std::string name = lock_name(step_s > 0 ? "fwd" : "back");
+        auto c = stepping_child(name, false, step_s);
+        ASSERT_TRUE(c) << "the child did not start";
+        ASSERT_TRUE(c->send("condwait 0 " + std::to_string(kWait)));
+        std::string key = "rmutex_cond_wait:{" + name + ":cond}";
+        ASSERT_TRUE(wait_until([&] { return redis().cmd({"ZCARD", key}).integer() == 1; }, ms(5000)))
+            << "the child never waited on the condition";
+        ASSERT_TRUE(step());
+        auto line = c->expect_line("condwait t=0 ", ms(kWait + 5000));
+        ASSERT_TRUE(line) << "the wait did not end within 5 s of its deadline";
+        EXPECT_EQ(ETIMEDOUT, rc_of(*line)) << *line;
+        EXPECT_GE(num_field(*line, "ms"), kWait - 20) << "ended before the deadline set at entry: " << *line;
+        EXPECT_LE(num_field(*line, "ms"), kWait + scaled(ms(2000)).count()) << *line;
+        unlink(step_file_.c_str());
+    }
+}
+
 } // namespace

@@ -6,7 +6,9 @@
  *   threads NAME [--robust] [--type=N] [--lease=MS] [--nonfair]
  *       One mutex on NAME (fair unless --nonfair), any number of threads,
  *       numbered by the commands, each running its commands in order:
- *         lock T | trylock T | timedlock T MS | unlock T | consistent T
+ *         lock T | trylock T | timedlock T MS | unlock T | consistent T |
+ *         condwait T MS (lock, one rcond_timedwait of MS on "NAME:cond"
+ *         with its CLOCK_REALTIME deadline, unlock; rc is the wait's)
  *       and, process-wide, "exit" (a normal exit) and "clock" (prints
  *       "clock realtime=<CLOCK_REALTIME seconds>").  Each result is printed as
  *         "<verb> t=T rc=RC fence=F rt=R pubsub=P poll=Q sub=S rcalls=N ms=D detail=..."
@@ -80,6 +82,7 @@ struct Worker {
 };
 
 rmutex_t g_m;
+rcond_t g_c;
 
 void run_command(int idx, const std::vector<std::string> &c)
 {
@@ -99,6 +102,18 @@ void run_command(int idx, const std::vector<std::string> &c)
         ts.tv_sec = ns / 1000000000LL;
         ts.tv_nsec = ns % 1000000000LL;
         rc = rmutex_timedlock(&g_m, &ts);
+    } else if (verb == "condwait") {
+        long msec = c.size() > 2 ? atol(c[2].c_str()) : 0;
+        struct timespec ts;
+        clock_gettime(CLOCK_REALTIME, &ts);
+        long long ns = static_cast<long long>(ts.tv_sec) * 1000000000LL + ts.tv_nsec + msec * 1000000LL;
+        ts.tv_sec = ns / 1000000000LL;
+        ts.tv_nsec = ns % 1000000000LL;
+        rc = rmutex_lock(&g_m);
+        if (!rc) {
+            rc = rcond_timedwait(&g_c, &g_m, &ts);
+            rmutex_unlock(&g_m);
+        }
     } else if (verb == "unlock") {
         rc = rmutex_unlock(&g_m);
     } else if (verb == "consistent") {
@@ -122,6 +137,8 @@ void run_command(int idx, const std::vector<std::string> &c)
 int cmd_threads(const char *name, int argc, char **argv)
 {
     if (!init_from_args(&g_m, name, argc, argv, true))
+        return 2;
+    if (rcond_init(&g_c, (std::string(name) + ":cond").c_str(), nullptr))
         return 2;
     std::map<int, std::unique_ptr<Worker>> workers;
     say("ready pid=" + std::to_string(getpid()));
