@@ -84,6 +84,18 @@ struct Worker {
 rmutex_t g_m;
 rcond_t g_c;
 
+/* CLOCK_REALTIME now plus the command's MS argument (c[2]). */
+struct timespec realtime_after(const std::vector<std::string> &c)
+{
+    long msec = c.size() > 2 ? atol(c[2].c_str()) : 0;
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    long long ns = static_cast<long long>(ts.tv_sec) * 1000000000LL + ts.tv_nsec + msec * 1000000LL;
+    ts.tv_sec = ns / 1000000000LL;
+    ts.tv_nsec = ns % 1000000000LL;
+    return ts;
+}
+
 void run_command(int idx, const std::vector<std::string> &c)
 {
     const std::string &verb = c[0];
@@ -95,20 +107,10 @@ void run_command(int idx, const std::vector<std::string> &c)
     } else if (verb == "trylock") {
         rc = rmutex_trylock(&g_m);
     } else if (verb == "timedlock") {
-        long msec = c.size() > 2 ? atol(c[2].c_str()) : 0;
-        struct timespec ts;
-        clock_gettime(CLOCK_REALTIME, &ts);
-        long long ns = static_cast<long long>(ts.tv_sec) * 1000000000LL + ts.tv_nsec + msec * 1000000LL;
-        ts.tv_sec = ns / 1000000000LL;
-        ts.tv_nsec = ns % 1000000000LL;
+        struct timespec ts = realtime_after(c);
         rc = rmutex_timedlock(&g_m, &ts);
     } else if (verb == "condwait") {
-        long msec = c.size() > 2 ? atol(c[2].c_str()) : 0;
-        struct timespec ts;
-        clock_gettime(CLOCK_REALTIME, &ts);
-        long long ns = static_cast<long long>(ts.tv_sec) * 1000000000LL + ts.tv_nsec + msec * 1000000LL;
-        ts.tv_sec = ns / 1000000000LL;
-        ts.tv_nsec = ns % 1000000000LL;
+        struct timespec ts = realtime_after(c);
         rc = rmutex_lock(&g_m);
         if (!rc) {
             rc = rcond_timedwait(&g_c, &g_m, &ts);
