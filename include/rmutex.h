@@ -292,6 +292,18 @@ RMUTEX_API int rmutex_consistent(rmutex_t *m);
  * or its lease was lost; EINVAL for NULL arguments. */
 RMUTEX_API int rmutex_fence(rmutex_t *m, uint64_t *token);
 
+/* Store in *deadline the CLOCK_MONOTONIC time until which the caller's
+ * current hold of m is known to be its own in Redis: the moment the last
+ * acquisition or lease renewal that Redis acknowledged was sent, plus the
+ * lease.  Redis cannot expire the hold before it (clock rates aside: leave
+ * a margin); while renewals succeed it moves forward every lease/3, while
+ * Redis cannot be reached it stays where it is.  A program that must stop
+ * touching the protected resource before anyone else can acquire stops by
+ * then (the rmutex command kills its child before it).  Returns 0; EPERM if
+ * the caller does not hold m or its lease was found lost; EINVAL for NULL
+ * arguments. */
+RMUTEX_API int rmutex_hold_deadline(rmutex_t *m, struct timespec *deadline);
+
 /* Store in *count how many times the calling thread holds m (0 if it does
  * not).  Returns 0, or EINVAL for NULL arguments or an uninitialized m. */
 RMUTEX_API int rmutex_holdcount(rmutex_t *m, unsigned *count);

@@ -281,6 +281,34 @@ RMUTEX_API int rmutex_fence(rmutex_t *m, uint64_t *token)
     return rm_entry_leave(&e, r);
 }
 
+RMUTEX_API int rmutex_hold_deadline(rmutex_t *m, struct timespec *deadline)
+{
+    struct rm_entry e;
+    struct rm_thread *self;
+    int r;
+    rm_entry_enter(&e);
+    struct rm_mutex *mx = query(m, deadline, &self, &r);
+    if (!mx) return rm_entry_leave(&e, r);
+    struct rm_lock *l = mx->lock;
+    pthread_mutex_lock(&l->mu);
+    struct rm_hold *h = rm_hold_of(l, self);
+    struct rm_watchdog_entry *wd = h ? h->wd : NULL;
+    rm_nsec until = h ? h->lease_end : 0;
+    int lost = wd && rm_watchdog_lost(wd);
+    pthread_mutex_unlock(&l->mu);
+    if (!h || lost) {
+        rm_detail("the calling thread does not hold %s%s", l->keys.lock,
+                  h ? " any more (its lease was lost)" : "");
+        return rm_entry_leave(&e, EPERM);
+    }
+    /* (The entry lives until this thread's unlock: reading it unlocked is
+     * safe.) */
+    if (wd) until = rm_watchdog_valid_until(wd);
+    deadline->tv_sec = (time_t)(until / 1000000000);
+    deadline->tv_nsec = (long)(until % 1000000000);
+    return rm_entry_leave(&e, 0);
+}
+
 RMUTEX_API int rmutex_holdcount(rmutex_t *m, unsigned *count)
 {
     struct rm_entry e;

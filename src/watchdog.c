@@ -261,6 +261,14 @@ int rm_watchdog_cancel(struct rm_watchdog_entry *e)
 
 int rm_watchdog_lost(const struct rm_watchdog_entry *e) { return atomic_load(&e->lost); }
 
+rm_nsec rm_watchdog_valid_until(const struct rm_watchdog_entry *e)
+{
+    pthread_mutex_lock(&wd.mu);
+    rm_nsec t = e->valid_until;
+    pthread_mutex_unlock(&wd.mu);
+    return t;
+}
+
 void rm_watchdog_defer(struct rm_endpoint *ep, int script, int nkeys, int argc,
                  const char *const *argv, const size_t *lens, rm_nsec give_up_at)
 {

@@ -40,6 +40,10 @@ int rm_watchdog_cancel(struct rm_watchdog_entry *e);
 /* 1 if the watchdog has found e's hold lost.  Lock-free. */
 int rm_watchdog_lost(const struct rm_watchdog_entry *e);
 
+/* Until when e's hold is known good: the send time of the last acquire or
+ * renewal Redis acknowledged, plus the lease (CLOCK_MONOTONIC). */
+rm_nsec rm_watchdog_valid_until(const struct rm_watchdog_entry *e);
+
 /* The most arguments (KEYS and ARGV) a deferred call may have. */
 #define RM_WATCHDOG_MAXARGS 24
 

@@ -3,8 +3,10 @@
  * lease=1000 in the URL makes the watchdog lease 1 s (renewed every ~333 ms). */
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <mutex>
+#include <thread>
 
 #include "harness.h"
 
@@ -75,6 +77,72 @@ TEST_F(Watchdog, RenewsAOneSecondLeaseHeldForFiveSeconds)
     EXPECT_FALSE(redis().exists(name));
     RecordProperty("pttl_min", static_cast<int>(lo));
     RecordProperty("pttl_max", static_cast<int>(hi));
+}
+
+int64_t mono_ms(const struct timespec &t) { return (int64_t)t.tv_sec * 1000 + t.tv_nsec / 1000000; }
+
+int64_t mono_now_ms()
+{
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return mono_ms(t);
+}
+
+/* rmutex_hold_deadline: never later than Redis's own expiry of the hold,
+ * moving forward with the renewals. */
+TEST_F(Watchdog, TheHoldDeadlineNeverPassesRedisExpiryAndMovesWithTheRenewals)
+{
+    std::string name = lock_name();
+    rmutex_t m;
+    init_mutex(&m, name);
+    struct timespec d;
+    EXPECT_RC(EPERM, rmutex_hold_deadline(&m, &d)) << "not held";
+    EXPECT_RC(EINVAL, rmutex_hold_deadline(&m, nullptr));
+    EXPECT_RC(EINVAL, rmutex_hold_deadline(nullptr, &d));
+    ASSERT_RC(0, rmutex_lock(&m));
+    ASSERT_RC(0, rmutex_hold_deadline(&m, &d));
+    int64_t first = mono_ms(d), left = first - mono_now_ms();
+    EXPECT_GT(left, 0);
+    EXPECT_LE(left, 1000);
+    int64_t latest = first;
+    auto t0 = Clock::now();
+    while (elapsed_ms(t0) < 2000) {
+        ASSERT_RC(0, rmutex_hold_deadline(&m, &d));
+        int64_t client_left = mono_ms(d) - mono_now_ms();
+        long long server_left = redis().pttl(name);
+        /* The server's remaining life is measured after ours: it may be a
+         * few ms shorter only by that. */
+        EXPECT_LE(client_left, server_left + 5) << "the deadline is later than Redis's expiry";
+        latest = std::max(latest, mono_ms(d));
+        std::this_thread::sleep_for(ms(20));
+    }
+    EXPECT_GT(latest, first + 1000) << "the deadline did not follow the renewals";
+    EXPECT_RC(0, rmutex_unlock(&m));
+    EXPECT_RC(EPERM, rmutex_hold_deadline(&m, &d));
+}
+
+/* While Redis does not answer, the deadline stays at the last renewal it
+ * acknowledged; once it has passed, the hold is lost. */
+TEST_F(Watchdog, TheHoldDeadlineStandsStillWhileRedisIsPausedAndThenTheHoldIsLost)
+{
+    std::string name = lock_name();
+    rmutex_t m;
+    init_mutex(&m, name);
+    ASSERT_RC(0, rmutex_lock(&m));
+    std::this_thread::sleep_for(ms(100));
+    ASSERT_TRUE(redis().cmd({"CLIENT", "PAUSE", "2500", "ALL"}));
+    struct timespec d0, d1;
+    ASSERT_RC(0, rmutex_hold_deadline(&m, &d0));
+    std::this_thread::sleep_for(ms(500));
+    int r = rmutex_hold_deadline(&m, &d1);
+    if (r == 0) {
+        EXPECT_EQ(mono_ms(d0), mono_ms(d1)) << "the deadline moved while Redis was paused";
+    }
+    EXPECT_TRUE(wait_until([&] { return rmutex_hold_deadline(&m, &d1) == EPERM; }, ms(2000)))
+        << "the hold was not reported lost after its deadline";
+    EXPECT_GE(mono_now_ms() + 50, mono_ms(d0)) << "reported lost before its deadline";
+    redis().cmd({"CLIENT", "UNPAUSE"});
+    EXPECT_RC(EPERM, rmutex_unlock(&m));
 }
 
 TEST_F(Watchdog, RenewsManyHoldsInFewScriptCalls)
