@@ -304,6 +304,12 @@ RMUTEX_API int rmutex_fence(rmutex_t *m, uint64_t *token);
  * arguments. */
 RMUTEX_API int rmutex_hold_deadline(rmutex_t *m, struct timespec *deadline);
 
+/* Store in buf the calling thread's owner id, "<process-uuid>:<thread>":
+ * the field its holds have in the lock hash (what status tools show, and
+ * the rmutex command's RMUTEX_OWNER).  Returns 0; EINVAL for NULL; ERANGE
+ * when size cannot take it and its NUL (64 bytes always can). */
+RMUTEX_API int rmutex_owner_id(char *buf, size_t size);
+
 /* Store in *count how many times the calling thread holds m (0 if it does
  * not).  Returns 0, or EINVAL for NULL arguments or an uninitialized m. */
 RMUTEX_API int rmutex_holdcount(rmutex_t *m, unsigned *count);

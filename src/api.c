@@ -309,6 +309,24 @@ RMUTEX_API int rmutex_hold_deadline(rmutex_t *m, struct timespec *deadline)
     return rm_entry_leave(&e, 0);
 }
 
+RMUTEX_API int rmutex_owner_id(char *buf, size_t size)
+{
+    struct rm_entry e;
+    rm_entry_enter(&e);
+    if (!buf) {
+        rm_detail("the buffer is NULL");
+        return rm_entry_leave(&e, EINVAL);
+    }
+    struct rm_thread *self = rm_thread_self();
+    if (size <= self->owner_len) {
+        rm_detail("the owner id needs %zu bytes", self->owner_len + 1);
+        return rm_entry_leave(&e, ERANGE);
+    }
+    memcpy(buf, self->owner, self->owner_len);
+    buf[self->owner_len] = 0;
+    return rm_entry_leave(&e, 0);
+}
+
 RMUTEX_API int rmutex_holdcount(rmutex_t *m, unsigned *count)
 {
     struct rm_entry e;

@@ -1,0 +1,49 @@
+/* cli.h -- what the parts of the rmutex command share: exit codes, the
+ * global options, durations and messages. */
+#ifndef RMUTEX_CLI_H
+#define RMUTEX_CLI_H
+
+#include <stdint.h>
+
+#include <rmutex.h>
+
+/* Exit codes (besides a child's own status, 128+N for a signal, and the
+ * conflict code of -E).  sysexits(3) values where one fits. */
+enum {
+    EXIT_USAGE = 64,       /* EX_USAGE: bad options */
+    EXIT_UNAVAILABLE = 69, /* EX_UNAVAILABLE: Redis cannot be reached */
+    EXIT_OSERR = 71,       /* EX_OSERR: fork, pipe, signalfd failed */
+    EXIT_LOST = 75,        /* EX_TEMPFAIL: the lock was lost under the command */
+    EXIT_PROTOCOL = 76,    /* EX_PROTOCOL: Redis answered something unexpected */
+    EXIT_NOPERM = 77,      /* EX_NOPERM: credentials or ACL refused */
+    EXIT_MAXTIME = 124,    /* timeout(1): --max-time */
+    EXIT_CANNOT_EXEC = 126,
+    EXIT_NOT_FOUND = 127,
+};
+
+struct global {
+    const char *url;  /* --url, else RMUTEX_URL, else the library's default */
+    int verbose, quiet;
+};
+extern struct global g;
+
+/* A duration: a decimal number of seconds ("1.5"), or with a unit (ms, s,
+ * m, h).  Returns 0 and *ns, or -1. */
+int parse_duration(const char *s, int64_t *ns);
+
+/* "rmutex: " and the message on stderr (not with -q, except errors). */
+void say(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+void err(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+
+/* The exit code for a library error of a call that talks to Redis. */
+int exit_for(int rc);
+
+/* Configure the library from --url (when given). 0 or an exit code. */
+int configure(void);
+
+int cmd_run(int argc, char **argv);
+
+/* CLOCK_MONOTONIC now, in ns. */
+int64_t mono_ns(void);
+
+#endif

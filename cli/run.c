@@ -1,0 +1,427 @@
+/* run.c -- rmutex run: a command under a distributed lock (flock(1) for
+ * many machines).
+ *
+ * DESIGN
+ * ------
+ * 1. Take the lock in this process (trylock for -n and -w 0, a
+ *    CLOCK_MONOTONIC clocklock for -w, lock otherwise).  A conflict or a
+ *    timeout exits with the -E code; Redis unreachable when the wait ends,
+ *    69; refused credentials, 77.
+ * 2. Block the signals we forward in the main thread (the library's threads
+ *    block everything) and read them from a signalfd; fork; the child makes
+ *    its own process group, asks for SIGKILL when we die
+ *    (PR_SET_PDEATHSIG, checked against a parent that died first) and execs
+ *    the command with RMUTEX_LOCK, RMUTEX_FENCE, RMUTEX_OWNER,
+ *    RMUTEX_LEASE_MS and RMUTEX_HELD in its environment (126/127 when it
+ *    cannot).  We become a subreaper, so the command's orphans are reaped.
+ * 3. While the command runs: TERM, INT, HUP, QUIT, USR1, USR2, WINCH and
+ *    CONT go to its group; a second TERM or INT kills the group.  Every
+ *    100 ms, and at once when the watchdog reports the hold lost, look at
+ *    rmutex_hold_deadline(): the moment the hold is known good until (the
+ *    last renewal Redis acknowledged, plus the lease).  If the hold is
+ *    gone, signal the group now; if renewals are failing, signal it at
+ *    deadline - margin - grace and kill it at deadline - margin, so the
+ *    command is dead before Redis can give the lock to anyone else
+ *    (margin = 250 ms + 1 % of the lease, for clock rates).  The lease and
+ *    the grace must leave the renewals room: lease - grace - margin >
+ *    1.2 * lease / 3, else usage error.  --max-time signals the group too
+ *    (exit 124).
+ * 4. When the command ends: unlock (not after a loss), and exit with its
+ *    status (128 + N for a signal), or 75 after a loss, 124 after
+ *    --max-time. */
+#include "cli.h"
+
+#include <errno.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/eventfd.h>
+#include <sys/prctl.h>
+#include <sys/signalfd.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+extern char **environ;
+
+enum { LOST_TERM, LOST_KILL, LOST_IGNORE };
+
+struct run {
+    const char *name, *shell_cmd;
+    char **cmd;
+    int nonblock, has_timeout, conflict, fair, robust, on_lost;
+    int64_t timeout_ns, lease_ns, max_ns, grace_ns;
+};
+
+static volatile int redis_down;
+static int lost_fd = -1;
+
+static void on_outage(int down, const char *detail, void *arg)
+{
+    (void)arg;
+    redis_down = down;
+    if (g.verbose) say(down ? "Redis unreachable: %s" : "Redis reachable again%s", detail);
+}
+
+static void on_lost(rmutex_t *m, const char *name, void *arg)
+{
+    (void)m, (void)name, (void)arg;
+    uint64_t one = 1;
+    if (lost_fd >= 0 && write(lost_fd, &one, sizeof one) < 0) {
+        /* the 100 ms look finds it anyway */
+    }
+}
+
+static int usage_error(const char *msg)
+{
+    err("run: %s", msg);
+    return EXIT_USAGE;
+}
+
+static int parse(int argc, char **argv, struct run *o)
+{
+    memset(o, 0, sizeof *o);
+    o->conflict = 1;
+    o->grace_ns = 5000000000LL;
+    int i = 1;
+    for (; i < argc && argv[i][0] == '-' && argv[i][1]; i++) {
+        const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
+        int64_t ns;
+        if (!strcmp(a, "--")) {
+            break;
+        } else if (!strcmp(a, "-n") || !strcmp(a, "--nb") || !strcmp(a, "--nonblock")) {
+            o->nonblock = 1;
+        } else if (!strcmp(a, "-w") || !strcmp(a, "--wait") || !strcmp(a, "--timeout")) {
+            if (parse_duration(v, &ns)) return usage_error("-w takes a duration (1.5, 500ms, 2m)");
+            o->has_timeout = 1;
+            o->timeout_ns = ns;
+            i++;
+        } else if (!strcmp(a, "-E") || !strcmp(a, "--conflict-exit-code")) {
+            char *end;
+            long n = v ? strtol(v, &end, 10) : -1;
+            if (!v || *end || n < 0 || n > 255) return usage_error("-E takes a number in 0..255");
+            o->conflict = (int)n;
+            i++;
+        } else if (!strcmp(a, "-c") || !strcmp(a, "--command")) {
+            if (!v) return usage_error("-c takes a shell command");
+            o->shell_cmd = v;
+            i++;
+        } else if (!strcmp(a, "--verbose") || !strcmp(a, "-v")) {
+            g.verbose = 1;
+        } else if (!strcmp(a, "-x") || !strcmp(a, "-e") || !strcmp(a, "--exclusive")) {
+            /* the only kind there is */
+        } else if (!strcmp(a, "-s") || !strcmp(a, "--shared")) {
+            return usage_error("shared locks are not supported: -s has no meaning here");
+        } else if (!strcmp(a, "-o") || !strcmp(a, "--close")) {
+            say("run: -o has no meaning without a lock file descriptor; ignored");
+        } else if (!strcmp(a, "--fair")) {
+            o->fair = 1;
+        } else if (!strcmp(a, "--robust")) {
+            o->robust = 1;
+        } else if (!strcmp(a, "--lease")) {
+            if (parse_duration(v, &ns) || ns < 1000000000LL)
+                return usage_error("--lease takes a duration of at least 1 s");
+            o->lease_ns = ns;
+            i++;
+        } else if (!strcmp(a, "--max-time")) {
+            if (parse_duration(v, &ns) || ns <= 0) return usage_error("--max-time takes a duration");
+            o->max_ns = ns;
+            i++;
+        } else if (!strcmp(a, "--kill-after") || !strcmp(a, "--grace")) {
+            if (parse_duration(v, &ns)) return usage_error("--kill-after takes a duration");
+            o->grace_ns = ns;
+            i++;
+        } else if (!strcmp(a, "--on-lost")) {
+            if (v && !strcmp(v, "term")) o->on_lost = LOST_TERM;
+            else if (v && !strcmp(v, "kill")) o->on_lost = LOST_KILL;
+            else if (v && !strcmp(v, "ignore")) o->on_lost = LOST_IGNORE;
+            else return usage_error("--on-lost takes term, kill or ignore");
+            i++;
+        } else {
+            err("run: unknown option %s", a);
+            return EXIT_USAGE;
+        }
+    }
+    if (i >= argc) return usage_error("a lock name is needed");
+    o->name = argv[i++];
+    if (i < argc && (!strcmp(argv[i], "-c") || !strcmp(argv[i], "--command"))) {
+        if (i + 1 >= argc) return usage_error("-c takes a shell command");
+        o->shell_cmd = argv[i + 1];
+        i += 2;
+    }
+    if (i < argc && !strcmp(argv[i], "--")) i++;
+    if (o->shell_cmd && i < argc) return usage_error("-c and a command: give one");
+    if (!o->shell_cmd && i >= argc) return usage_error("no command to run");
+    o->cmd = argv + i;
+    if (o->has_timeout && o->timeout_ns == 0) o->nonblock = 1; /* flock: -w 0 is -n */
+    return 0;
+}
+
+/* The hold's margin for clock rates: 250 ms + 1 % of the lease. */
+static int64_t margin_of(int64_t lease_ns) { return 250000000LL + lease_ns / 100; }
+
+/* Whether lease leaves the renewals room before the command must be
+ * signalled: lease - grace - margin > 1.2 x lease/3 (the renewal period
+ * with a fifth to spare).  Says why not. */
+static int room(const struct run *o, int64_t lease)
+{
+    int64_t margin = margin_of(lease);
+    if (o->on_lost == LOST_IGNORE || lease - o->grace_ns - margin > lease * 12 / 30) return 1;
+    err("run: a lease of %lld ms leaves no room for --kill-after %lld ms and a margin of %lld ms "
+        "(lease - grace - margin must exceed 1.2 x lease/3): a longer --lease or a shorter "
+        "--kill-after",
+        (long long)(lease / 1000000), (long long)(o->grace_ns / 1000000),
+        (long long)(margin / 1000000));
+    return 0;
+}
+
+/* environ with our variables set (replacing inherited ones). */
+static char **child_env(const char *name, uint64_t fence, const char *owner, int64_t lease_ns,
+                        int owner_died)
+{
+    static const char *const ours[] = { "RMUTEX_LOCK=", "RMUTEX_FENCE=", "RMUTEX_OWNER=",
+                                        "RMUTEX_LEASE_MS=", "RMUTEX_HELD=",
+                                        "RMUTEX_PREV_OWNER_DIED=" };
+    size_t n = 0;
+    while (environ[n]) n++;
+    char **env = calloc(n + 8, sizeof *env);
+    if (!env) return NULL;
+    size_t k = 0;
+    for (size_t i = 0; i < n; i++) {
+        int skip = 0;
+        for (size_t j = 0; j < sizeof ours / sizeof *ours; j++)
+            if (!strncmp(environ[i], ours[j], strlen(ours[j]))) skip = 1;
+        if (!skip) env[k++] = environ[i];
+    }
+    char buf[4096];
+    snprintf(buf, sizeof buf, "RMUTEX_LOCK=%s", name);
+    env[k++] = strdup(buf);
+    snprintf(buf, sizeof buf, "RMUTEX_FENCE=%llu", (unsigned long long)fence);
+    env[k++] = strdup(buf);
+    snprintf(buf, sizeof buf, "RMUTEX_OWNER=%s", owner);
+    env[k++] = strdup(buf);
+    snprintf(buf, sizeof buf, "RMUTEX_LEASE_MS=%lld", (long long)(lease_ns / 1000000));
+    env[k++] = strdup(buf);
+    env[k++] = strdup("RMUTEX_HELD=1");
+    if (owner_died) env[k++] = strdup("RMUTEX_PREV_OWNER_DIED=1");
+    return env;
+}
+
+/* Take the lock as o asks: 1 with it held, else 0 and *code the exit code
+ * (which may be 0: -E 0). */
+static int acquire(const struct run *o, rmutex_t *m, int *owner_died, int *code)
+{
+    int64_t t0 = mono_ns();
+    int r;
+    if (o->nonblock) {
+        r = rmutex_trylock(m);
+        if (r == EBUSY) {
+            if (g.verbose) err("failed to get lock");
+            *code = o->conflict;
+            return 0;
+        }
+    } else if (o->has_timeout) {
+        int64_t at = t0 + o->timeout_ns;
+        struct timespec ts = { (time_t)(at / 1000000000), (long)(at % 1000000000) };
+        r = rmutex_clocklock(m, CLOCK_MONOTONIC, &ts);
+        if (r == ETIMEDOUT && !redis_down) {
+            if (g.verbose) err("timeout while waiting to get lock");
+            *code = o->conflict;
+            return 0;
+        }
+    } else {
+        r = rmutex_lock(m);
+    }
+    if (r && r != EOWNERDEAD) {
+        err("run: %s: %s", o->name, rmutex_detail());
+        *code = exit_for(r == ETIMEDOUT ? EAGAIN : r);
+        return 0;
+    }
+    *owner_died = r == EOWNERDEAD;
+    if (g.verbose) {
+        int64_t took = mono_ns() - t0;
+        printf("rmutex: getting lock took %lld.%06lld seconds\n", (long long)(took / 1000000000),
+               (long long)(took % 1000000000 / 1000));
+        fflush(stdout);
+    }
+    return 1;
+}
+
+static pid_t start(const struct run *o, char **env, const sigset_t *blocked)
+{
+    char *sh_argv[4];
+    char **argv = o->cmd;
+    if (o->shell_cmd) {
+        const char *shell = getenv("SHELL");
+        sh_argv[0] = (char *)(shell && *shell ? shell : "/bin/sh");
+        sh_argv[1] = (char *)"-c";
+        sh_argv[2] = (char *)o->shell_cmd;
+        sh_argv[3] = NULL;
+        argv = sh_argv;
+    }
+    if (g.verbose) {
+        printf("rmutex: executing %s\n", argv[0]);
+        fflush(stdout);
+    }
+    pid_t parent = getpid();
+    pid_t pid = fork();
+    if (pid != 0) return pid;
+    /* The child: async-signal-safe calls only, up to exec. */
+    sigset_t none;
+    sigemptyset(&none);
+    setpgid(0, 0);
+    prctl(PR_SET_PDEATHSIG, SIGKILL);
+    if (getppid() != parent) _exit(EXIT_LOST); /* we died before the line above */
+    pthread_sigmask(SIG_SETMASK, &none, NULL);
+    (void)blocked;
+    execvpe(argv[0], argv, env);
+    _exit(errno == ENOENT ? EXIT_NOT_FOUND : EXIT_CANNOT_EXEC);
+}
+
+/* The exit status of a wait(2) status, as a shell reports it. */
+static int status_of(int st)
+{
+    if (WIFEXITED(st)) return WEXITSTATUS(st);
+    if (WIFSIGNALED(st)) return 128 + WTERMSIG(st);
+    return EXIT_OSERR;
+}
+
+int cmd_run(int argc, char **argv)
+{
+    struct run o;
+    int r = parse(argc, argv, &o);
+    if (r) return r;
+    if ((r = configure())) return r;
+    if (o.lease_ns && (r = rmutex_set_default_lease((unsigned long)(o.lease_ns / 1000000)))) {
+        err("run: --lease: %s", rmutex_detail());
+        return EXIT_USAGE;
+    }
+    int64_t lease = o.lease_ns ? o.lease_ns : 30000000000LL; /* (a URL's lease=: below) */
+    if (o.lease_ns && !room(&o, o.lease_ns)) return EXIT_USAGE; /* (a URL's lease=: later) */
+    rmutex_set_outage_callback(on_outage, NULL);
+
+    rmutexattr_t a;
+    rmutexattr_init(&a);
+    rmutexattr_settype(&a, RMUTEX_ERRORCHECK);
+    rmutexattr_setfair(&a, o.fair);
+    rmutexattr_setrobust(&a, o.robust ? RMUTEX_ROBUST : RMUTEX_STALLED);
+    rmutex_t m;
+    if ((r = rmutex_init(&m, o.name, &a))) {
+        err("run: %s", rmutex_detail());
+        return EXIT_USAGE;
+    }
+    rmutexattr_destroy(&a);
+
+    int owner_died = 0, code = 0;
+    if (!acquire(&o, &m, &owner_died, &code)) return code;
+
+    /* The lease really in force: the hold's deadline is at most one lease
+     * ahead right after the acquisition. */
+    struct timespec d;
+    if (!rmutex_hold_deadline(&m, &d)) {
+        int64_t left = (int64_t)d.tv_sec * 1000000000 + d.tv_nsec - mono_ns();
+        if (!o.lease_ns && left > 0) lease = left + 50000000; /* rounded up by the call's time */
+    }
+    int64_t margin = margin_of(lease);
+    if (!room(&o, lease)) {
+        rmutex_unlock(&m);
+        return EXIT_USAGE;
+    }
+
+    uint64_t fence = 0;
+    char owner[64] = "";
+    rmutex_fence(&m, &fence);
+    rmutex_owner_id(owner, sizeof owner);
+    char **env = child_env(o.name, fence, owner, lease, owner_died);
+
+    sigset_t fwd;
+    sigemptyset(&fwd);
+    int forwarded[] = { SIGTERM, SIGINT, SIGHUP, SIGQUIT, SIGUSR1, SIGUSR2, SIGWINCH, SIGCONT };
+    for (size_t i = 0; i < sizeof forwarded / sizeof *forwarded; i++) sigaddset(&fwd, forwarded[i]);
+    sigaddset(&fwd, SIGCHLD);
+    pthread_sigmask(SIG_BLOCK, &fwd, NULL);
+    int sfd = signalfd(-1, &fwd, SFD_CLOEXEC | SFD_NONBLOCK);
+    lost_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+    if (!env || sfd < 0 || lost_fd < 0) {
+        err("run: %s", strerror(errno));
+        rmutex_unlock(&m);
+        return EXIT_OSERR;
+    }
+    rmutex_set_lost_callback(on_lost, NULL);
+    prctl(PR_SET_CHILD_SUBREAPER, 1);
+
+    pid_t child = start(&o, env, &fwd);
+    if (child < 0) {
+        err("run: fork: %s", strerror(errno));
+        rmutex_unlock(&m);
+        return EXIT_OSERR;
+    }
+    setpgid(child, child); /* (also done by the child: whoever is first) */
+
+    int64_t t_start = mono_ns(), kill_at = 0;
+    int terms = 0, lost = 0, timed_out = 0, status = -1;
+    while (status < 0) {
+        struct pollfd p[2] = { { sfd, POLLIN, 0 }, { lost_fd, POLLIN, 0 } };
+        int n = poll(p, 2, 100);
+        if (n < 0 && errno != EINTR) break;
+        if (p[1].revents & POLLIN) {
+            uint64_t v;
+            if (read(lost_fd, &v, sizeof v) < 0) { /* nothing: it is a hint */ }
+        }
+        struct signalfd_siginfo si;
+        while ((p[0].revents & POLLIN) && read(sfd, &si, sizeof si) == (ssize_t)sizeof si) {
+            int sig = (int)si.ssi_signo;
+            if (sig == SIGCHLD) continue; /* reaped below */
+            kill(-child, sig);
+            if ((sig == SIGTERM || sig == SIGINT) && ++terms >= 2) kill(-child, SIGKILL);
+        }
+        /* Reap: the command, and any orphan of its that came to us. */
+        for (;;) {
+            int st;
+            pid_t w = waitpid(-1, &st, WNOHANG);
+            if (w <= 0) break;
+            if (w == child) status = st;
+        }
+        if (status >= 0) break;
+
+        int64_t now = mono_ns();
+        if (o.on_lost != LOST_IGNORE) {
+            r = rmutex_hold_deadline(&m, &d);
+            int64_t dl = (int64_t)d.tv_sec * 1000000000 + d.tv_nsec;
+            int gone = r == EPERM;
+            int hard = gone ? o.on_lost == LOST_KILL || o.grace_ns == 0 : now >= dl - margin;
+            int soft = gone || now >= dl - margin - o.grace_ns;
+            if ((soft || hard) && !lost) {
+                lost = 1;
+                say("run: %s: %s; stopping the command", o.name,
+                    gone ? "the lock was lost" : "Redis has not acknowledged a renewal in time");
+                kill(-child, hard || o.on_lost == LOST_KILL ? SIGKILL : SIGTERM);
+                kill_at = gone ? now + o.grace_ns : dl - margin;
+                if (kill_at > now + o.grace_ns) kill_at = now + o.grace_ns;
+            }
+            if (!gone && lost && now >= dl - margin) kill(-child, SIGKILL);
+        } else if (!lost && rmutex_hold_deadline(&m, &d) == EPERM) {
+            lost = 1;
+            say("run: %s: the lock was lost; the command goes on (--on-lost ignore)", o.name);
+        }
+        if (o.max_ns && !timed_out && now - t_start >= o.max_ns) {
+            timed_out = 1;
+            if (g.verbose) say("run: --max-time reached; stopping the command");
+            kill(-child, SIGTERM);
+            if (!kill_at || kill_at > now + o.grace_ns) kill_at = now + o.grace_ns;
+        }
+        if (kill_at && now >= kill_at) kill(-child, SIGKILL);
+    }
+
+    if (lost && o.on_lost != LOST_IGNORE) {
+        rmutex_unlock(&m); /* EPERM when gone: it only ends the local hold */
+        return EXIT_LOST;
+    }
+    if (o.robust && owner_died && status_of(status) == 0) rmutex_consistent(&m);
+    r = rmutex_unlock(&m);
+    if (r == EPERM && !lost)
+        say("run: %s: the lock was lost before the command ended (%s)", o.name, rmutex_detail());
+    if (timed_out) return EXIT_MAXTIME;
+    return status_of(status);
+}

@@ -1,0 +1,364 @@
+/* cli_test.cc -- the rmutex command's run, as a user runs it, against a
+ * real redis-server of the test's own: flock(1) drop-in cases checked
+ * against flock itself, every exit code, the child's environment, signals
+ * forwarded to the command's group, the command killed with rmutex, and the
+ * command stopped before the lock can pass to anyone else when Redis stalls
+ * longer than the lease or the lock is broken under it. */
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <fstream>
+#include <sstream>
+#include <thread>
+
+#include "harness.h"
+
+namespace {
+
+using namespace rmt;
+
+const std::string kCli = RMUTEX_CLI;
+
+class Cli : public RedisTest {
+  public:
+    Cli() : RedisTest(true) {}
+
+    void SetUp() override
+    {
+        RedisTest::SetUp();
+        char tmpl[] = "/tmp/rmutex-cli-test.XXXXXX";
+        ASSERT_TRUE(mkdtemp(tmpl));
+        dir_ = tmpl;
+    }
+
+    void TearDown() override
+    {
+        shell("rm -rf '" + dir_ + "'");
+        RedisTest::TearDown();
+    }
+
+    /* rmutex ARGS... with RMUTEX_URL=url (or the server's). */
+    std::unique_ptr<Child> cli(const std::vector<std::string> &args, const std::string &u = "")
+    {
+        std::vector<std::string> argv{ kCli };
+        argv.insert(argv.end(), args.begin(), args.end());
+        return std::make_unique<Child>(argv, std::map<std::string, std::string>{
+                                                 { "RMUTEX_URL", u.empty() ? url() : u } });
+    }
+
+    /* Run to the end: the exit code (or -1). */
+    int exit_code(const std::vector<std::string> &args, const std::string &u = "",
+                  std::string *err = nullptr, std::string *out = nullptr)
+    {
+        auto c = cli(args, u);
+        std::string o;
+        while (auto l = c->read_line(ms(20000))) o += *l + "\n";
+        int st = c->wait(ms(20000));
+        if (err) *err = c->err();
+        if (out) *out = o;
+        return st >= 0 && WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+    }
+
+    std::string file(const std::string &n) { return dir_ + "/" + n; }
+
+    std::string slurp(const std::string &path)
+    {
+        std::ifstream f(path);
+        std::stringstream s;
+        s << f.rdbuf();
+        return s.str();
+    }
+
+    /* A holder of name for hold seconds; returns once it holds. */
+    std::unique_ptr<Child> holder(const std::string &name, const std::string &hold = "30")
+    {
+        std::string mark = file("held." + name);
+        auto c = cli({ "run", name, "--", "sh", "-c", "touch " + mark + "; sleep " + hold });
+        EXPECT_TRUE(wait_until([&] { return access(mark.c_str(), F_OK) == 0; }, ms(5000)));
+        return c;
+    }
+
+    std::string dir_;
+};
+
+static int signal_run(Cli *t, const std::string &n, const std::string &dir,
+                      const std::vector<std::pair<int, std::string>> &sigs, int last);
+
+/* ---- flock drop-in ------------------------------------------------------ */
+
+/* Each case run by flock on a lock file and by rmutex run on a name, both
+ * held by another process (or both free): the same exit code. */
+TEST_F(Cli, FlockDropInCasesExitAsFlockDoes)
+{
+    std::string lockfile = file("flock.lock"), name = lock_name("dropin");
+    std::string busy_mark = file("busy");
+    /* Hold both: flock the file, and the name. */
+    const std::map<std::string, std::string> no_env;
+    Child flock_holder(std::vector<std::string>{ "/usr/bin/flock", lockfile, "sh", "-c",
+                                                 "touch " + busy_mark + "; sleep 30" },
+                       no_env);
+    ASSERT_TRUE(wait_until([&] { return access(busy_mark.c_str(), F_OK) == 0; }, ms(5000)));
+    auto h = holder(name);
+    struct Case {
+        std::vector<std::string> opts;
+        bool busy;
+    } cases[] = {
+        { { "-n" }, true },         { { "-w", "0" }, true },   { { "-w", ".5" }, true },
+        { { "-E", "0", "-n" }, true }, { { "-E", "42", "-w", "0.2" }, true },
+        { { "-n" }, false },        { { "-w", "2" }, false },
+    };
+    for (const auto &c : cases) {
+        std::string target = c.busy ? lockfile : file("free.lock");
+        std::string rname = c.busy ? name : lock_name("free");
+        std::string ran = file("ran"), flock_cmd = "touch " + ran + "; exit 7";
+        std::vector<std::string> fargs{ "/usr/bin/flock" };
+        fargs.insert(fargs.end(), c.opts.begin(), c.opts.end());
+        fargs.insert(fargs.end(), { target, "-c", flock_cmd });
+        Child f(fargs, no_env);
+        int fst = f.wait(ms(10000));
+        ASSERT_TRUE(fst >= 0 && WIFEXITED(fst));
+        bool flock_ran = access(ran.c_str(), F_OK) == 0;
+        unlink(ran.c_str());
+
+        std::vector<std::string> rargs{ "run" };
+        rargs.insert(rargs.end(), c.opts.begin(), c.opts.end());
+        rargs.insert(rargs.end(), { rname, "-c", flock_cmd });
+        auto t0 = Clock::now();
+        int rc = exit_code(rargs);
+        bool rmutex_ran = access(ran.c_str(), F_OK) == 0;
+        unlink(ran.c_str());
+        std::string what = ::testing::PrintToString(c.opts) + (c.busy ? " busy" : " free");
+        EXPECT_EQ(WEXITSTATUS(fst), rc) << what;
+        EXPECT_EQ(flock_ran, rmutex_ran) << what << ": the command ran in one and not the other";
+        if (c.opts.size() == 2 && c.opts[1] == ".5") {
+            EXPECT_GE(elapsed_ms(t0), 500) << "-w .5 gave up early";
+        }
+    }
+    flock_holder.kill(SIGKILL);
+}
+
+TEST_F(Cli, VerboseSaysHowLongTheLockTookLikeFlock)
+{
+    std::string out, err;
+    ASSERT_EQ(0, exit_code({ "run", "--verbose", lock_name(), "true" }, "", &err, &out));
+    EXPECT_NE(std::string::npos, out.find("rmutex: getting lock took ")) << out;
+    EXPECT_NE(std::string::npos, out.find(" seconds")) << out;
+    EXPECT_NE(std::string::npos, out.find("rmutex: executing true")) << out;
+}
+
+/* ---- exit codes and the child's environment ----------------------------- */
+
+TEST_F(Cli, TheCommandsStatusComesBackAndSignalsAre128PlusN)
+{
+    std::string n = lock_name();
+    for (int code : { 0, 1, 42, 255 })
+        EXPECT_EQ(code, exit_code({ "run", n, "--", "sh", "-c", "exit " + std::to_string(code) })) << code;
+    for (int sig : { SIGTERM, SIGKILL, SIGSEGV, SIGUSR1 })
+        EXPECT_EQ(128 + sig, exit_code({ "run", n, "--", "sh", "-c", "kill -" + std::to_string(sig) + " $$" }))
+            << sig;
+    EXPECT_EQ(127, exit_code({ "run", n, "--", "/no/such/program" }));
+    std::string noexec = file("noexec");
+    std::ofstream(noexec) << "not a program\n";
+    EXPECT_EQ(126, exit_code({ "run", n, "--", noexec }));
+    EXPECT_FALSE(redis().exists(n)) << "the lock outlived the command";
+}
+
+TEST_F(Cli, UsageErrorsAre64AndTakeNoLock)
+{
+    std::string n = lock_name(), err;
+    EXPECT_EQ(64, exit_code({ "run", "-s", n, "true" }, "", &err));
+    EXPECT_NE(std::string::npos, err.find("shared locks are not supported")) << err;
+    EXPECT_EQ(64, exit_code({ "run", "-E", "256", n, "true" }));
+    EXPECT_EQ(64, exit_code({ "run", "-w", "soon", n, "true" }));
+    EXPECT_EQ(64, exit_code({ "run", n }));
+    EXPECT_EQ(64, exit_code({ "run" }));
+    EXPECT_EQ(64, exit_code({ "frobnicate" }));
+    EXPECT_EQ(64, exit_code({ "run", "--lease", "2s", "--kill-after", "5s", n, "true" }))
+        << "a grace longer than the lease leaves the renewals no room";
+    EXPECT_EQ(64, exit_code({ "run", "a{b", "true" })) << "a name the library refuses";
+    EXPECT_EQ(0, redis().cmd({ "DBSIZE" }).integer());
+}
+
+TEST_F(Cli, RedisUnreachableIs69AndRefusedCredentialsAre77)
+{
+    std::string n = lock_name(), err;
+    std::string closed = "redis://127.0.0.1:" + std::to_string(free_port()) + "?connect_timeout=200";
+    EXPECT_EQ(69, exit_code({ "run", "-n", n, "true" }, closed, &err));
+    EXPECT_EQ(69, exit_code({ "run", "-w", "0.5", n, "true" }, closed));
+    auto secured = RedisServer::start({ "--requirepass", "right" });
+    ASSERT_TRUE(secured);
+    std::string wrong = "redis://:wrong@127.0.0.1:" + std::to_string(secured->port());
+    EXPECT_EQ(77, exit_code({ "run", "-n", n, "true" }, wrong, &err)) << err;
+}
+
+TEST_F(Cli, TheCommandGetsTheLockItsFencingTokenAndItsOwnerInItsEnvironment)
+{
+    std::string n = lock_name(), out;
+    std::string show = "echo \"$RMUTEX_LOCK $RMUTEX_FENCE $RMUTEX_OWNER $RMUTEX_HELD\"";
+    ASSERT_EQ(0, exit_code({ "run", n, "-c", show }, "", nullptr, &out));
+    auto w1 = words(out);
+    ASSERT_EQ(4u, w1.size()) << out;
+    EXPECT_EQ(n, w1[0]);
+    EXPECT_EQ("1", w1[3]);
+    EXPECT_NE(std::string::npos, w1[2].find(':')) << "owner <uuid>:<thread>";
+    ASSERT_EQ(0, exit_code({ "run", n, "-c", show }, "", nullptr, &out));
+    auto w2 = words(out);
+    ASSERT_EQ(4u, w2.size());
+    EXPECT_GT(std::stoull(w2[1]), std::stoull(w1[1])) << "the fencing token must grow";
+}
+
+/* ---- signals --------------------------------------------------------------- */
+
+/* rmutex run with a command whose two processes (the command and a
+ * grandchild in its group) log every signal they get; sends sigs one by
+ * one, each checked in the logs, then `last`, which must kill the group (a
+ * second TERM or INT).  Returns the exit code.  (A background job of a
+ * non-interactive shell starts with INT and QUIT ignored and cannot trap
+ * them: those two are checked in the command only.) */
+static int signal_run(Cli *t, const std::string &n, const std::string &dir,
+                      const std::vector<std::pair<int, std::string>> &sigs, int last)
+{
+    std::string log = dir + "/log", ready = dir + "/ready", script = dir + "/sig.sh";
+    std::ofstream(script) << "role=$1\n"
+                             "for s in TERM INT HUP QUIT USR1 USR2; do trap \"echo $s-$role >> " << log
+                          << "\" $s; done\n"
+                             "if [ \"$role\" = top ]; then sh " << script << " grand & fi\n"
+                             "if [ \"$role\" = grand ]; then touch " << ready << "; fi\n"
+                             "while :; do sleep 0.05; done\n";
+    unlink(log.c_str());
+    unlink(ready.c_str());
+    auto c = t->cli({ "run", n, "--", "sh", script, "top" });
+    EXPECT_TRUE(wait_until([&] { return access(ready.c_str(), F_OK) == 0; }, ms(5000)));
+    for (const auto &[sig, nm] : sigs) {
+        c->kill(sig);
+        bool both = sig != SIGINT && sig != SIGQUIT;
+        EXPECT_TRUE(wait_until([&, nm = nm] {
+            std::ifstream f(log);
+            std::stringstream ss;
+            ss << f.rdbuf();
+            std::string s = ss.str();
+            return s.find(nm + "-top") != std::string::npos &&
+                   (!both || s.find(nm + "-grand") != std::string::npos);
+        }, ms(3000))) << nm << " did not reach the command's group";
+    }
+    c->kill(last);
+    int st = c->wait(ms(5000));
+    EXPECT_GE(st, 0) << "rmutex did not end after a second TERM/INT";
+    return st >= 0 && WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+}
+
+TEST_F(Cli, SignalsReachTheCommandsGroupAndASecondTermOrIntKillsIt)
+{
+    std::string n = lock_name();
+    EXPECT_EQ(128 + SIGKILL, signal_run(this, n, dir_,
+                                        { { SIGHUP, "HUP" }, { SIGQUIT, "QUIT" }, { SIGUSR1, "USR1" },
+                                          { SIGUSR2, "USR2" }, { SIGINT, "INT" } },
+                                        SIGTERM));
+    EXPECT_EQ(128 + SIGKILL, signal_run(this, n, dir_, { { SIGTERM, "TERM" } }, SIGINT));
+    EXPECT_TRUE(wait_until([&] { return !redis().exists(n); }, ms(3000)));
+}
+
+TEST_F(Cli, KillingRmutexWithSigkillKillsTheCommandAtOnce)
+{
+    std::string n = lock_name(), pidfile = file("pid");
+    auto c = cli({ "run", n, "--", "sh", "-c", "echo $$ > " + pidfile + "; exec sleep 100" });
+    pid_t child = 0;
+    ASSERT_TRUE(wait_until([&] {
+        std::ifstream f(pidfile);
+        return (f >> child) && child > 0;
+    }, ms(5000)));
+    c->kill(SIGKILL);
+    auto t0 = Clock::now();
+    /* The command is reaped by init once it dies: gone from /proc, or a
+     * zombie on its way there. */
+    auto gone = [&] {
+        std::ifstream st("/proc/" + std::to_string(child) + "/stat");
+        std::string line;
+        if (!std::getline(st, line)) return true;
+        return line.find(") Z ") != std::string::npos;
+    };
+    ASSERT_TRUE(wait_until(gone, ms(1000)));
+    EXPECT_LE(elapsed_ms(t0), scaled(ms(100)).count()) << "PR_SET_PDEATHSIG";
+}
+
+/* ---- losing the lock under the command -------------------------------------- */
+
+/* Redis stalls (DEBUG SLEEP) longer than the lease: the command is dead
+ * before the lease can have run out in Redis, so before the next rmutex
+ * run gets the lock -- in every trial. */
+TEST_F(Cli, ACommandIsDeadBeforeAnotherRunCanAcquireWhenRedisStalls)
+{
+    constexpr int kTrials = 6;
+    auto srv = RedisServer::start({ "--enable-debug-command", "local" });
+    ASSERT_TRUE(srv);
+    std::string u = srv->url();
+    for (int i = 0; i < kTrials; i++) {
+        SCOPED_TRACE(i);
+        std::string n = lock_name("stall" + std::to_string(i)), pidfile = file("pid" + std::to_string(i));
+        auto c = cli({ "run", "--lease", "1500ms", "--kill-after", "300ms", n, "--", "sh", "-c",
+                       "trap '' TERM; echo $$ > " + pidfile + "; while :; do sleep 0.02; done" }, u);
+        pid_t child = 0;
+        ASSERT_TRUE(wait_until([&] {
+            std::ifstream f(pidfile);
+            return (f >> child) && child > 0;
+        }, ms(5000)));
+        std::this_thread::sleep_for(ms(100 + 150 * i)); /* vary the phase against the renewals */
+        std::atomic<int64_t> died_at{0};
+        std::atomic<bool> watching{true};
+        std::thread watch([&] {
+            while (watching && !died_at) {
+                if (kill(child, 0) != 0) died_at = Clock::now().time_since_epoch().count();
+                std::this_thread::sleep_for(ms(2));
+            }
+        });
+        /* A connection of its own: it blocks for the whole sleep. */
+        std::thread stall([&] {
+            Redis r(srv->host(), srv->port());
+            r.cmd({ "DEBUG", "SLEEP", "2.5" });
+        });
+        std::this_thread::sleep_for(ms(50));
+        /* The next taker, waiting from now on. */
+        auto next = cli({ "run", "-w", "20", n, "--", "sh", "-c", "echo got" }, u);
+        auto got = next->read_line(ms(20000));
+        int64_t acquired_at = Clock::now().time_since_epoch().count();
+        stall.join();
+        ASSERT_TRUE(got) << "the next run never got the lock";
+        EXPECT_TRUE(wait_until([&] { return died_at != 0; }, ms(5000)));
+        watching = false;
+        watch.join();
+        /* The zombie state counts as dead: kill(0) still succeeds on a
+         * zombie, so died_at is late if anything. */
+        EXPECT_LT(died_at.load(), acquired_at) << "the command still ran when another run acquired";
+        int st = c->wait(ms(10000));
+        EXPECT_TRUE(st >= 0 && WIFEXITED(st) && WEXITSTATUS(st) == 75) << st;
+        next->wait(ms(5000));
+    }
+}
+
+TEST_F(Cli, ALockBrokenUnderTheCommandStopsItAndExits75)
+{
+    std::string n = lock_name();
+    auto c = cli({ "run", "--lease", "3s", "--kill-after", "1s", n, "--", "sleep", "60" });
+    ASSERT_TRUE(wait_until([&] { return redis().exists(n); }, ms(5000)));
+    auto t0 = Clock::now();
+    ASSERT_EQ(0, rmutex_force_unlock(n.c_str())) << rmutex_detail();
+    int st = c->wait(ms(3000 / 3 + 1000 + 1000 + 2000));
+    ASSERT_GE(st, 0) << "the command went on";
+    EXPECT_TRUE(WIFEXITED(st));
+    EXPECT_EQ(75, WEXITSTATUS(st));
+    EXPECT_LE(elapsed_ms(t0), scaled(ms(3000 / 3 + 1000)).count()) << "signalled too late";
+    EXPECT_NE(std::string::npos, c->err().find("the lock was lost")) << c->err();
+}
+
+TEST_F(Cli, MaxTimeStopsTheCommandWith124)
+{
+    std::string n = lock_name();
+    auto t0 = Clock::now();
+    EXPECT_EQ(124, exit_code({ "run", "--max-time", "300ms", "--kill-after", "200ms", n, "--", "sh",
+                               "-c", "trap '' TERM; sleep 30" }));
+    EXPECT_LT(elapsed_ms(t0), scaled(ms(3000)).count());
+    EXPECT_FALSE(redis().exists(n));
+}
+
+} // namespace
