@@ -208,6 +208,18 @@ static char **child_env(const char *name, uint64_t fence, const char *owner, int
     return env;
 }
 
+/* Free what child_env() added (the inherited entries are environ's). */
+static void env_free(char **env)
+{
+    if (!env) return;
+    for (char **e = env; *e; e++) {
+        int inherited = 0;
+        for (char **x = environ; *x && !inherited; x++) inherited = *x == *e;
+        if (!inherited) free(*e);
+    }
+    free(env);
+}
+
 /* Take the lock as o asks: 1 with it held, else 0 and *code the exit code
  * (which may be 0: -E 0). */
 static int acquire(const struct run *o, rmutex_t *m, int *owner_died, int *code)
@@ -346,12 +358,14 @@ int cmd_run(int argc, char **argv)
     if (!env || sfd < 0 || lost_fd < 0) {
         err("run: %s", strerror(errno));
         rmutex_unlock(&m);
+        env_free(env);
         return EXIT_OSERR;
     }
     rmutex_set_lost_callback(on_lost, NULL);
     prctl(PR_SET_CHILD_SUBREAPER, 1);
 
     pid_t child = start(&o, env, &fwd);
+    env_free(env); /* (the child has its copy) */
     if (child < 0) {
         err("run: fork: %s", strerror(errno));
         rmutex_unlock(&m);
