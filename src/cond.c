@@ -83,11 +83,11 @@ static void fork_parent(void) { pthread_mutex_unlock(&all_mu); }
 static void fork_child(void)
 {
     for (struct rm_cond *cs = all; cs; cs = cs->all_next) {
-        pthread_mutex_init(&cs->mu, NULL);
+        pthread_mutex_init(&cs->mu, NULL); /* another thread may have held it */
         cs->waiters = 0;
         cs->bound = NULL;
     }
-    pthread_mutex_init(&all_mu, NULL);
+    pthread_mutex_unlock(&all_mu); /* taken by the prepare handler, in this thread */
 }
 
 __attribute__((constructor)) static void register_fork_handlers(void)

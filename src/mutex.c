@@ -55,7 +55,7 @@ void rm_mutex_atfork(int who)
     else if (who == 0) pthread_mutex_unlock(&all_mu);
     else { /* the child: this thread took it; no other thread is in a call */
         for (struct rm_mutex *mx = all; mx; mx = mx->all_next) mx->users = 0;
-        pthread_mutex_init(&all_mu, NULL);
+        pthread_mutex_unlock(&all_mu); /* (not re-initialized: TSan would think it held) */
     }
 }
 #define DESTROYED ((void *)&destroyed_sentinel)
