@@ -42,6 +42,7 @@ int exit_for(int rc);
 int configure(void);
 
 int cmd_run(int argc, char **argv);
+int cmd_unlock(int argc, char **argv);
 
 /* CLOCK_MONOTONIC now, in ns. */
 int64_t mono_ns(void);

@@ -500,6 +500,15 @@ RMUTEX_API int rmutex_set_outage_callback(rmutex_outage_fn fn, void *arg);
  * (Redis not reached within the command timeout) or an acquire error code. */
 RMUTEX_API int rmutex_force_unlock(const char *name);
 
+/* The same, only when owner_id (an owner id as rmutex_owner_id() gives it;
+ * NULL: whoever) holds the lock -- a compare-and-delete, so an operator
+ * never breaks a hold taken after they looked -- and telling who held it:
+ * the holder's owner id goes into holder (holder_size bytes, may be NULL;
+ * "" when the lock was free).  Returns 0 released; ENOENT it was free;
+ * ESRCH held by someone else (nothing done); else as rmutex_force_unlock. */
+RMUTEX_API int rmutex_force_unlock_owner(const char *name, const char *owner_id, char *holder,
+                                         size_t holder_size);
+
 /* Stop this process's rmutex threads and close its connections; the next
  * call starts them again, and rmutex_configure() may be called again.
  * Returns 0, or EBUSY if a thread holds or waits for a mutex (nothing is

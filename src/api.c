@@ -22,6 +22,7 @@
 #include <errno.h>
 #include <hiredis/hiredis.h>
 #include <pthread.h>
+#include <stdio.h>
 #include <string.h>
 
 void rm_entry_enter(struct rm_entry *e)
@@ -342,35 +343,65 @@ RMUTEX_API int rmutex_holdcount(rmutex_t *m, unsigned *count)
     return rm_entry_leave(&e, 0);
 }
 
+/* force_unlock.lua for name, only if owner ("": anyone) holds it.  0
+ * released, ENOENT free, ESRCH held by another; the holder's field into
+ * holder (when given). */
+static int force_unlock(const char *name, const char *owner, char *holder, size_t holder_size)
+{
+    struct rm_keys k;
+    struct rm_endpoint *ep;
+    int r = rm_keys_make(name, &k);
+    if (r) return r;
+    if ((r = rm_runtime_enter(&ep))) {
+        rm_keys_free(&k);
+        return r;
+    }
+    const char *argv[] = { k.lock, k.channel, k.owner, k.notrec, rm_endpoint_publish(ep), owner };
+    size_t lens[] = { strlen(k.lock), strlen(k.channel), strlen(k.owner), strlen(k.notrec),
+                      strlen(argv[4]), strlen(owner) };
+    rm_nsec deadline = rm_call_deadline();
+    if (holder && holder_size) holder[0] = 0;
+    for (int tries = 0; tries < 3; tries++) {
+        redisReply *reply;
+        r = rm_call(ep, RM_SCRIPT_FORCE_UNLOCK, 4, 6, argv, lens, deadline, 0, &reply, NULL);
+        if (r > 0) break;
+        if (r) continue;
+        redisReply **e = reply->element;
+        if (reply->type != REDIS_REPLY_ARRAY || reply->elements < 1 ||
+            e[0]->type != REDIS_REPLY_INTEGER) {
+            rm_detail("unexpected reply from force_unlock.lua");
+            r = EIO;
+        } else {
+            int released = e[0]->integer == 1, held = reply->elements > 1;
+            if (held && holder && holder_size && e[1]->type == REDIS_REPLY_STRING)
+                snprintf(holder, holder_size, "%.*s", (int)e[1]->len, e[1]->str);
+            r = released ? 0 : held ? ESRCH : ENOENT;
+            if (r == ESRCH) rm_detail("%s is held by another owner than %s; left alone", k.lock, owner);
+            if (r == ENOENT) rm_detail("%s was not held", k.lock);
+            rm_log("force-unlock of %s: %s", k.lock, released ? "released" : held ? "held by another" : "free");
+        }
+        freeReplyObject(reply);
+        break;
+    }
+    rm_runtime_leave();
+    rm_keys_free(&k);
+    return r < 0 ? ETIMEDOUT : r;
+}
+
 RMUTEX_API int rmutex_force_unlock(const char *name)
 {
     struct rm_entry e;
     rm_entry_enter(&e);
-    struct rm_keys k;
-    struct rm_endpoint *ep;
-    int r = rm_keys_make(name, &k);
-    if (r) return rm_entry_leave(&e, r);
-    if ((r = rm_runtime_enter(&ep))) {
-        rm_keys_free(&k);
-        return rm_entry_leave(&e, r);
-    }
-    const char *argv[] = { k.lock, k.channel, k.owner, k.notrec, rm_endpoint_publish(ep) };
-    size_t lens[] = { strlen(k.lock), strlen(k.channel), strlen(k.owner), strlen(k.notrec),
-                      strlen(argv[4]) };
-    rm_nsec deadline = rm_call_deadline();
-    for (int tries = 0; tries < 3; tries++) {
-        redisReply *reply;
-        r = rm_call(ep, RM_SCRIPT_FORCE_UNLOCK, 4, 5, argv, lens, deadline, 0, &reply, NULL);
-        if (!r) {
-            rm_log("force-unlocked %s (%s)", k.lock, reply->integer ? "it was held" : "it was free");
-            freeReplyObject(reply);
-            break;
-        }
-        if (r > 0) break;
-    }
-    rm_runtime_leave();
-    rm_keys_free(&k);
-    return rm_entry_leave(&e, r < 0 ? ETIMEDOUT : r);
+    int r = force_unlock(name, "", NULL, 0);
+    return rm_entry_leave(&e, r == ENOENT ? 0 : r);
+}
+
+RMUTEX_API int rmutex_force_unlock_owner(const char *name, const char *owner_id, char *holder,
+                                         size_t holder_size)
+{
+    struct rm_entry e;
+    rm_entry_enter(&e);
+    return rm_entry_leave(&e, force_unlock(name, owner_id ? owner_id : "", holder, holder_size));
 }
 
 RMUTEX_API int rmutex_configure(const char *url)

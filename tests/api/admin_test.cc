@@ -53,6 +53,32 @@ TEST_F(RmutexForceUnlock, ReleasesALockHeldByAnotherProcessWhoseUnlockThenIsEper
     EXPECT_RC(0, rmutex_unlock(&m));
 }
 
+TEST_F(RmutexForceUnlock, WithAnOwnerIsACompareAndDeleteAndNamesTheHolder)
+{
+    std::string name = lock_name();
+    char holder[128] = "x";
+    EXPECT_RC(ENOENT, rmutex_force_unlock_owner(name.c_str(), nullptr, holder, sizeof holder));
+    EXPECT_STREQ("", holder);
+    EXPECT_RC(EINVAL, rmutex_force_unlock_owner("", nullptr, holder, sizeof holder));
+    auto child = child_holding(name, url());
+    ASSERT_TRUE(child);
+    auto fields = redis().hgetall(name);
+    ASSERT_EQ(1u, fields.size());
+    std::string theirs = fields.begin()->first;
+    char mine[64];
+    ASSERT_RC(0, rmutex_owner_id(mine, sizeof mine));
+    EXPECT_NE(theirs, mine);
+    EXPECT_RC(ERANGE, rmutex_owner_id(mine, 4));
+    EXPECT_RC(EINVAL, rmutex_owner_id(nullptr, 64));
+    EXPECT_RC(ESRCH, rmutex_force_unlock_owner(name.c_str(), mine, holder, sizeof holder));
+    EXPECT_EQ(theirs, holder) << "the holder it left alone";
+    EXPECT_TRUE(redis().exists(name));
+    EXPECT_RC(0, rmutex_force_unlock_owner(name.c_str(), theirs.c_str(), holder, sizeof holder));
+    EXPECT_EQ(theirs, holder);
+    EXPECT_FALSE(redis().exists(name));
+    EXPECT_RC(ENOENT, rmutex_force_unlock_owner(name.c_str(), theirs.c_str(), nullptr, 0));
+}
+
 TEST_F(RmutexForceUnlock, WakesWaiters)
 {
     std::string name = lock_name();

@@ -361,4 +361,30 @@ TEST_F(Cli, MaxTimeStopsTheCommandWith124)
     EXPECT_FALSE(redis().exists(n));
 }
 
+/* ---- unlock --force ---------------------------------------------------------- */
+
+TEST_F(Cli, UnlockForceBreaksALockOnlyIfTheNamedOwnerStillHoldsIt)
+{
+    std::string n = lock_name(), ownerfile = file("owner"), out;
+    EXPECT_EQ(64, exit_code({ "unlock", n })) << "without --force";
+    EXPECT_EQ(1, exit_code({ "unlock", "--force", n }, "", nullptr, &out));
+    EXPECT_NE(std::string::npos, out.find("was not held")) << out;
+
+    auto c = cli({ "run", "--lease", "3s", "--kill-after", "1s", n, "--", "sh", "-c",
+                   "echo $RMUTEX_OWNER > " + ownerfile + "; exec sleep 60" });
+    std::string owner;
+    ASSERT_TRUE(wait_until([&] {
+        std::ifstream f(ownerfile);
+        return (f >> owner) && !owner.empty();
+    }, ms(5000)));
+    EXPECT_EQ(1, exit_code({ "unlock", "--force", "--if-owner", "someone:1", n }, "", nullptr, &out));
+    EXPECT_NE(std::string::npos, out.find("is held by " + owner + ", not someone:1")) << out;
+    EXPECT_TRUE(redis().exists(n)) << "a hold of another owner was broken";
+    EXPECT_EQ(0, exit_code({ "unlock", "--force", "--if-owner", owner, n }, "", nullptr, &out));
+    EXPECT_NE(std::string::npos, out.find("released " + n + " (held by " + owner + ")")) << out;
+    EXPECT_FALSE(redis().exists(n));
+    int st = c->wait(ms(3000 / 3 + 1000 + 1000 + 2000));
+    EXPECT_TRUE(st >= 0 && WIFEXITED(st) && WEXITSTATUS(st) == 75) << st;
+}
+
 } // namespace
