@@ -46,7 +46,7 @@ cmake -S . -B build/demo -DCMAKE_BUILD_TYPE=RelWithDebInfo \
 }
 cmake --build build/demo -j "$(nproc 2>/dev/null || echo 2)" \
     --target rmutex_example_counter rmutex_example_worker_pool rmutex_example_queue rmutex_example_preload_counter \
-    rmutex_example_port_pthread rmutex_example_port_rmutex rmutex_preload
+    rmutex_example_port_pthread rmutex_example_port_rmutex rmutex_preload rmutex_cli
 BIN=build/demo/examples
 
 trap rmutex_redis_stop EXIT
@@ -72,6 +72,15 @@ step "Worker pool: 3 processes, 12 jobs, trylock + timedlock"
 
 step "A bounded job queue: 2 producer and 3 consumer processes, one rmutex, two rconds"
 "$BIN/queue" --producers 2 --consumers 3 --jobs 24 --capacity 3
+
+step "The rmutex command: two runs of one job at once, the second with -n"
+build/demo/cli/rmutex run nightly:report -- sh -c 'echo "  first run holds the lock (fence $RMUTEX_FENCE)"; sleep 1' &
+first=$!
+sleep 0.3
+rc=0
+build/demo/cli/rmutex run -n nightly:report -- echo "  never printed" || rc=$?
+echo "  second run: exit $rc (busy: flock's conflict code)"
+wait "$first"
 
 step "An unmodified pthread program, 4 copies, plainly and under the LD_PRELOAD shim"
 examples/preload/run.sh "$BIN/preload/preload_counter" build/demo/shim/librmutex_preload.so
