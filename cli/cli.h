@@ -43,6 +43,8 @@ int configure(void);
 
 int cmd_run(int argc, char **argv);
 int cmd_unlock(int argc, char **argv);
+int cmd_status(int argc, char **argv);
+int cmd_wait(int argc, char **argv);
 
 /* CLOCK_MONOTONIC now, in ns. */
 int64_t mono_ns(void);

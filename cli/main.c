@@ -3,6 +3,8 @@
  *   rmutex [--url URL] [-v|-q] run [OPTIONS] NAME [--] COMMAND [ARG...]
  *   rmutex [--url URL] [-v|-q] run [OPTIONS] NAME -c 'SHELL COMMAND'
  *   rmutex [--url URL] unlock --force [--if-owner ID] NAME
+ *   rmutex [--url URL] status [--json] NAME...
+ *   rmutex [--url URL] wait [-w DURATION] [-E N] [--held] NAME
  *
  * The library does the locking; this file only parses and reports.  A
  * password belongs in RMUTEX_URL rather than on the command line, where
@@ -95,6 +97,8 @@ static void usage(FILE *f)
     fputs("usage: rmutex [--url URL] [-v|-q] run [OPTIONS] NAME [--] COMMAND [ARG...]\n"
           "       rmutex [--url URL] [-v|-q] run [OPTIONS] NAME -c 'SHELL COMMAND'\n"
           "       rmutex [--url URL] unlock --force [--if-owner ID] NAME\n"
+          "       rmutex [--url URL] status [--json] NAME...\n"
+          "       rmutex [--url URL] wait [-w DURATION] [-E N] [--held] NAME\n"
           "run options: -n/--nonblock, -w/--timeout DUR, -E/--conflict-exit-code N, -c CMD,\n"
           "  --verbose, --fair, --lease DUR, --robust, --max-time DUR, --kill-after DUR,\n"
           "  --on-lost term|kill|ignore\n"
@@ -133,6 +137,8 @@ int main(int argc, char **argv)
     }
     if (!strcmp(argv[i], "run")) return cmd_run(argc - i, argv + i);
     if (!strcmp(argv[i], "unlock")) return cmd_unlock(argc - i, argv + i);
+    if (!strcmp(argv[i], "status")) return cmd_status(argc - i, argv + i);
+    if (!strcmp(argv[i], "wait")) return cmd_wait(argc - i, argv + i);
     err("unknown command '%s'", argv[i]);
     usage(stderr);
     return EXIT_USAGE;

@@ -509,6 +509,34 @@ RMUTEX_API int rmutex_force_unlock(const char *name);
 RMUTEX_API int rmutex_force_unlock_owner(const char *name, const char *owner_id, char *holder,
                                          size_t holder_size);
 
+/* What Redis says of a lock, read without taking or changing anything (the
+ * rmutex command's status and wait).  Read on the primary that serves the
+ * name. */
+#define RMUTEX_INSPECT_QUEUE 5
+typedef struct rmutex_lockinfo {
+    int held;                 /* 1: somebody holds it */
+    unsigned holders;         /* fields in the lock hash (1 when held) */
+    char owner[64];           /* the holder's owner id, "" when free */
+    int64_t ttl_ms;           /* the hold's remaining lease; -1 when free */
+    uint64_t fence;           /* the fencing counter: the last token given */
+    int owner_died;           /* held: the hold descends from a holder that died
+                                 (EOWNERDEAD); free: the next robust taker gets it */
+    int not_recoverable;      /* the not-recoverable mark is set */
+    unsigned queue_len;       /* fair waiters queued */
+    unsigned queue_shown;     /* how many of them follow */
+    char queue[RMUTEX_INSPECT_QUEUE][80];  /* the first, in order: "<owner>|<acquisition>" */
+    int64_t queue_alive_ms[RMUTEX_INSPECT_QUEUE]; /* their liveness left */
+    unsigned subscribers;     /* connections subscribed to its release channel
+                                 (about one per process with waiters) */
+    int64_t server_time_ms;   /* Redis TIME when it was read */
+} rmutex_lockinfo_t;
+
+/* Fill *info (size: sizeof(rmutex_lockinfo_t) as the caller knows it) for
+ * the lock called name.  Returns 0; EINVAL for a bad name or NULL; ETIMEDOUT
+ * when Redis was not reached in the command timeout; EACCES refused; EIO a
+ * key of another type under the name. */
+RMUTEX_API int rmutex_inspect(const char *name, rmutex_lockinfo_t *info, size_t size);
+
 /* Stop this process's rmutex threads and close its connections; the next
  * call starts them again, and rmutex_configure() may be called again.
  * Returns 0, or EBUSY if a thread holds or waits for a mutex (nothing is

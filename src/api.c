@@ -404,6 +404,77 @@ RMUTEX_API int rmutex_force_unlock_owner(const char *name, const char *owner_id,
     return rm_entry_leave(&e, force_unlock(name, owner_id ? owner_id : "", holder, holder_size));
 }
 
+static void copy_str(char *dst, size_t n, const redisReply *r)
+{
+    if (r->type == REDIS_REPLY_STRING) snprintf(dst, n, "%.*s", (int)r->len, r->str);
+    else dst[0] = 0;
+}
+
+/* inspect.lua's reply into *info. */
+static int read_info(const redisReply *r, rmutex_lockinfo_t *info)
+{
+    redisReply **e = r->element;
+    if (r->type != REDIS_REPLY_ARRAY || r->elements != 10 || e[0]->type != REDIS_REPLY_ARRAY ||
+        e[6]->type != REDIS_REPLY_ARRAY || e[7]->type != REDIS_REPLY_ARRAY) {
+        rm_detail("unexpected reply from inspect.lua");
+        return EIO;
+    }
+    memset(info, 0, sizeof *info);
+    info->holders = (unsigned)e[0]->elements;
+    info->held = info->holders > 0;
+    if (info->held) copy_str(info->owner, sizeof info->owner, e[0]->element[0]);
+    info->ttl_ms = info->held ? e[1]->integer : -1;
+    info->fence = (uint64_t)e[2]->integer;
+    info->owner_died = e[3]->integer == 1;
+    info->not_recoverable = e[4]->integer == 1;
+    info->queue_len = (unsigned)e[5]->integer;
+    for (size_t i = 0; i < e[6]->elements && i < RMUTEX_INSPECT_QUEUE; i++) {
+        copy_str(info->queue[i], sizeof info->queue[i], e[6]->element[i]);
+        info->queue_alive_ms[i] = i < e[7]->elements ? e[7]->element[i]->integer : 0;
+        info->queue_shown = (unsigned)i + 1;
+    }
+    info->subscribers = (unsigned)e[8]->integer;
+    info->server_time_ms = e[9]->integer;
+    return 0;
+}
+
+RMUTEX_API int rmutex_inspect(const char *name, rmutex_lockinfo_t *out, size_t size)
+{
+    struct rm_entry e;
+    rm_entry_enter(&e);
+    if (!out) {
+        rm_detail("the output pointer is NULL");
+        return rm_entry_leave(&e, EINVAL);
+    }
+    struct rm_keys k;
+    struct rm_endpoint *ep;
+    int r = rm_keys_make(name, &k);
+    if (r) return rm_entry_leave(&e, r);
+    if ((r = rm_runtime_enter(&ep))) {
+        rm_keys_free(&k);
+        return rm_entry_leave(&e, r);
+    }
+    const char *shard = rm_endpoint_clustered(ep) ? "shard" : "";
+    const char *argv[] = { k.lock, k.token, k.owner, k.notrec, k.queue, k.alive, k.channel, shard };
+    size_t lens[8];
+    for (int i = 0; i < 8; i++) lens[i] = strlen(argv[i]);
+    rm_nsec deadline = rm_call_deadline();
+    rmutex_lockinfo_t info;
+    for (int tries = 0; tries < 3; tries++) {
+        redisReply *reply;
+        r = rm_call(ep, RM_SCRIPT_INSPECT, 6, 8, argv, lens, deadline, 0, &reply, NULL);
+        if (r > 0) break;
+        if (r) continue;
+        r = read_info(reply, &info);
+        freeReplyObject(reply);
+        break;
+    }
+    rm_runtime_leave();
+    rm_keys_free(&k);
+    if (!r) memcpy(out, &info, size < sizeof info ? size : sizeof info);
+    return rm_entry_leave(&e, r < 0 ? ETIMEDOUT : r);
+}
+
 RMUTEX_API int rmutex_configure(const char *url)
 {
     struct rm_entry e;

@@ -24,8 +24,8 @@ inline const std::vector<std::string> &acl_rule()
         "+zscore",
         /* and by the condition variables' */
         "+hget", "+hincrby", "+zcount",
-        /* and by force_unlock.lua */
-        "+hkeys",
+        /* and by force_unlock.lua, inspect.lua */
+        "+hkeys", "+pubsub|numsub",
     };
     return rule;
 }

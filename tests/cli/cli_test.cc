@@ -387,4 +387,105 @@ TEST_F(Cli, UnlockForceBreaksALockOnlyIfTheNamedOwnerStillHoldsIt)
     EXPECT_TRUE(st >= 0 && WIFEXITED(st) && WEXITSTATUS(st) == 75) << st;
 }
 
+/* ---- status and wait ------------------------------------------------------------ */
+
+/* "key":value of a flat JSON object line, as text ("" when absent). */
+std::string json_field(const std::string &line, const std::string &key)
+{
+    std::string k = "\"" + key + "\":";
+    auto p = line.find(k);
+    if (p == std::string::npos) return "";
+    p += k.size();
+    size_t e = p;
+    if (line[p] == '"') e = line.find('"', p + 1) + 1;
+    else if (line[p] == '[') e = line.find(']', p) + 1;
+    else e = line.find_first_of(",}", p);
+    return line.substr(p, e - p);
+}
+
+TEST_F(Cli, StatusJsonTellsFreeHeldTheOwnerTheLeaseTheFenceAndTheFairQueue)
+{
+    std::string n = lock_name(), out, ownerfile = file("owner");
+    ASSERT_EQ(3, exit_code({ "status", "--json", n }, "", nullptr, &out)) << "free: 3";
+    EXPECT_EQ("\"" + n + "\"", json_field(out, "name"));
+    EXPECT_EQ("\"free\"", json_field(out, "state"));
+    EXPECT_EQ("null", json_field(out, "owner"));
+    EXPECT_EQ("-1", json_field(out, "ttl_ms"));
+    EXPECT_EQ("0", json_field(out, "fence"));
+    EXPECT_EQ("false", json_field(out, "owner_died"));
+    EXPECT_EQ("0", json_field(out, "queue_length"));
+
+    auto h = cli({ "run", "--fair", "--lease", "3s", "--kill-after", "1s", n, "--", "sh", "-c",
+                   "echo $RMUTEX_OWNER > " + ownerfile + "; exec sleep 30" });
+    std::string owner;
+    ASSERT_TRUE(wait_until([&] {
+        std::ifstream f(ownerfile);
+        return (f >> owner) && !owner.empty();
+    }, ms(5000)));
+    auto w = cli({ "run", "--fair", "-w", "30", n, "--", "true" });
+    ASSERT_TRUE(wait_until([&] { return redis().cmd({ "ZCARD", "rmutex_fair_queue:{" + n + "}" }).integer() == 1; },
+                           ms(5000)));
+    ASSERT_EQ(0, exit_code({ "status", "--json", n }, "", nullptr, &out)) << "held: 0";
+    EXPECT_EQ("\"held\"", json_field(out, "state"));
+    EXPECT_EQ("\"" + owner + "\"", json_field(out, "owner"));
+    long long ttl = std::stoll(json_field(out, "ttl_ms"));
+    EXPECT_GT(ttl, 0);
+    EXPECT_LE(ttl, 3000);
+    EXPECT_EQ("1", json_field(out, "fence"));
+    EXPECT_EQ("1", json_field(out, "queue_length"));
+    std::string q = json_field(out, "queue");
+    EXPECT_NE(std::string::npos, q.find("\"alive_ms\":")) << q;
+    EXPECT_NE(std::string::npos, q.find("|")) << "a waiter is <owner>|<acquisition>: " << q;
+    EXPECT_NE("", json_field(out, "server_time_ms"));
+    /* Two names, one free: 3. */
+    EXPECT_EQ(3, exit_code({ "status", n, lock_name("other") }, "", nullptr, &out));
+    EXPECT_NE(std::string::npos, out.find(n + "  held")) << out;
+    EXPECT_NE(std::string::npos, out.find("owner    " + owner)) << out;
+    std::string closed = "redis://127.0.0.1:" + std::to_string(free_port()) + "?connect_timeout=200";
+    EXPECT_EQ(4, exit_code({ "status", n }, closed)) << "unreachable: 4";
+    EXPECT_EQ(64, exit_code({ "status" }));
+    h->kill(SIGTERM);
+    h->wait(ms(5000));
+    w->wait(ms(10000));
+}
+
+TEST_F(Cli, StatusShowsARobustHoldersDeathAndTheWaitersSubscribed)
+{
+    std::string n = lock_name(), out;
+    auto h = cli({ "run", "--robust", "--lease", "1s", "--kill-after", "0", n, "--", "sleep", "30" });
+    ASSERT_TRUE(wait_until([&] { return redis().exists(n); }, ms(5000)));
+    auto w = cli({ "run", "-w", "30", n, "--", "true" });
+    ASSERT_TRUE(wait_until([&] {
+        exit_code({ "status", "--json", n }, "", nullptr, &out);
+        return json_field(out, "subscribers") == "1";
+    }, ms(5000))) << out;
+    w->kill(SIGKILL);
+    w->wait(ms(5000));
+    h->kill(SIGKILL); /* dies holding it: the lease runs out */
+    h->wait(ms(5000));
+    ASSERT_TRUE(wait_until([&] { return !redis().exists(n); }, ms(3000)));
+    EXPECT_EQ(3, exit_code({ "status", "--json", n }, "", nullptr, &out));
+    EXPECT_EQ("true", json_field(out, "owner_died")) << out;
+}
+
+TEST_F(Cli, WaitSeesALockFreeOrHeldWithoutTakingIt)
+{
+    std::string n = lock_name(), out;
+    EXPECT_EQ(0, exit_code({ "wait", n })) << "free at once";
+    auto t0 = Clock::now();
+    EXPECT_EQ(1, exit_code({ "wait", "--held", "-w", "0.3", n }));
+    EXPECT_GE(elapsed_ms(t0), 300);
+    auto h = cli({ "run", n, "--", "sleep", "1" });
+    EXPECT_EQ(0, exit_code({ "wait", "--held", "-w", "5", n }));
+    EXPECT_EQ(5, exit_code({ "wait", "-w", "0.2", "-E", "5", n })) << "still held";
+    t0 = Clock::now();
+    EXPECT_EQ(0, exit_code({ "wait", "-w", "10", n }));
+    EXPECT_LT(elapsed_ms(t0), scaled(ms(3000)).count());
+    h->wait(ms(5000));
+    EXPECT_EQ("1", redis().cmd({ "GET", "redisson_lock_token:{" + n + "}" }).str())
+        << "a wait took a fencing token";
+    std::string closed = "redis://127.0.0.1:" + std::to_string(free_port()) + "?connect_timeout=200";
+    EXPECT_EQ(69, exit_code({ "wait", "-w", "0.5", n }, closed));
+}
+
 } // namespace

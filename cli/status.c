@@ -1,0 +1,175 @@
+/* status.c -- rmutex status [--json] NAME... and rmutex wait [-w DUR]
+ * [--held] NAME: look at locks without taking them.
+ *
+ * Both read through rmutex_inspect() (inspect.lua on the primary that
+ * serves the name: read only, no fencing token spent).  status prints, per
+ * name, free or held, the holder, the lease left, the fencing counter, the
+ * robust marks, the fair queue and the subscribers; --json one object per
+ * line with stable field names.  Exit 0 when every name is held, 3 when one
+ * is free, 4 when one could not be read (LSB status codes).
+ *
+ * wait polls every 50 ms (bounded work: one script call) until the lock is
+ * seen free, or held with --held; exit 0, the -E code (1) at the -w
+ * deadline, 69 when Redis cannot be reached. */
+#include "cli.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+/* s as a JSON string (the names and ids are printable; escape what JSON
+ * needs). */
+static void json_str(const char *s)
+{
+    putchar('"');
+    for (; *s; s++) {
+        unsigned char c = (unsigned char)*s;
+        if (c == '"' || c == '\\') printf("\\%c", c);
+        else if (c < 0x20) printf("\\u%04x", c);
+        else putchar(c);
+    }
+    putchar('"');
+}
+
+static void print_json(const char *name, const rmutex_lockinfo_t *in)
+{
+    printf("{\"name\":");
+    json_str(name);
+    printf(",\"state\":\"%s\",\"owner\":", in->held ? "held" : "free");
+    if (in->held) json_str(in->owner);
+    else printf("null");
+    printf(",\"ttl_ms\":%lld,\"fence\":%llu,\"owner_died\":%s,\"not_recoverable\":%s,"
+           "\"queue_length\":%u,\"queue\":[",
+           (long long)in->ttl_ms, (unsigned long long)in->fence, in->owner_died ? "true" : "false",
+           in->not_recoverable ? "true" : "false", in->queue_len);
+    for (unsigned i = 0; i < in->queue_shown; i++) {
+        printf("%s{\"id\":", i ? "," : "");
+        json_str(in->queue[i]);
+        printf(",\"alive_ms\":%lld}", (long long)in->queue_alive_ms[i]);
+    }
+    printf("],\"subscribers\":%u,\"server_time_ms\":%lld}\n", in->subscribers,
+           (long long)in->server_time_ms);
+}
+
+static void print_human(const char *name, const rmutex_lockinfo_t *in)
+{
+    printf("%s  %s\n", name, in->held ? "held" : "free");
+    if (in->held) {
+        printf("  owner    %s\n", in->owner);
+        printf("  lease    %.1fs left\n", (double)in->ttl_ms / 1000);
+    }
+    printf("  fence    %llu\n", (unsigned long long)in->fence);
+    printf("  robust   owner-died: %s   not-recoverable: %s\n", in->owner_died ? "yes" : "no",
+           in->not_recoverable ? "yes" : "no");
+    if (in->queue_len) {
+        printf("  queue    %u waiting (fair):", in->queue_len);
+        for (unsigned i = 0; i < in->queue_shown; i++)
+            printf("%s %s (%.1fs)", i ? "," : "", in->queue[i], (double)in->queue_alive_ms[i] / 1000);
+        printf("%s\n", in->queue_len > in->queue_shown ? ", ..." : "");
+    }
+    printf("  waiting  %u subscribed\n", in->subscribers);
+}
+
+int cmd_status(int argc, char **argv)
+{
+    int json = 0, names = 0, code = 0, r;
+    for (int i = 1; i < argc; i++) {
+        if (!strcmp(argv[i], "--json")) json = 1;
+        else if (argv[i][0] == '-' && argv[i][1]) {
+            err("status: unknown option %s", argv[i]);
+            return EXIT_USAGE;
+        }
+    }
+    if ((r = configure())) return r;
+    for (int i = 1; i < argc; i++) {
+        if (!strcmp(argv[i], "--json")) continue;
+        names++;
+        rmutex_lockinfo_t in;
+        r = rmutex_inspect(argv[i], &in, sizeof in);
+        if (r == EINVAL) {
+            err("status: %s", rmutex_detail());
+            return EXIT_USAGE;
+        }
+        if (r) {
+            err("status: %s: %s", argv[i], rmutex_detail());
+            code = 4;
+            continue;
+        }
+        if (json) print_json(argv[i], &in);
+        else print_human(argv[i], &in);
+        if (!in.held && code == 0) code = 3;
+    }
+    if (!names) {
+        err("status: a lock name is needed");
+        return EXIT_USAGE;
+    }
+    return code;
+}
+
+int cmd_wait(int argc, char **argv)
+{
+    int held = 0, has_timeout = 0, conflict = 1;
+    int64_t timeout = 0;
+    const char *name = NULL;
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i];
+        if (!strcmp(a, "--held")) {
+            held = 1;
+        } else if (!strcmp(a, "--free")) {
+            held = 0;
+        } else if ((!strcmp(a, "-w") || !strcmp(a, "--timeout")) && i + 1 < argc) {
+            if (parse_duration(argv[++i], &timeout)) {
+                err("wait: -w takes a duration");
+                return EXIT_USAGE;
+            }
+            has_timeout = 1;
+        } else if (!strcmp(a, "-E") && i + 1 < argc) {
+            char *end;
+            long n = strtol(argv[++i], &end, 10);
+            if (*end || n < 0 || n > 255) {
+                err("wait: -E takes a number in 0..255");
+                return EXIT_USAGE;
+            }
+            conflict = (int)n;
+        } else if (a[0] == '-' && a[1]) {
+            err("wait: unknown option %s", a);
+            return EXIT_USAGE;
+        } else if (!name) {
+            name = a;
+        } else {
+            err("wait: one lock name at a time");
+            return EXIT_USAGE;
+        }
+    }
+    if (!name) {
+        err("wait: a lock name is needed");
+        return EXIT_USAGE;
+    }
+    int r = configure();
+    if (r) return r;
+    int64_t deadline = mono_ns() + timeout;
+    for (;;) {
+        rmutex_lockinfo_t in;
+        r = rmutex_inspect(name, &in, sizeof in);
+        if (r == EINVAL) {
+            err("wait: %s", rmutex_detail());
+            return EXIT_USAGE;
+        }
+        if (r && r != ETIMEDOUT) {
+            err("wait: %s: %s", name, rmutex_detail());
+            return exit_for(r);
+        }
+        if (!r && in.held == held) return 0;
+        if (has_timeout && mono_ns() >= deadline) {
+            if (r) {
+                err("wait: %s: %s", name, rmutex_detail());
+                return EXIT_UNAVAILABLE;
+            }
+            return conflict;
+        }
+        struct timespec pause = { 0, 50000000 };
+        nanosleep(&pause, NULL);
+    }
+}
