@@ -532,9 +532,9 @@ typedef struct rmutex_lockinfo {
 } rmutex_lockinfo_t;
 
 /* Fill *info (size: sizeof(rmutex_lockinfo_t) as the caller knows it) for
- * the lock called name.  Returns 0; EINVAL for a bad name or NULL; ETIMEDOUT
- * when Redis was not reached in the command timeout; EACCES refused; EIO a
- * key of another type under the name. */
+ * the lock called name.  Returns 0; EINVAL for a bad name, NULL, or a key of
+ * another type under the name (WRONGTYPE); ETIMEDOUT when Redis was not
+ * reached in the command timeout; EACCES refused. */
 RMUTEX_API int rmutex_inspect(const char *name, rmutex_lockinfo_t *info, size_t size);
 
 /* Stop this process's rmutex threads and close its connections; the next

@@ -79,6 +79,38 @@ TEST_F(RmutexForceUnlock, WithAnOwnerIsACompareAndDeleteAndNamesTheHolder)
     EXPECT_RC(ENOENT, rmutex_force_unlock_owner(name.c_str(), theirs.c_str(), nullptr, 0));
 }
 
+TEST_F(RmutexForceUnlock, InspectReadsALockWithoutTouchingIt)
+{
+    std::string name = lock_name();
+    rmutex_lockinfo_t in;
+    EXPECT_RC(EINVAL, rmutex_inspect(name.c_str(), nullptr, sizeof in));
+    EXPECT_RC(EINVAL, rmutex_inspect("", &in, sizeof in));
+    ASSERT_RC(0, rmutex_inspect(name.c_str(), &in, sizeof in));
+    EXPECT_EQ(0, in.held);
+    EXPECT_EQ(-1, in.ttl_ms);
+    EXPECT_EQ(0u, in.fence);
+    rmutex_t m;
+    init_mutex(&m, name);
+    ASSERT_RC(0, rmutex_lock(&m));
+    ASSERT_RC(0, rmutex_inspect(name.c_str(), &in, sizeof in));
+    char me[64];
+    ASSERT_RC(0, rmutex_owner_id(me, sizeof me));
+    EXPECT_EQ(1, in.held);
+    EXPECT_EQ(1u, in.holders);
+    EXPECT_STREQ(me, in.owner);
+    EXPECT_GT(in.ttl_ms, 0);
+    EXPECT_EQ(1u, in.fence);
+    EXPECT_GT(in.server_time_ms, 0);
+    auto before = redis().hgetall(name);
+    ASSERT_RC(0, rmutex_inspect(name.c_str(), &in, sizeof in));
+    EXPECT_EQ(before, redis().hgetall(name));
+    EXPECT_EQ("1", redis().get("redisson_lock_token:{" + name + "}").value_or("")) << "no token spent";
+    EXPECT_RC(0, rmutex_unlock(&m));
+    std::string other = lock_name("string");
+    redis().cmd({ "SET", other, "x" });
+    EXPECT_RC(EINVAL, rmutex_inspect(other.c_str(), &in, sizeof in)) << "a string under the name";
+}
+
 TEST_F(RmutexForceUnlock, WakesWaiters)
 {
     std::string name = lock_name();
