@@ -11,6 +11,7 @@ struct opts {
     int quick, long_run, reps;
     const char *url, *csv, *md, *data_dir, *only;
     const char *redis_server, *shim_prog, *preload, *lua_dir;
+    const char *self;       /* this program (W12 runs it as --stamp) */
     double w3_seconds;      /* per repetition; --long: 120 for the fair runs */
     double fifo_slack_ms;   /* W3: how much later a call must be to count as overtaking */
 };
@@ -57,6 +58,7 @@ void w7_run(void);
 void w8_run(void);
 void w9_run(void);
 void w10_run(void);
+void w12_run(void);
 /* Stop the cluster W8 and W9 started, if any. */
 void bench_cluster_stop(void);
 
