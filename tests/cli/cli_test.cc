@@ -284,12 +284,12 @@ TEST_F(Cli, KillingRmutexWithSigkillKillsTheCommandAtOnce)
 
 /* ---- losing the lock under the command -------------------------------------- */
 
-/* Redis stalls (DEBUG SLEEP) longer than the lease: the command is dead
- * before the lease can have run out in Redis, so before the next rmutex
- * run gets the lock -- in every trial. */
+/* Redis stalls (DEBUG SLEEP, then CLIENT PAUSE ALL) longer than the lease:
+ * the command is dead before the lease can have run out in Redis, so before
+ * the next rmutex run gets the lock -- in every trial. */
 TEST_F(Cli, ACommandIsDeadBeforeAnotherRunCanAcquireWhenRedisStalls)
 {
-    constexpr int kTrials = 6;
+    constexpr int kTrials = 8; /* the last two pause instead of sleeping */
     auto srv = RedisServer::start({ "--enable-debug-command", "local" });
     ASSERT_TRUE(srv);
     std::string u = srv->url();
@@ -315,7 +315,8 @@ TEST_F(Cli, ACommandIsDeadBeforeAnotherRunCanAcquireWhenRedisStalls)
         /* A connection of its own: it blocks for the whole sleep. */
         std::thread stall([&] {
             Redis r(srv->host(), srv->port());
-            r.cmd({ "DEBUG", "SLEEP", "2.5" });
+            if (i < 6) r.cmd({ "DEBUG", "SLEEP", "2.5" });
+            else r.cmd({ "CLIENT", "PAUSE", "2500", "ALL" });
         });
         std::this_thread::sleep_for(ms(50));
         /* The next taker, waiting from now on. */
