@@ -489,4 +489,37 @@ TEST_F(Cli, WaitSeesALockFreeOrHeldWithoutTakingIt)
     EXPECT_EQ(69, exit_code({ "wait", "-w", "0.5", n }, closed));
 }
 
+/* ---- the waiting line --------------------------------------------------------------- */
+
+TEST_F(Cli, WaitingOnATerminalRewritesOneLineEachSecondAndNothingOtherwise)
+{
+    std::string n = lock_name(), ownerfile = file("owner");
+    auto h = cli({ "run", n, "--", "sh", "-c", "echo $RMUTEX_OWNER > " + ownerfile + "; sleep 2.5" });
+    std::string owner;
+    ASSERT_TRUE(wait_until([&] {
+        std::ifstream f(ownerfile);
+        return (f >> owner) && !owner.empty();
+    }, ms(5000)));
+    /* In a pseudo-terminal (script(1)): the line, rewritten, then cleared
+     * before the command's output. */
+    std::string out = shell("RMUTEX_URL='" + url() + "' script -qfec '" + kCli + " run " + n +
+                            " -- echo got-it' /dev/null");
+    std::string line = "\rrmutex: waiting for " + n + " -- held by " + owner + ", lease ";
+    auto first = out.find(line);
+    ASSERT_NE(std::string::npos, first) << out;
+    EXPECT_NE(std::string::npos, out.find(line, first + 1)) << "rewritten each second: " << out;
+    auto cleared = out.find("\r\033[K");
+    auto got = out.find("got-it");
+    ASSERT_NE(std::string::npos, got) << out;
+    EXPECT_LT(cleared, got) << "the line is cleared before the command runs: " << out;
+    h->wait(ms(5000));
+    /* Not a terminal: nothing on stderr. */
+    auto h2 = cli({ "run", n, "--", "sleep", "1.5" });
+    ASSERT_TRUE(wait_until([&] { return redis().exists(n); }, ms(5000)));
+    std::string err;
+    EXPECT_EQ(0, exit_code({ "run", n, "--", "true" }, "", &err));
+    EXPECT_EQ("", err);
+    h2->wait(ms(5000));
+}
+
 } // namespace
