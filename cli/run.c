@@ -356,7 +356,7 @@ static int acquire(const struct run *o, rmutex_t *m, int *owner_died, int *code)
     return 1;
 }
 
-static pid_t start(const struct run *o, char **env, const sigset_t *blocked)
+static pid_t start(const struct run *o, char **env)
 {
     char *sh_argv[4];
     char **argv = o->cmd;
@@ -382,7 +382,6 @@ static pid_t start(const struct run *o, char **env, const sigset_t *blocked)
     prctl(PR_SET_PDEATHSIG, SIGKILL);
     if (getppid() != parent) _exit(EXIT_LOST); /* we died before the line above */
     pthread_sigmask(SIG_SETMASK, &none, NULL);
-    (void)blocked;
     execvpe(argv[0], argv, env);
     _exit(errno == ENOENT ? EXIT_NOT_FOUND : EXIT_CANNOT_EXEC);
 }
@@ -460,7 +459,7 @@ int cmd_run(int argc, char **argv)
     rmutex_set_lost_callback(on_lost, NULL);
     prctl(PR_SET_CHILD_SUBREAPER, 1);
 
-    pid_t child = start(&o, env, &fwd);
+    pid_t child = start(&o, env);
     env_free(env); /* (the child has its copy) */
     if (child < 0) {
         err("run: fork: %s", strerror(errno));
