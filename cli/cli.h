@@ -3,6 +3,7 @@
 #ifndef RMUTEX_CLI_H
 #define RMUTEX_CLI_H
 
+#include <stddef.h>
 #include <stdint.h>
 
 #include <rmutex.h>
@@ -45,6 +46,11 @@ int cmd_run(int argc, char **argv);
 int cmd_unlock(int argc, char **argv);
 int cmd_status(int argc, char **argv);
 int cmd_wait(int argc, char **argv);
+int cmd_list(int argc, char **argv);
+
+/* A held lock's holder in a few words: "pid 4242 on web1 (cron-import)"
+ * from the holder registry, else its owner id. */
+void holder_name(const rmutex_lockinfo_t *in, char *buf, size_t size);
 
 /* CLOCK_MONOTONIC now, in ns. */
 int64_t mono_ns(void);

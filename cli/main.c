@@ -5,6 +5,7 @@
  *   rmutex [--url URL] unlock --force [--if-owner ID] NAME
  *   rmutex [--url URL] status [--json] NAME...
  *   rmutex [--url URL] wait [-w DURATION] [-E N] [--held] NAME
+ *   rmutex [--url URL] list [--json] [PATTERN]
  *
  * The library does the locking; this file only parses and reports.  A
  * password belongs in RMUTEX_URL rather than on the command line, where
@@ -99,6 +100,7 @@ static void usage(FILE *f)
           "       rmutex [--url URL] unlock --force [--if-owner ID] NAME\n"
           "       rmutex [--url URL] status [--json] NAME...\n"
           "       rmutex [--url URL] wait [-w DURATION] [-E N] [--held] NAME\n"
+          "       rmutex [--url URL] list [--json] [PATTERN]\n"
           "run options: -n/--nonblock, -w/--timeout DUR, -E/--conflict-exit-code N, -c CMD,\n"
           "  --verbose, --fair, --lease DUR, --robust, --max-time DUR, --kill-after DUR,\n"
           "  --on-lost term|kill|ignore\n"
@@ -139,6 +141,7 @@ int main(int argc, char **argv)
     if (!strcmp(argv[i], "unlock")) return cmd_unlock(argc - i, argv + i);
     if (!strcmp(argv[i], "status")) return cmd_status(argc - i, argv + i);
     if (!strcmp(argv[i], "wait")) return cmd_wait(argc - i, argv + i);
+    if (!strcmp(argv[i], "list")) return cmd_list(argc - i, argv + i);
     err("unknown command '%s'", argv[i]);
     usage(stderr);
     return EXIT_USAGE;

@@ -269,10 +269,13 @@ static void *progress_main(void *arg)
         }
         if (r) fprintf(stderr, "\rrmutex: waiting for %s (Redis: %s) %02lld:%02lld\033[K", p->name,
                        rmutex_detail(), (long long)(waited / 60), (long long)(waited % 60));
-        else if (in.held)
+        else if (in.held) {
+            char who[160];
+            holder_name(&in, who, sizeof who);
             fprintf(stderr, "\rrmutex: waiting for %s -- held by %s, lease %.0fs left%s %02lld:%02lld\033[K",
-                    p->name, in.owner, (double)in.ttl_ms / 1000, place, (long long)(waited / 60),
+                    p->name, who, (double)in.ttl_ms / 1000, place, (long long)(waited / 60),
                     (long long)(waited % 60));
+        }
         else
             fprintf(stderr, "\rrmutex: waiting for %s -- free now%s %02lld:%02lld\033[K", p->name, place,
                     (long long)(waited / 60), (long long)(waited % 60));

@@ -1,16 +1,23 @@
-/* status.c -- rmutex status [--json] NAME... and rmutex wait [-w DUR]
- * [--held] NAME: look at locks without taking them.
+/* status.c -- rmutex status [--json] NAME..., rmutex wait [-w DUR]
+ * [--held] NAME and rmutex list [--json] [PATTERN]: look at locks without
+ * taking them.
  *
  * Both read through rmutex_inspect() (inspect.lua on the primary that
  * serves the name: read only, no fencing token spent).  status prints, per
  * name, free or held, the holder, the lease left, the fencing counter, the
- * robust marks, the fair queue and the subscribers; --json one object per
- * line with stable field names.  Exit 0 when every name is held, 3 when one
+ * robust marks, the fair queue and the subscribers, and who the holder is
+ * and how long it has held when its process announces itself (the holder
+ * registry); --json one object per line with stable field names.  Exit 0 when every name is held, 3 when one
  * is free, 4 when one could not be read (LSB status codes).
  *
  * wait polls every 50 ms (bounded work: one script call) until the lock is
  * seen free, or held with --held; exit 0, the -E code (1) at the -w
- * deadline, 69 when Redis cannot be reached. */
+ * deadline, 69 when Redis cannot be reached.
+ *
+ * list walks every primary's keyspace with SCAN (rmutex_list: O(keys),
+ * never KEYS) and prints the held locks whose names match PATTERN, one
+ * line each, or status's JSON objects.  Free locks have no keys: not
+ * listed. */
 #include "cli.h"
 
 #include <errno.h>
@@ -33,12 +40,52 @@ static void json_str(const char *s)
     putchar('"');
 }
 
+void holder_name(const rmutex_lockinfo_t *in, char *buf, size_t size)
+{
+    if (!in->holder_known) {
+        snprintf(buf, size, "%s", in->owner);
+        return;
+    }
+    const char *prog = strrchr(in->holder_exe, '/');
+    prog = prog ? prog + 1 : in->holder_exe;
+    snprintf(buf, size, "pid %ld on %s%s%s%s", in->holder_pid, in->holder_host, *prog ? " (" : "",
+             prog, *prog ? ")" : "");
+}
+
+/* A duration for people: 850ms, 12.3s, 4m05s, 2h07m, 3d04h. */
+static void span(int64_t ms, char *buf, size_t size)
+{
+    int64_t s = ms / 1000;
+    if (ms < 1000) snprintf(buf, size, "%lldms", (long long)ms);
+    else if (s < 60) snprintf(buf, size, "%.1fs", (double)ms / 1000);
+    else if (s < 3600) snprintf(buf, size, "%lldm%02llds", (long long)(s / 60), (long long)(s % 60));
+    else if (s < 86400) snprintf(buf, size, "%lldh%02lldm", (long long)(s / 3600), (long long)(s / 60 % 60));
+    else snprintf(buf, size, "%lldd%02lldh", (long long)(s / 86400), (long long)(s / 3600 % 24));
+}
+
 static void print_json(const char *name, const rmutex_lockinfo_t *in)
 {
     printf("{\"name\":");
     json_str(name);
     printf(",\"state\":\"%s\",\"owner\":", in->held ? "held" : "free");
     if (in->held) json_str(in->owner);
+    else printf("null");
+    printf(",\"holder\":");
+    if (in->held && in->holder_known) {
+        printf("{\"host\":");
+        json_str(in->holder_host);
+        printf(",\"pid\":%ld,\"exe\":", in->holder_pid);
+        json_str(in->holder_exe);
+        printf(",\"cmd\":");
+        json_str(in->holder_cmd);
+        printf(",\"lib\":");
+        json_str(in->holder_lib);
+        printf("}");
+    } else {
+        printf("null");
+    }
+    printf(",\"held_ms\":");
+    if (in->held && in->held_ms >= 0) printf("%lld", (long long)in->held_ms);
     else printf("null");
     printf(",\"ttl_ms\":%lld,\"fence\":%llu,\"owner_died\":%s,\"not_recoverable\":%s,"
            "\"queue_length\":%u,\"queue\":[",
@@ -55,9 +102,20 @@ static void print_json(const char *name, const rmutex_lockinfo_t *in)
 
 static void print_human(const char *name, const rmutex_lockinfo_t *in)
 {
+    char t[32];
     printf("%s  %s\n", name, in->held ? "held" : "free");
     if (in->held) {
         printf("  owner    %s\n", in->owner);
+        if (in->holder_known) {
+            printf("  holder   pid %ld on %s, librmutex %s\n", in->holder_pid, in->holder_host,
+                   in->holder_lib);
+            if (in->holder_cmd[0]) printf("  command  %s\n", in->holder_cmd);
+            else if (in->holder_exe[0]) printf("  program  %s\n", in->holder_exe);
+        } else {
+            printf("  holder   not announced (another client, or RMUTEX_ANNOUNCE=0)\n");
+        }
+        if (in->held_ms >= 0) span(in->held_ms, t, sizeof t);
+        printf("  held     %s\n", in->held_ms >= 0 ? t : "unknown (about a second or less, or not announced)");
         printf("  lease    %.1fs left\n", (double)in->ttl_ms / 1000);
     }
     printf("  fence    %llu\n", (unsigned long long)in->fence);
@@ -172,4 +230,48 @@ int cmd_wait(int argc, char **argv)
         struct timespec pause = { 0, 50000000 };
         nanosleep(&pause, NULL);
     }
+}
+
+/* One line per lock (or one JSON object, as status --json gives). */
+static int list_one(const char *name, const rmutex_lockinfo_t *in, void *arg)
+{
+    int json = *(int *)arg;
+    if (json) {
+        print_json(name, in);
+        return 0;
+    }
+    char who[160], held[32] = "?";
+    holder_name(in, who, sizeof who);
+    if (in->held_ms >= 0) span(in->held_ms, held, sizeof held);
+    printf("%s\theld %s by %s\tlease %.1fs left", name, held, who, (double)in->ttl_ms / 1000);
+    if (in->queue_len) printf("\t%u queued", in->queue_len);
+    putchar('\n');
+    return 0;
+}
+
+int cmd_list(int argc, char **argv)
+{
+    int json = 0;
+    const char *pattern = NULL;
+    for (int i = 1; i < argc; i++) {
+        if (!strcmp(argv[i], "--json")) {
+            json = 1;
+        } else if (argv[i][0] == '-' && argv[i][1]) {
+            err("list: unknown option %s", argv[i]);
+            return EXIT_USAGE;
+        } else if (!pattern) {
+            pattern = argv[i];
+        } else {
+            err("list: one pattern at most");
+            return EXIT_USAGE;
+        }
+    }
+    int r = configure();
+    if (r) return r;
+    r = rmutex_list(pattern ? pattern : "*", list_one, &json);
+    if (r) {
+        err("list: %s", rmutex_detail());
+        return exit_for(r);
+    }
+    return 0;
 }

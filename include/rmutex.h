@@ -529,6 +529,19 @@ typedef struct rmutex_lockinfo {
     unsigned subscribers;     /* connections subscribed to its release channel
                                  (about one per process with waiters) */
     int64_t server_time_ms;   /* Redis TIME when it was read */
+    /* The holder's process, from the holder registry: a process that holds
+     * locks with this library says who it is in Redis (unless its
+     * environment has RMUTEX_ANNOUNCE=0).  holder_known 0: only the owner
+     * id above is known (another client, an old librmutex, opted out). */
+    int holder_known;
+    long holder_pid;
+    char holder_host[64];
+    char holder_exe[256];     /* its program, /proc/self/exe */
+    char holder_cmd[256];     /* its command line, arguments space-separated */
+    char holder_lib[16];      /* its librmutex version */
+    int64_t held_ms;          /* how long the lock has been held; -1 unknown
+                                 (a hold about a second old or less, or no
+                                 registry entry) */
 } rmutex_lockinfo_t;
 
 /* Fill *info (size: sizeof(rmutex_lockinfo_t) as the caller knows it) for
@@ -536,6 +549,18 @@ typedef struct rmutex_lockinfo {
  * another type under the name (WRONGTYPE); ETIMEDOUT when Redis was not
  * reached in the command timeout; EACCES refused. */
 RMUTEX_API int rmutex_inspect(const char *name, rmutex_lockinfo_t *info, size_t size);
+
+/* Visit the locks whose names match pattern (a Redis glob; NULL: "*"):
+ * fn(name, info, arg) for each held lock found, with what rmutex_inspect
+ * says of it; a nonzero return from fn stops the walk and is returned.
+ * It SCANs every primary's whole keyspace (O(keys), never KEYS), so it is
+ * for operators, not for hot paths.  A free lock has no keys in Redis and
+ * is not seen; a hash only counts as a lock when it has a lease and its
+ * field is an owner id.  A lock taken or released during the walk may or
+ * may not be seen.  Returns 0, fn's value, or as rmutex_inspect (EACCES
+ * also when SCAN is not allowed). */
+typedef int (*rmutex_list_fn)(const char *name, const rmutex_lockinfo_t *info, void *arg);
+RMUTEX_API int rmutex_list(const char *pattern, rmutex_list_fn fn, void *arg);
 
 /* Stop this process's rmutex threads and close its connections; the next
  * call starts them again, and rmutex_configure() may be called again.

@@ -410,6 +410,24 @@ struct rm_node *rm_endpoint_route(struct rm_endpoint *ep, int slot, rm_nsec dead
     return n;
 }
 
+int rm_endpoint_primaries(struct rm_endpoint *ep, struct rm_node **out, int max, rm_nsec deadline)
+{
+    struct rm_node *n = rm_endpoint_route(ep, 0, deadline);
+    if (!ep->slots) {
+        if (n && max > 0) out[0] = n;
+        return n && max > 0;
+    }
+    int count = 0;
+    for (int s = 0; s < RM_SLOTS && count < max; s++) {
+        if (!(n = current(ep, s))) continue;
+        int seen = 0;
+        for (int i = 0; i < count && !seen; i++) seen = out[i] == n;
+        if (!seen) out[count++] = n;
+    }
+    if (!count) rm_detail("no cluster map from %s in time", ep->svc.display);
+    return count;
+}
+
 struct rm_node *rm_endpoint_reroute(struct rm_endpoint *ep, int slot, struct rm_node *failed,
                                     rm_nsec deadline)
 {

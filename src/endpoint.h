@@ -36,6 +36,12 @@ const char *rm_endpoint_publish(const struct rm_endpoint *ep);
  * detail set, when no node is known to serve it. */
 struct rm_node *rm_endpoint_route(struct rm_endpoint *ep, int slot, rm_nsec deadline);
 
+/* Every primary that serves a slot now (a plain server's or Sentinel's
+ * one primary), at most max, into out; waits until deadline for a map
+ * when there is none yet.  Returns how many, 0 with the detail set when
+ * none is known.  (rmutex_list: a SCAN must visit each.) */
+int rm_endpoint_primaries(struct rm_endpoint *ep, struct rm_node **out, int max, rm_nsec deadline);
+
 /* failed, which served slot, cannot be reached: ask for a refresh and
  * wait for it (until deadline) to name another node for slot.  That node,
  * or NULL (not a cluster, or the map still names failed). */

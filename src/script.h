@@ -20,12 +20,14 @@ struct rm_script {
 /* One entry per src/lua/NAME.lua, sorted by name as the build lists them. */
 enum {
     RM_SCRIPT_ACQUIRE,
+    RM_SCRIPT_ANNOUNCE,
     RM_SCRIPT_COND,
     RM_SCRIPT_FAIR,
     RM_SCRIPT_FORCE_UNLOCK,
     RM_SCRIPT_INSPECT,
     RM_SCRIPT_RELEASE,
     RM_SCRIPT_RENEW,
+    RM_SCRIPT_WHOIS,
     RM_SCRIPT_COUNT
 };
 

@@ -36,6 +36,10 @@
  * not complete in its own time (Redis unreachable at unlock, or an acquire
  * whose reply was lost when its caller had to give up).  They are retried
  * until they answer or until the hold's lease would have run out anyway.
+ * And it keeps the process's entry in the holder registry (registry.c):
+ * one announce.lua call at the first hold, about a second after a new
+ * hold, and every default-lease/3 while anything is held; dormant while
+ * nothing is.
  *
  * The thread blocks every signal and is started on first use. */
 #include "watchdog.h"
@@ -44,6 +48,7 @@
 #include "keys.h"
 #include "endpoint.h"
 #include "node.h"
+#include "registry.h"
 #include "script.h"
 
 #include <errno.h>
@@ -57,7 +62,7 @@
 #define BATCH 400
 #define MAXARGS RM_WATCHDOG_MAXARGS
 
-enum { KIND_HOLD = 'h', KIND_WAITER = 'w', KIND_DEFERRED = 'd' };
+enum { KIND_HOLD = 'h', KIND_WAITER = 'w', KIND_DEFERRED = 'd', KIND_ANNOUNCE = 'a' };
 
 struct rm_watchdog_entry {
     struct rm_watchdog_entry *next, *prev;
@@ -74,6 +79,10 @@ struct rm_watchdog_entry {
     rm_nsec valid_until;      /* KIND_HOLD: last good send + lease */
     rm_nsec give_up_at;       /* KIND_DEFERRED */
     rm_nsec sent_at;
+    rm_nsec acquired;         /* KIND_HOLD: when the acquiring call was sent */
+    const char **call_argv;   /* KIND_ANNOUNCE: the call being made, built */
+    size_t *call_lens;        /*   when it is collected (the holds of now) */
+    int call_argc;
     int inflight, cancelled, cb_running, use_eval;
     _Atomic int lost;
     rmutex_t *m;
@@ -128,7 +137,11 @@ RMUTEX_API int rmutex_set_lost_callback(rmutex_lost_fn fn, void *arg)
     return 0;
 }
 
-static int renewed(const struct rm_watchdog_entry *e) { return e->kind != KIND_DEFERRED; }
+/* Renewed entries share renew.lua calls; the others are calls of their own. */
+static int renewed(const struct rm_watchdog_entry *e)
+{
+    return e->kind == KIND_HOLD || e->kind == KIND_WAITER;
+}
 
 static rm_nsec window(const struct rm_watchdog_entry *e) { return e->window; }
 
@@ -203,6 +216,99 @@ static struct rm_watchdog_entry *add(struct rm_watchdog_entry *e)
     return e;
 }
 
+/* ---- the holder registry's announcements (registry.c) ---- */
+
+/* How often a process that holds locks announces itself, and how long an
+ * announcement lives. */
+static rm_nsec announce_period(void) { return RM_MSEC(RM_SETTING(lease_ms)) / 3; }
+
+static struct rm_watchdog_entry *announce_find_locked(const struct rm_endpoint *ep)
+{
+    for (struct rm_watchdog_entry *e = wd.head; e; e = e->next)
+        if (e->kind == KIND_ANNOUNCE && e->ep == ep) return e;
+    return NULL;
+}
+
+/* hold was just added: announce it in about a second, if it lasts that
+ * long (at once for the process's first hold on its endpoint). */
+static void announce_hold_locked(const struct rm_watchdog_entry *hold)
+{
+    if (!rm_registry_enabled()) return;
+    struct rm_watchdog_entry *a = announce_find_locked(hold->ep);
+    rm_nsec soon = rm_clock_now() + RM_MSEC(1000);
+    if (!a) {
+        char key[128], text[1024];
+        const char *argv[1 + 2 * RM_REGISTRY_PAIRS];
+        size_t lens[1 + 2 * RM_REGISTRY_PAIRS];
+        if (!(lens[0] = rm_registry_key(hold->argv[2], key, sizeof key))) return;
+        argv[0] = key;
+        int pairs = rm_registry_describe(text, sizeof text, argv + 1, lens + 1);
+        if (!(a = entry_new(1 + 2 * pairs, argv, lens))) return;
+        a->ep = hold->ep;
+        a->slot = rm_endpoint_clustered(a->ep) ? rm_keys_slot(key, lens[0]) : 0;
+        a->kind = KIND_ANNOUNCE;
+        a->script = RM_SCRIPT_ANNOUNCE;
+        a->nkeys = 1;
+        a->next_due = rm_clock_now();
+        add_locked(a);
+    } else if (a->next_due > soon && !a->inflight) {
+        a->next_due = soon;
+        a->window = 0;
+        if (soon < wd.planned) pthread_cond_signal(&wd.cv);
+    }
+}
+
+static void announce_free_call(struct rm_watchdog_entry *a)
+{
+    free((void *)a->call_argv); /* lens and the numbers share its allocation */
+    a->call_argv = NULL;
+    a->call_lens = NULL;
+}
+
+/* Build a's call with the holds of now: KEYS[1] the registry key; ARGV
+ * the time it lives, the pairs about the process, then each hold's lock
+ * key and how long it has been held (ms).  0 when there are no holds: a
+ * stays dormant, and its entry in Redis lapses. */
+static int announce_build_locked(struct rm_watchdog_entry *a, rm_nsec now)
+{
+    size_t holds = 0;
+    for (struct rm_watchdog_entry *e = wd.head; e && holds < RM_REGISTRY_HOLDS; e = e->next)
+        if (e->kind == KIND_HOLD && e->ep == a->ep && !e->lost && !e->cancelled) holds++;
+    if (!holds) {
+        a->next_due = RM_FOREVER;
+        return 0;
+    }
+    size_t argc = 3 + (size_t)(a->argc - 1) + 2 * holds;
+    enum { NUM = 24 };
+    char *mem = malloc(argc * (sizeof(char *) + sizeof(size_t)) + (2 + holds) * NUM);
+    if (!mem) {
+        a->next_due = now + announce_period();
+        return 0;
+    }
+    const char **argv = (const char **)mem;
+    size_t *lens = (size_t *)(mem + argc * sizeof(char *));
+    char *num = mem + argc * (sizeof(char *) + sizeof(size_t));
+    size_t k = 0;
+    argv[k] = a->argv[0], lens[k++] = a->lens[0];
+    argv[k] = num, lens[k++] = (size_t)snprintf(num, NUM, "%lld",
+                                                (long long)(6 * announce_period() / RM_MSEC(1)));
+    num += NUM;
+    argv[k] = num, lens[k++] = (size_t)snprintf(num, NUM, "%d", (a->argc - 1) / 2);
+    num += NUM;
+    for (int i = 1; i < a->argc; i++) argv[k] = a->argv[i], lens[k++] = a->lens[i];
+    for (struct rm_watchdog_entry *e = wd.head; e && k < argc; e = e->next) {
+        if (e->kind != KIND_HOLD || e->ep != a->ep || e->lost || e->cancelled) continue;
+        argv[k] = e->argv[0], lens[k++] = e->lens[0];
+        rm_nsec held = now > e->acquired ? now - e->acquired : 0;
+        argv[k] = num, lens[k++] = (size_t)snprintf(num, NUM, "%lld", (long long)(held / RM_MSEC(1)));
+        num += NUM;
+    }
+    a->call_argv = argv;
+    a->call_argc = (int)k;
+    a->call_lens = lens;
+    return 1;
+}
+
 struct rm_watchdog_entry *rm_watchdog_hold(struct rm_endpoint *ep, const struct rm_keys *k,
                                const char *owner, size_t owner_len,
                                unsigned long lease_ms, rm_nsec valid_until, rm_nsec due,
@@ -221,8 +327,14 @@ struct rm_watchdog_entry *rm_watchdog_hold(struct rm_endpoint *ep, const struct 
     e->lease_ms = lease_ms;
     e->m = m;
     e->valid_until = valid_until;
+    e->acquired = valid_until - RM_MSEC(lease_ms);
     schedule(e, due, due - rm_clock_now());
-    return add(e);
+    pthread_once(&cv_once, init_cvs);
+    pthread_mutex_lock(&wd.mu);
+    add_locked(e);
+    announce_hold_locked(e);
+    pthread_mutex_unlock(&wd.mu);
+    return e;
 }
 
 struct rm_watchdog_entry *rm_watchdog_waiter(struct rm_endpoint *ep, const char *alive,
@@ -381,9 +493,14 @@ static void exchange(struct link *l, struct rm_watchdog_entry **e, int n, int *r
         free(lens);
         calls++;
     }
-    for (int i = nholds; i < n; i++)
-        rm_script_append(c, e[i]->script, e[i]->nkeys, e[i]->argc, e[i]->argv, e[i]->lens,
-                         e[i]->use_eval);
+    for (int i = nholds; i < n; i++) {
+        const struct rm_watchdog_entry *x = e[i];
+        if (x->kind == KIND_ANNOUNCE)
+            rm_script_append(c, x->script, x->nkeys, x->call_argc, x->call_argv, x->call_lens,
+                             x->use_eval);
+        else
+            rm_script_append(c, x->script, x->nkeys, x->argc, x->argv, x->lens, x->use_eval);
+    }
     struct rm_ack ack = rm_ack_want(atomic_load(&l->node->replicas));
     if (ack.wait_for && nholds) rm_ack_append(c, &ack);
     if (rm_conn_flush(c, deadline)) goto drop;
@@ -431,6 +548,16 @@ drop:
 static int apply(struct rm_watchdog_entry *e, int res, rm_nsec sent, rm_nsec now)
 {
     e->inflight = 0;
+    if (e->kind == KIND_ANNOUNCE) {
+        announce_free_call(e);
+        if (res == -2) e->use_eval = 1;
+        /* Failed (unreachable, or an ACL without the registry): try again
+         * at the next period; nothing depends on it. */
+        e->next_due = res == -2 ? now : sent + announce_period();
+        e->window = 0;
+        if (res == -2) RM_COUNT(script_loads);
+        return 0;
+    }
     if (res == -2) {
         e->use_eval = 1;
         e->next_due = now;
@@ -618,6 +745,7 @@ static void *wd_main(void *arg)
                     if (!a || !b) break;
                     cap = nc;
                 }
+                if (e->kind == KIND_ANNOUNCE && !announce_build_locked(e, now)) continue;
                 node = at;
                 routed = 1;
                 e->inflight = 1;
@@ -657,6 +785,7 @@ static void reset_locked(void)
     while (wd.head) {
         struct rm_watchdog_entry *e = wd.head;
         wd.head = e->next;
+        if (e->kind == KIND_ANNOUNCE) announce_free_call(e);
         free(e);
     }
     while (wd.links) {

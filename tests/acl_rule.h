@@ -24,8 +24,9 @@ inline const std::vector<std::string> &acl_rule()
         "+zscore",
         /* and by the condition variables' */
         "+hget", "+hincrby", "+zcount",
-        /* and by force_unlock.lua, inspect.lua */
-        "+hkeys", "+pubsub|numsub",
+        /* and by force_unlock.lua, inspect.lua, the holder registry's
+         * whois.lua, and rmutex_list */
+        "+hkeys", "+pubsub|numsub", "+hmget", "+scan",
     };
     return rule;
 }

@@ -13,6 +13,7 @@
 
 #include <atomic>
 #include <sys/wait.h>
+#include <set>
 #include <thread>
 #include <unistd.h>
 
@@ -144,6 +145,38 @@ TEST_F(ClusterTest, ManyNamesSpreadOverThePrimariesWithNoRedirectAfterWarmUp)
     EXPECT_EQ(0u, after.redirects_ask - before.redirects_ask);
     for (int k = 0; k < 3; k++) EXPECT_GT(per[k], N / 6) << "node " << k;
     for (auto &x : m) EXPECT_RC(0, rmutex_destroy(&x));
+}
+
+/* rmutex_list SCANs every primary; rmutex_inspect finds the holder's
+ * registry entry on whichever primary serves it (not, in general, the
+ * lock's). */
+TEST_F(ClusterTest, ListFindsLocksOnEveryPrimaryAndInspectFindsTheirHolder)
+{
+    const int N = 30;
+    std::vector<rmutex_t> m(N);
+    std::string pre = name("list:");
+    std::set<int> owners;
+    for (int i = 0; i < N; i++) {
+        init_mutex(&m[i], pre + std::to_string(i));
+        ASSERT_RC(0, rmutex_lock(&m[i]));
+        owners.insert(cluster->owner(cluster->slot(pre + std::to_string(i))));
+    }
+    ASSERT_EQ(3u, owners.size()) << "the names spread over every primary";
+    std::set<std::string> seen;
+    ASSERT_RC(0, rmutex_list((pre + "*").c_str(), [](const char *n, const rmutex_lockinfo_t *, void *a) {
+        static_cast<std::set<std::string> *>(a)->insert(n);
+        return 0;
+    }, &seen));
+    EXPECT_EQ((size_t)N, seen.size());
+    rmutex_lockinfo_t in;
+    ASSERT_TRUE(wait_until([&] {
+        return rmutex_inspect((pre + "0").c_str(), &in, sizeof in) == 0 && in.holder_known;
+    }, ms(5000)));
+    EXPECT_EQ((long)getpid(), in.holder_pid);
+    for (auto &x : m) {
+        EXPECT_RC(0, rmutex_unlock(&x));
+        EXPECT_RC(0, rmutex_destroy(&x));
+    }
 }
 
 /* ---- renewals ---------------------------------------------------------------- */

@@ -13,6 +13,7 @@
 #include <cctype>
 #include <cerrno>
 #include <climits>
+#include <cstddef>
 #include <cstring>
 #include <mutex>
 #include <regex>
@@ -109,6 +110,92 @@ TEST_F(RmutexForceUnlock, InspectReadsALockWithoutTouchingIt)
     std::string other = lock_name("string");
     redis().cmd({ "SET", other, "x" });
     EXPECT_RC(EINVAL, rmutex_inspect(other.c_str(), &in, sizeof in)) << "a string under the name";
+}
+
+/* The holder registry, read back by rmutex_inspect: this very process. */
+TEST_F(RmutexForceUnlock, InspectNamesTheHoldersProcessAndHowLongItHasHeld)
+{
+    std::string name = lock_name();
+    rmutex_t m;
+    init_mutex(&m, name);
+    ASSERT_RC(0, rmutex_lock(&m));
+    rmutex_lockinfo_t in;
+    ASSERT_TRUE(wait_until([&] {
+        return rmutex_inspect(name.c_str(), &in, sizeof in) == 0 && in.holder_known && in.held_ms >= 0;
+    }, ms(5000))) << "announced at the first hold";
+    EXPECT_EQ((long)getpid(), in.holder_pid);
+    char host[256] = "";
+    gethostname(host, sizeof host - 1);
+    EXPECT_STREQ(host, in.holder_host);
+    char exe[512] = "";
+    ASSERT_GT(readlink("/proc/self/exe", exe, sizeof exe - 1), 0);
+    EXPECT_STREQ(std::string(exe).substr(0, sizeof in.holder_exe - 1).c_str(), in.holder_exe);
+    EXPECT_STREQ(rmutex_version_string(), in.holder_lib);
+    EXPECT_NE(nullptr, strstr(in.holder_cmd, "admin_test")) << in.holder_cmd;
+    EXPECT_LT(in.held_ms, 5000 * time_scale());
+    /* A second hold is announced within about a second, with its own age. */
+    std::string name2 = lock_name("second");
+    rmutex_t m2;
+    init_mutex(&m2, name2);
+    ASSERT_RC(0, rmutex_lock(&m2));
+    rmutex_lockinfo_t in2;
+    ASSERT_TRUE(wait_until([&] {
+        return rmutex_inspect(name2.c_str(), &in2, sizeof in2) == 0 && in2.held_ms >= 0;
+    }, ms(3000))) << "a new hold appears in the registry within about a second";
+    ASSERT_RC(0, rmutex_inspect(name.c_str(), &in, sizeof in));
+    EXPECT_GT(in.held_ms, in2.held_ms) << "the first hold is the older";
+    /* A caller built against the older, shorter struct gets that much. */
+    rmutex_lockinfo_t small;
+    memset(&small, 0x5a, sizeof small);
+    ASSERT_RC(0, rmutex_inspect(name.c_str(), &small, offsetof(rmutex_lockinfo_t, holder_known)));
+    EXPECT_EQ(1, small.held);
+    EXPECT_EQ(0x5a5a5a5a, small.holder_known) << "nothing past the size given is written";
+    EXPECT_RC(0, rmutex_unlock(&m2));
+    EXPECT_RC(0, rmutex_unlock(&m));
+    rmutex_destroy(&m2);
+    rmutex_destroy(&m);
+}
+
+static int collect(const char *name, const rmutex_lockinfo_t *in, void *arg)
+{
+    auto *seen = static_cast<std::vector<std::string> *>(arg);
+    EXPECT_TRUE(in->held);
+    seen->push_back(name);
+    return 0;
+}
+
+TEST_F(RmutexForceUnlock, ListVisitsEveryHeldLockMatchingThePattern)
+{
+    std::string pre = lock_name("");
+    std::vector<rmutex_t> ms_(3);
+    const char *names[] = { "a", "b", "c" };
+    for (int i = 0; i < 3; i++) {
+        init_mutex(&ms_[i], pre + "job:" + names[i]);
+        ASSERT_RC(0, rmutex_lock(&ms_[i]));
+    }
+    redis().cmd({ "HSET", pre + "job:plain", "f", "v" });
+    std::vector<std::string> seen;
+    ASSERT_RC(0, rmutex_list((pre + "job:*").c_str(), collect, &seen));
+    std::sort(seen.begin(), seen.end());
+    EXPECT_EQ((std::vector<std::string>{ pre + "job:a", pre + "job:b", pre + "job:c" }), seen);
+    /* fn's nonzero return stops the walk and is returned. */
+    int calls = 0;
+    EXPECT_EQ(42, rmutex_list((pre + "*").c_str(), [](const char *, const rmutex_lockinfo_t *, void *a) {
+        ++*static_cast<int *>(a);
+        return 42;
+    }, &calls));
+    EXPECT_EQ(1, calls);
+    EXPECT_RC(EINVAL, rmutex_list("*", nullptr, nullptr));
+    seen.clear();
+    ASSERT_RC(0, rmutex_list((pre + "none:*").c_str(), collect, &seen));
+    EXPECT_TRUE(seen.empty());
+    for (auto &m : ms_) {
+        EXPECT_RC(0, rmutex_unlock(&m));
+        rmutex_destroy(&m);
+    }
+    seen.clear();
+    ASSERT_RC(0, rmutex_list((pre + "job:*").c_str(), collect, &seen));
+    EXPECT_TRUE(seen.empty()) << "free locks have no keys";
 }
 
 TEST_F(RmutexForceUnlock, WakesWaiters)

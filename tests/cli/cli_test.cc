@@ -8,6 +8,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <fstream>
 #include <sstream>
 #include <thread>
@@ -450,6 +451,109 @@ TEST_F(Cli, StatusJsonTellsFreeHeldTheOwnerTheLeaseTheFenceAndTheFairQueue)
     w->wait(ms(10000));
 }
 
+/* The holder registry: a librmutex holder says who it is (host, pid,
+ * program, command line) and status shows how long it has held; with
+ * RMUTEX_ANNOUNCE=0 nothing is written and only the owner id shows. */
+TEST_F(Cli, StatusNamesTheHoldersHostPidCommandAndHowLongItHasHeld)
+{
+    std::string n = lock_name(), out;
+    auto h = holder(n);
+    char host[256] = "";
+    gethostname(host, sizeof host - 1);
+    ASSERT_TRUE(wait_until([&] {
+        exit_code({ "status", "--json", n }, "", nullptr, &out);
+        return json_field(out, "held_ms") != "null" && std::stoll(json_field(out, "held_ms")) >= 1000;
+    }, ms(10000))) << "how long held reaches a second: " << out;
+    EXPECT_EQ(std::to_string(h->pid()), json_field(out, "pid")) << out;
+    EXPECT_EQ("\"" + std::string(host) + "\"", json_field(out, "host")) << out;
+    std::string exe = json_field(out, "exe");
+    EXPECT_EQ("/rmutex\"", exe.substr(exe.size() - 8)) << exe;
+    EXPECT_NE(std::string::npos, json_field(out, "cmd").find(" run " + n + " -- sh -c touch")) << out;
+    EXPECT_NE("\"\"", json_field(out, "lib"));
+    long long held = std::stoll(json_field(out, "held_ms"));
+    EXPECT_LT(held, 10000 * time_scale()) << "never longer than the test has run";
+    /* It grows with the hold, in server time. */
+    std::string later;
+    ASSERT_TRUE(wait_until([&] {
+        exit_code({ "status", "--json", n }, "", nullptr, &later);
+        return std::stoll(json_field(later, "held_ms")) >= held + 1000;
+    }, ms(5000))) << later;
+    ASSERT_EQ(0, exit_code({ "status", n }, "", nullptr, &out));
+    EXPECT_NE(std::string::npos, out.find("holder   pid " + std::to_string(h->pid()) + " on " + host))
+        << out;
+    EXPECT_NE(std::string::npos, out.find("command  ")) << out;
+    EXPECT_NE(std::string::npos, out.find("held     ")) << out;
+    /* The entry lives two leases at most (30 s default). */
+    auto keys = redis().cmd({ "KEYS", "rmutex_client:*" });
+    ASSERT_TRUE(keys && keys->type == REDIS_REPLY_ARRAY && keys->elements >= 1);
+    for (size_t i = 0; i < keys->elements; i++) {
+        long long pttl = redis().cmd({ "PTTL", keys->element[i]->str }).integer();
+        EXPECT_GT(pttl, 0);
+        EXPECT_LE(pttl, 60000);
+    }
+    h->kill(SIGTERM);
+    h->wait(ms(5000));
+
+    /* Opted out: no entry, the holder shows by owner id only. */
+    redis().cmd({ "FLUSHALL" });
+    std::string mark = file("held.quiet");
+    auto c = std::make_unique<Child>(
+        std::vector<std::string>{ kCli, "run", n, "--", "sh", "-c", "touch " + mark + "; sleep 30" },
+        std::map<std::string, std::string>{ { "RMUTEX_URL", url() }, { "RMUTEX_ANNOUNCE", "0" } });
+    ASSERT_TRUE(wait_until([&] { return access(mark.c_str(), F_OK) == 0; }, ms(5000)));
+    ASSERT_EQ(0, exit_code({ "status", "--json", n }, "", nullptr, &out));
+    EXPECT_EQ("null", json_field(out, "holder")) << out;
+    EXPECT_EQ("null", json_field(out, "held_ms")) << out;
+    ASSERT_EQ(0, exit_code({ "status", n }, "", nullptr, &out));
+    EXPECT_NE(std::string::npos, out.find("not announced")) << out;
+    EXPECT_EQ(0u, redis().cmd({ "KEYS", "rmutex_client:*" })->elements);
+    c->kill(SIGTERM);
+    c->wait(ms(5000));
+}
+
+/* list: every held lock whose name matches, from a SCAN; not free locks,
+ * not hashes that only look alike, not other types. */
+TEST_F(Cli, ListFindsTheHeldLocksThatMatchAndNothingElse)
+{
+    std::string a = lock_name("list:a"), b = lock_name("list:b"), c = lock_name("other"), out;
+    auto ha = holder(a), hb = holder(b), hc = holder(c);
+    std::string pre = a.substr(0, a.find("list:a"));
+    redis().cmd({ "HSET", pre + "list:user", "field", "1" });           /* no lease */
+    redis().cmd({ "HSET", pre + "list:cache", "name", "x" });          /* no owner id */
+    redis().cmd({ "PEXPIRE", pre + "list:cache", "60000" });
+    redis().cmd({ "SET", pre + "list:string", "1" });
+    for (int i = 0; i < 1500; i++) /* more than one SCAN page */
+        redis().cmd({ "SET", pre + "filler:" + std::to_string(i), "1" });
+    ASSERT_EQ(0, exit_code({ "list", pre + "list:*" }, "", nullptr, &out));
+    EXPECT_NE(std::string::npos, out.find(a + "\theld ")) << out;
+    EXPECT_NE(std::string::npos, out.find(b + "\theld ")) << out;
+    EXPECT_NE(std::string::npos, out.find("by pid " + std::to_string(ha->pid()) + " on ")) << out;
+    EXPECT_EQ(std::string::npos, out.find(c)) << "the pattern filters: " << out;
+    EXPECT_EQ(std::string::npos, out.find("list:user")) << out;
+    EXPECT_EQ(std::string::npos, out.find("list:cache")) << out;
+    EXPECT_EQ(std::string::npos, out.find("list:string")) << out;
+    EXPECT_EQ(2, std::count(out.begin(), out.end(), '\n')) << out;
+    /* Everything, as JSON lines with status's schema. */
+    ASSERT_EQ(0, exit_code({ "list", "--json", pre + "*" }, "", nullptr, &out));
+    EXPECT_EQ(3, std::count(out.begin(), out.end(), '\n')) << out;
+    EXPECT_NE(std::string::npos, out.find("{\"name\":\"" + c + "\",\"state\":\"held\"")) << out;
+    /* A free lock is not there; nothing found is not an error. */
+    hb->kill(SIGTERM);
+    hb->wait(ms(5000));
+    ASSERT_EQ(0, exit_code({ "list", pre + "list:*" }, "", nullptr, &out));
+    EXPECT_EQ(1, std::count(out.begin(), out.end(), '\n')) << out;
+    ASSERT_EQ(0, exit_code({ "list", pre + "nothing:*" }, "", nullptr, &out));
+    EXPECT_EQ("", out);
+    EXPECT_EQ(64, exit_code({ "list", "a", "b" }));
+    EXPECT_EQ(64, exit_code({ "list", "--bogus" }));
+    std::string closed = "redis://127.0.0.1:" + std::to_string(free_port()) + "?connect_timeout=200";
+    EXPECT_EQ(69, exit_code({ "list" }, closed));
+    ha->kill(SIGTERM);
+    hc->kill(SIGTERM);
+    ha->wait(ms(5000));
+    hc->wait(ms(5000));
+}
+
 TEST_F(Cli, StatusShowsARobustHoldersDeathAndTheWaitersSubscribed)
 {
     std::string n = lock_name(), out;
@@ -504,7 +608,12 @@ TEST_F(Cli, WaitingOnATerminalRewritesOneLineEachSecondAndNothingOtherwise)
      * before the command's output. */
     std::string out = shell("RMUTEX_URL='" + url() + "' script -qfec '" + kCli + " run " + n +
                             " -- echo got-it' /dev/null");
-    std::string line = "\rrmutex: waiting for " + n + " -- held by " + owner + ", lease ";
+    /* The holder as the registry names it (the owner id when it has not
+     * announced itself yet: right after its acquisition). */
+    char host[256] = "";
+    gethostname(host, sizeof host - 1);
+    std::string line = "\rrmutex: waiting for " + n + " -- held by pid " + std::to_string(h->pid()) +
+                       " on " + host + " (rmutex), lease ";
     auto first = out.find(line);
     ASSERT_NE(std::string::npos, first) << out;
     EXPECT_NE(std::string::npos, out.find(line, first + 1)) << "rewritten each second: " << out;

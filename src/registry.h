@@ -1,0 +1,34 @@
+/* registry.h -- the holder registry: who a lock's holder is, beyond its
+ * owner id (rmutex status). */
+#ifndef RM_REGISTRY_H
+#define RM_REGISTRY_H
+
+#include <stddef.h>
+
+#include "internal.h"
+
+struct redisReply;
+
+/* At most this many holds are listed in one process's entry. */
+#define RM_REGISTRY_HOLDS 100
+/* The most field/value pairs rm_registry_describe gives. */
+#define RM_REGISTRY_PAIRS 6
+
+/* 0 when the environment says RMUTEX_ANNOUNCE=0 (read once per process). */
+int rm_registry_enabled(void);
+
+/* The registry key of the process whose owner id ("<uuid>:<tid>", or a
+ * fair waiter's "<uuid>:<tid>|<acquisition>") is owner, into buf.  Returns
+ * its length, 0 when owner has no such form or buf is too small. */
+size_t rm_registry_key(const char *owner, char *buf, size_t size);
+
+/* This process as announce.lua stores it: field/value pairs (host, pid,
+ * exe, cmd, lib, start) into argv/lens, their text kept in buf.  Returns
+ * the number of pairs. */
+int rm_registry_describe(char *buf, size_t size, const char **argv, size_t *lens);
+
+/* whois.lua's reply into the holder fields of *info (server_time_ms must
+ * be set).  Leaves them unknown when the reply says nothing. */
+void rm_registry_read(const struct redisReply *r, rmutex_lockinfo_t *info);
+
+#endif
