@@ -16,12 +16,14 @@
 #include <stdlib.h>
 #include <string.h>
 
-int evalsha_totals(redisContext *c, double *calls, double *usec)
+int command_totals(redisContext *c, const char *name, double *calls, double *usec)
 {
     redisReply *r = rcmd(c, "INFO commandstats");
     if (!r) return -1;
+    char key[64];
+    snprintf(key, sizeof key, "cmdstat_%s:", name);
     *calls = *usec = 0;
-    const char *p = strstr(r->str, "cmdstat_evalsha:");
+    const char *p = strstr(r->str, key);
     if (p) {
         const char *a = strstr(p, "calls="), *b = strstr(p, "usec=");
         if (a) *calls = strtod(a + 6, NULL);
@@ -29,4 +31,9 @@ int evalsha_totals(redisContext *c, double *calls, double *usec)
     }
     freeReplyObject(r);
     return 0;
+}
+
+int evalsha_totals(redisContext *c, double *calls, double *usec)
+{
+    return command_totals(c, "evalsha", calls, usec);
 }

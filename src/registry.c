@@ -32,6 +32,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/utsname.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -85,23 +86,20 @@ static void pair(const char **argv, size_t *lens, int *n, const char *field, con
     ++*n;
 }
 
-int rm_registry_describe(char *buf, size_t size, const char **argv, size_t *lens)
+int rm_registry_describe(struct rm_registry_text *t, const char **argv, size_t *lens)
 {
-    /* buf: host 256, pid 24, exe 256, cmd 256, start 24 */
-    if (size < 900) return 0;
-    char *host = buf, *pid = buf + 256, *exe = buf + 280, *cmd = buf + 536, *start = buf + 792;
     int n = 0;
-    if (gethostname(host, 255)) host[0] = 0;
-    host[255] = 0;
-    pair(argv, lens, &n, "host", host, strlen(host));
-    pair(argv, lens, &n, "pid", pid, (size_t)snprintf(pid, 24, "%ld", (long)getpid()));
-    ssize_t e = readlink("/proc/self/exe", exe, 255);
-    pair(argv, lens, &n, "exe", exe, e > 0 ? (size_t)e : 0);
-    pair(argv, lens, &n, "cmd", cmd, command_line(cmd, 256));
+    struct utsname u;
+    snprintf(t->host, sizeof t->host, "%s", uname(&u) ? "" : u.nodename);
+    pair(argv, lens, &n, "host", t->host, strlen(t->host));
+    pair(argv, lens, &n, "pid", t->pid, (size_t)snprintf(t->pid, sizeof t->pid, "%ld", (long)getpid()));
+    ssize_t e = readlink("/proc/self/exe", t->exe, sizeof t->exe - 1);
+    pair(argv, lens, &n, "exe", t->exe, e > 0 ? (size_t)e : 0);
+    pair(argv, lens, &n, "cmd", t->cmd, command_line(t->cmd, sizeof t->cmd));
     pair(argv, lens, &n, "lib", rmutex_version_string(), strlen(rmutex_version_string()));
     struct timespec now;
     clock_gettime(CLOCK_REALTIME, &now);
-    pair(argv, lens, &n, "start", start, (size_t)snprintf(start, 24, "%lld",
+    pair(argv, lens, &n, "start", t->start, (size_t)snprintf(t->start, sizeof t->start, "%lld",
          (long long)now.tv_sec * 1000 + now.tv_nsec / 1000000));
     return n;
 }

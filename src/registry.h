@@ -22,10 +22,15 @@ int rm_registry_enabled(void);
  * its length, 0 when owner has no such form or buf is too small. */
 size_t rm_registry_key(const char *owner, char *buf, size_t size);
 
+/* The text of a process's description. */
+struct rm_registry_text {
+    char host[256], pid[24], exe[256], cmd[256], start[24];
+};
+
 /* This process as announce.lua stores it: field/value pairs (host, pid,
- * exe, cmd, lib, start) into argv/lens, their text kept in buf.  Returns
+ * exe, cmd, lib, start) into argv/lens, their text kept in *t.  Returns
  * the number of pairs. */
-int rm_registry_describe(char *buf, size_t size, const char **argv, size_t *lens);
+int rm_registry_describe(struct rm_registry_text *t, const char **argv, size_t *lens);
 
 /* whois.lua's reply into the holder fields of *info (server_time_ms must
  * be set).  Leaves them unknown when the reply says nothing. */

@@ -237,12 +237,13 @@ static void announce_hold_locked(const struct rm_watchdog_entry *hold)
     struct rm_watchdog_entry *a = announce_find_locked(hold->ep);
     rm_nsec soon = rm_clock_now() + RM_MSEC(1000);
     if (!a) {
-        char key[128], text[1024];
+        char key[128];
+        struct rm_registry_text text;
         const char *argv[1 + 2 * RM_REGISTRY_PAIRS];
         size_t lens[1 + 2 * RM_REGISTRY_PAIRS];
         if (!(lens[0] = rm_registry_key(hold->argv[2], key, sizeof key))) return;
         argv[0] = key;
-        int pairs = rm_registry_describe(text, sizeof text, argv + 1, lens + 1);
+        int pairs = rm_registry_describe(&text, argv + 1, lens + 1);
         if (!(a = entry_new(1 + 2 * pairs, argv, lens))) return;
         a->ep = hold->ep;
         a->slot = rm_endpoint_clustered(a->ep) ? rm_keys_slot(key, lens[0]) : 0;
@@ -271,41 +272,47 @@ static void announce_free_call(struct rm_watchdog_entry *a)
  * stays dormant, and its entry in Redis lapses. */
 static int announce_build_locked(struct rm_watchdog_entry *a, rm_nsec now)
 {
-    size_t holds = 0;
+    size_t holds = 0, text = 0;
     for (struct rm_watchdog_entry *e = wd.head; e && holds < RM_REGISTRY_HOLDS; e = e->next)
-        if (e->kind == KIND_HOLD && e->ep == a->ep && !e->lost && !e->cancelled) holds++;
+        if (e->kind == KIND_HOLD && e->ep == a->ep && !e->lost && !e->cancelled)
+            holds++, text += e->lens[0];
     if (!holds) {
         a->next_due = RM_FOREVER;
         return 0;
     }
-    size_t argc = 3 + (size_t)(a->argc - 1) + 2 * holds;
     enum { NUM = 24 };
-    char *mem = malloc(argc * (sizeof(char *) + sizeof(size_t)) + (2 + holds) * NUM);
+    size_t argc = 3 + (size_t)(a->argc - 1) + 2 * holds;
+    /* One allocation: argv, lens, then the text -- the numbers and copies
+     * of the holds' lock keys (a hold may be cancelled, and its entry
+     * freed, while this call is on the wire). */
+    char *mem = malloc(argc * (sizeof(char *) + sizeof(size_t)) + (2 + holds) * NUM + text);
     if (!mem) {
         a->next_due = now + announce_period();
         return 0;
     }
     const char **argv = (const char **)mem;
     size_t *lens = (size_t *)(mem + argc * sizeof(char *));
-    char *num = mem + argc * (sizeof(char *) + sizeof(size_t));
+    char *p = mem + argc * (sizeof(char *) + sizeof(size_t));
     size_t k = 0;
     argv[k] = a->argv[0], lens[k++] = a->lens[0];
-    argv[k] = num, lens[k++] = (size_t)snprintf(num, NUM, "%lld",
-                                                (long long)(6 * announce_period() / RM_MSEC(1)));
-    num += NUM;
-    argv[k] = num, lens[k++] = (size_t)snprintf(num, NUM, "%d", (a->argc - 1) / 2);
-    num += NUM;
+    argv[k] = p, lens[k++] = (size_t)snprintf(p, NUM, "%lld",
+                                              (long long)(6 * announce_period() / RM_MSEC(1)));
+    p += NUM;
+    argv[k] = p, lens[k++] = (size_t)snprintf(p, NUM, "%d", (a->argc - 1) / 2);
+    p += NUM;
     for (int i = 1; i < a->argc; i++) argv[k] = a->argv[i], lens[k++] = a->lens[i];
     for (struct rm_watchdog_entry *e = wd.head; e && k < argc; e = e->next) {
         if (e->kind != KIND_HOLD || e->ep != a->ep || e->lost || e->cancelled) continue;
-        argv[k] = e->argv[0], lens[k++] = e->lens[0];
+        memcpy(p, e->argv[0], e->lens[0]);
+        argv[k] = p, lens[k++] = e->lens[0];
+        p += e->lens[0];
         rm_nsec held = now > e->acquired ? now - e->acquired : 0;
-        argv[k] = num, lens[k++] = (size_t)snprintf(num, NUM, "%lld", (long long)(held / RM_MSEC(1)));
-        num += NUM;
+        argv[k] = p, lens[k++] = (size_t)snprintf(p, NUM, "%lld", (long long)(held / RM_MSEC(1)));
+        p += NUM;
     }
     a->call_argv = argv;
-    a->call_argc = (int)k;
     a->call_lens = lens;
+    a->call_argc = (int)k;
     return 1;
 }
 

@@ -9,42 +9,13 @@
 #define RMUTEX_TEST_REDISSON_CLIENT_H
 
 #include "harness.h"
+#include "redisson_scripts.h"
 
 namespace rmt {
 
-/* §2.1: KEYS[1] lock; ARGV[1] lease ms, ARGV[2] owner.  nil = acquired or
- * re-entered, integer = the lock's PTTL. */
-inline const char *kAcquire = R"lua(
-if (redis.call('exists', KEYS[1]) == 0) or (redis.call('hexists', KEYS[1], ARGV[2]) == 1) then
-    redis.call('hincrby', KEYS[1], ARGV[2], 1);
-    redis.call('pexpire', KEYS[1], ARGV[1]);
-    return nil;
-end;
-return redis.call('pttl', KEYS[1]);
-)lua";
-
-/* §2.2: KEYS = lock, channel, unlock latch; ARGV = message (0), lease,
- * owner, publish command, latch ttl.  nil = not ours, 0 = still held
- * (reentrant), 1 = released. */
-inline const char *kUnlock = R"lua(
-local done = redis.call('get', KEYS[3]);
-if done ~= false then
-    return tonumber(done);
-end;
-if redis.call('hexists', KEYS[1], ARGV[3]) == 0 then
-    return nil;
-end;
-local left = redis.call('hincrby', KEYS[1], ARGV[3], -1);
-if left > 0 then
-    redis.call('pexpire', KEYS[1], ARGV[2]);
-    redis.call('set', KEYS[3], 0, 'px', ARGV[5]);
-    return 0;
-end;
-redis.call('del', KEYS[1]);
-redis.call(ARGV[4], KEYS[2], ARGV[1]);
-redis.call('set', KEYS[3], 1, 'px', ARGV[5]);
-return 1;
-)lua";
+/* §2.1 and §2.2: redisson_scripts.h. */
+inline const char *kAcquire = REDISSON_ACQUIRE_LUA;
+inline const char *kUnlock = REDISSON_UNLOCK_LUA;
 
 /* §2.3 (per lock): KEYS[1] lock; ARGV[1] lease, ARGV[2] owner. */
 inline const char *kRenew = R"lua(
