@@ -286,10 +286,14 @@ RMUTEX_API int rmutex_unlock(rmutex_t *m);
 RMUTEX_API int rmutex_consistent(rmutex_t *m);
 
 /* Store in *token the fencing token of the caller's current hold of m.
- * Every acquisition by a new owner gets a token strictly greater than every
- * earlier token of the same name (while Redis keeps its data); relocking a
- * RECURSIVE mutex keeps it.  Returns 0; EPERM if the caller does not hold m
- * or its lease was lost; EINVAL for NULL arguments. */
+ * A hold's token is strictly greater than every token given for the same
+ * name before it (while Redis keeps its data); relocking a RECURSIVE
+ * mutex keeps it.  The first call for a hold takes the token from Redis
+ * (one round trip, and only while the hold is still there); later calls
+ * for the same hold return it at once.  (A fair hand-off brings its token
+ * with it.)  Returns 0; EPERM if the caller does not hold m or its lease
+ * was lost; EINVAL for NULL arguments; ETIMEDOUT when Redis did not answer
+ * in the command timeout. */
 RMUTEX_API int rmutex_fence(rmutex_t *m, uint64_t *token);
 
 /* Store in *deadline the CLOCK_MONOTONIC time until which the caller's

@@ -2,11 +2,15 @@
  *
  * rm_call is the one round trip every acquire, release and force-unlock
  * makes.  rm_call_release adds the rule for releases: they are safe to
- * repeat (release.lua latches its first answer under the request id; the
- * fair script checks the owner and the acquisition), so a lost reply is
- * simply asked again, a bounded number of times within the caller's
- * deadline, and what is still unanswered then is handed to the watchdog,
- * which keeps trying until the hold's lease would have run out anyway. */
+ * repeat (the scripts release only the hold of the acquisition they name),
+ * so a lost reply is simply asked again, a bounded number of times within
+ * the caller's deadline, and what is still unanswered then is handed to
+ * the watchdog, which keeps trying until the hold's lease would have run
+ * out anyway.  A retry that finds the hold gone is answered "released":
+ * the try whose reply was lost did it -- unless it was sent after the
+ * hold's lease could have run out (give_up_at), when the hold may have
+ * lapsed first.  (Redisson keeps a latch key per unlock for this; the
+ * client knows it retried, so rmutex needs none.) */
 #include "call.h"
 #include "ack.h"
 #include "conn.h"
@@ -108,13 +112,20 @@ int rm_call_release(struct rm_endpoint *ep, int script, int nkeys, int argc,
                     rm_nsec give_up_at, long long *answer)
 {
     int unknown = 0;
+    rm_nsec first = rm_clock_now();
     for (int tries = 0; tries < 4 && rm_clock_now() < deadline; tries++) {
         redisReply *reply;
         int r = rm_call(ep, script, nkeys, argc, argv, lens, deadline, 0, &reply, NULL);
         if (!r) {
             *answer = reply->type == REDIS_REPLY_INTEGER ? reply->integer : 0;
             freeReplyObject(reply);
-            if (unknown) RM_COUNT(indeterminate);
+            if (unknown) {
+                RM_COUNT(indeterminate);
+                /* An earlier try may have run and lost its reply: the hold
+                 * gone now is its doing, unless the lease could have run
+                 * out before it was sent. */
+                if (*answer == 0 && first < give_up_at) *answer = 1;
+            }
             return 0;
         }
         if (r == EINVAL) { /* WRONGTYPE: the key is not our lock any more */

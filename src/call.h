@@ -39,7 +39,7 @@ int rm_call(struct rm_endpoint *ep, int script, int nkeys, int argc, const char 
             const size_t *lens, rm_nsec deadline, int pool_flags, struct redisReply **out,
             struct rm_ack *ack);
 
-/* A release-type call (idempotent: latched or owner-checked): try until
+/* A release-type call (idempotent: it names the acquisition it ends): try until
  * deadline, and after that leave it to the watchdog until give_up_at.
  * Returns 0 with the integer Redis answered in *answer (0 for a lock key
  * that holds something else: not our lock any more), RM_DEFERRED, or the

@@ -67,40 +67,35 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define NARGS 21
+#define NARGS 19
 /* A release Redis cannot hear in time is handed to the watchdog whole. */
 _Static_assert(NARGS <= RM_WATCHDOG_MAXARGS, "fair.lua's calls must fit a deferred call");
 
 
-/* The arguments of one fair.lua call.  latch is the release's latch key,
- * in a buffer of the caller's: only a release has one, and the acquiring
- * path, the deepest in the library, need not carry its buffer (the caller
- * may have a PTHREAD_STACK_MIN stack). */
+/* The arguments of one fair.lua call. */
 struct fair_req {
     const char *argv[NARGS];
     size_t lens[NARGS];
-    char acq[24], hold[24], wlease[24], latch_ms[24];
+    char acq[24], hold[24], wlease[24];
 };
-#define LATCH_MAX (RMUTEX_NAME_MAX + 160)
 
 static void fair_req_make(struct fair_req *q, const struct rm_mutex *mx, struct rm_endpoint *ep,
                           const char *op, const char *owner, size_t owner_len, uint64_t acq,
-                          int try_only, const char *latch, int notrec)
+                          int try_only, int notrec)
 {
     const struct rm_keys *k = &mx->keys;
     snprintf(q->acq, sizeof q->acq, "%llu", (unsigned long long)acq);
     snprintf(q->hold, sizeof q->hold, "%lu", rm_mutex_lease(mx));
     snprintf(q->wlease, sizeof q->wlease, "%lu", RM_SETTING(waiter_lease_ms));
-    rm_mutex_latch_ms(mx, q->latch_ms, sizeof q->latch_ms);
     const char *v[NARGS] = {
         k->lock, k->queue, k->alive, k->seq, k->token, k->owner, k->notrec, k->fchannel,
-        k->channel, latch ? latch : k->latch,
+        k->channel,
         op, owner, q->acq, q->hold, q->wlease, mx->robust ? "1" : "0", try_only ? "1" : "0",
-        q->latch_ms, notrec ? "1" : "0", RM_CALL_NOTREC_MS, rm_endpoint_publish(ep),
+        notrec ? "1" : "0", RM_CALL_NOTREC_MS, rm_endpoint_publish(ep),
     };
     memcpy(q->argv, v, sizeof v);
     for (int i = 0; i < NARGS; i++) q->lens[i] = strlen(v[i]);
-    q->lens[11] = owner_len;
+    q->lens[10] = owner_len;
 }
 
 
@@ -110,8 +105,8 @@ static int cancel(struct rm_mutex *mx, struct rm_thread *self, struct rm_endpoin
 {
     struct fair_req q;
     long long answer;
-    fair_req_make(&q, mx, ep, "cancel", self->owner, self->owner_len, acq, 0, NULL, 0);
-    return rm_call_release(ep, RM_SCRIPT_FAIR, 10, NARGS, q.argv, q.lens, rm_call_deadline(),
+    fair_req_make(&q, mx, ep, "cancel", self->owner, self->owner_len, acq, 0, 0);
+    return rm_call_release(ep, RM_SCRIPT_FAIR, 9, NARGS, q.argv, q.lens, rm_call_deadline(),
                            rm_clock_after(RM_MSEC(rm_mutex_lease(mx))), &answer);
 }
 
@@ -132,10 +127,10 @@ static int attempt(struct rm_mutex *mx, struct rm_thread *self, struct rm_endpoi
 {
     struct fair_req q;
     redisReply *reply;
-    fair_req_make(&q, mx, ep, "acquire", self->owner, self->owner_len, acq, try_only, NULL, 0);
+    fair_req_make(&q, mx, ep, "acquire", self->owner, self->owner_len, acq, try_only, 0);
     rm_nsec sent = rm_clock_now();
     struct rm_ack ack;
-    int r = rm_call(ep, RM_SCRIPT_FAIR, 10, NARGS, q.argv, q.lens, deadline,
+    int r = rm_call(ep, RM_SCRIPT_FAIR, 9, NARGS, q.argv, q.lens, deadline,
                     try_only ? RM_POOL_FAILFAST : 0, &reply, &ack);
     if (r) return r;
     redisReply **e = reply->element;
@@ -248,17 +243,13 @@ static int fair_lock(struct rm_mutex *mx, struct rm_thread *self, struct rm_endp
     return r;
 }
 
-/* Release acquisition acq of owner; seq names this request (its latch). */
+/* Release acquisition acq of owner. */
 static int release(struct rm_mutex *mx, struct rm_endpoint *ep, const char *owner,
-                   size_t owner_len, uint64_t acq, uint64_t seq, int notrec, rm_nsec deadline,
-                   rm_nsec give_up)
+                   size_t owner_len, uint64_t acq, int notrec, rm_nsec deadline, rm_nsec give_up)
 {
     struct fair_req q;
-    char latch[LATCH_MAX];
-    snprintf(latch, sizeof latch, "%s:%.*s:%llu", mx->keys.latch, (int)owner_len, owner,
-             (unsigned long long)seq);
-    fair_req_make(&q, mx, ep, "release", owner, owner_len, acq, 0, latch, notrec);
-    return rm_call_unlock(ep, RM_SCRIPT_FAIR, 10, NARGS, q.argv, q.lens, deadline, give_up);
+    fair_req_make(&q, mx, ep, "release", owner, owner_len, acq, 0, notrec);
+    return rm_call_unlock(ep, RM_SCRIPT_FAIR, 9, NARGS, q.argv, q.lens, deadline, give_up);
 }
 
 static int fair_unlock(struct rm_mutex *mx, struct rm_thread *self, struct rm_endpoint *ep,
@@ -267,14 +258,14 @@ static int fair_unlock(struct rm_mutex *mx, struct rm_thread *self, struct rm_en
     rm_nsec lease_end;
     uint64_t acq;
     if (rm_hold_drop(mx->lock, self, &lease_end, &acq)) return EPERM;
-    return release(mx, ep, self->owner, self->owner_len, acq, ++self->seq, notrec,
-                   rm_call_deadline(), lease_end);
+    return release(mx, ep, self->owner, self->owner_len, acq, notrec, rm_call_deadline(),
+                   lease_end);
 }
 
 static void fair_release_owner(struct rm_mutex *mx, struct rm_endpoint *ep, const char *owner,
                                size_t owner_len, uint64_t acq, rm_nsec deadline)
 {
-    release(mx, ep, owner, owner_len, acq, ++rm_thread_self()->seq, 0, deadline, deadline);
+    release(mx, ep, owner, owner_len, acq, 0, deadline, deadline);
 }
 
 const struct rm_lock_ops rm_fair_ops = { fair_lock, fair_unlock, fair_release_owner };

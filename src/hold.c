@@ -81,7 +81,8 @@ int rm_hold_take(struct rm_lock *l, const struct rm_hold_terms *terms, struct rm
         return ENOMEM;
     }
     if (terms->renewed) {
-        h->wd = rm_watchdog_hold(ep, &l->keys, self->owner, self->owner_len, terms->lease_ms,
+        h->wd = rm_watchdog_hold(ep, &l->keys, terms->robust, self->owner, self->owner_len,
+                                 terms->lease_ms,
                                  g->valid_until, g->due, terms->user);
         if (!h->wd) {
             free(h);

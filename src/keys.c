@@ -55,7 +55,7 @@ int rm_keys_slot(const char *key, size_t len)
 
 static const char *const lock_prefixes[] = {
     "redisson_lock__channel", "redisson_lock_token", "rmutex_owner",
-    "rmutex_notrecoverable", "redisson_unlock_latch", "rmutex_fair_queue",
+    "rmutex_notrecoverable", "rmutex_fair_queue",
     "rmutex_fair_alive", "rmutex_fair_seq", "rmutex_fair_channel",
 };
 #define NLOCK (sizeof lock_prefixes / sizeof lock_prefixes[0])
@@ -117,11 +117,10 @@ int rm_keys_make(const char *name, struct rm_keys *k)
     k->token = out[2];
     k->owner = out[3];
     k->notrec = out[4];
-    k->latch = out[5];
-    k->queue = out[6];
-    k->alive = out[7];
-    k->seq = out[8];
-    k->fchannel = out[9];
+    k->queue = out[5];
+    k->alive = out[6];
+    k->seq = out[7];
+    k->fchannel = out[8];
     return 0;
 }
 

@@ -7,12 +7,11 @@
 /* Every key and channel of one lock, derived from its name as Redisson's
  * prefixName derives them, so that all share one cluster slot. */
 struct rm_keys {
-    const char *lock;    /* NAME: the hash, field <owner> = 1 */
+    const char *lock;    /* NAME: the hash, field <owner> = the acquisition's number */
     const char *channel; /* redisson_lock__channel:{NAME}: "0" on release */
     const char *token;   /* redisson_lock_token:{NAME}: fencing counter, no TTL */
-    const char *owner;   /* rmutex_owner:{NAME}: who holds it, outlives it by a lease */
+    const char *owner;   /* rmutex_owner:{NAME}: a robust holder, outlives it by a lease */
     const char *notrec;  /* rmutex_notrecoverable:{NAME}: robust state is lost */
-    const char *latch;   /* redisson_unlock_latch:{NAME}: prefix of unlock latches */
     /* The fair lock's own (fair.lua): */
     const char *queue;   /* rmutex_fair_queue:{NAME}: zset waiter -> ticket */
     const char *alive;   /* rmutex_fair_alive:{NAME}: zset waiter -> liveness deadline */

@@ -194,12 +194,6 @@ struct rm_hold_terms rm_mutex_terms(struct rm_mutex *mx)
     return t;
 }
 
-void rm_mutex_latch_ms(const struct rm_mutex *mx, char *buf, size_t size)
-{
-    RM_UNUSED(mx);
-    snprintf(buf, size, "%lu", RM_SETTING(command_timeout_ms));
-}
-
 /* ---- a condition wait ---- */
 
 int rm_mutex_wait_begin(struct rm_mutex *mx, struct rm_thread *self)

@@ -61,11 +61,6 @@ struct rm_mutex *rm_mutex_get(rmutex_t *m, int *err);
 int rm_mutex_init(rmutex_t *m, const char *name, int kind, unsigned long lease_ms);
 int rm_mutex_destroy(rmutex_t *m);
 
-/* How long a release's answer is latched in Redis (ms, as a string): as
- * long as the releasing call retries, the command timeout.  (The retries the
- * watchdog makes later answer nobody, so they need no latch.) */
-void rm_mutex_latch_ms(const struct rm_mutex *mx, char *buf, size_t size);
-
 /* The lease of a hold of mx, in ms. */
 unsigned long rm_mutex_lease(const struct rm_mutex *mx);
 

@@ -3,14 +3,19 @@
  * DESIGN
  * ------
  * Keys (keys.c): the lock is a hash named after the lock with one field,
- * "<process-uuid>:<thread>" = 1, and a PEXPIRE lease; a release deletes it
- * and PUBLISHes "0" on redisson_lock__channel:{NAME}.  That is exactly what
- * a Redisson RLock reads and writes, so Java services using RLock and C
- * programs using rmutex exclude each other on the same name.  Beside it
- * live the fencing counter (INCR on every new owner; never expires), the
- * owner mark (robustness: a hold that lapses leaves it behind for a
- * lease, and the next taker learns its owner died) and the not-recoverable
- * mark.  The scripts (src/lua) state their own contracts.
+ * "<process-uuid>:<thread>" = the acquisition's number, and a PEXPIRE
+ * lease; a release deletes it and PUBLISHes "0" on
+ * redisson_lock__channel:{NAME}.  That is what a Redisson RLock reads and
+ * writes (Redisson keeps its hold count in its own field's value; neither
+ * reads the other's), so Java services using RLock and C programs using
+ * rmutex exclude each other on the same name.  An uncontended pair is
+ * three commands each way; what only some callers need costs only them:
+ * the fencing counter is INCRed when a holder asks for a token
+ * (fence.lua, rmutex_fence), the owner mark (robustness: a hold that
+ * lapses leaves it behind for a lease, and the next robust taker learns
+ * its owner died) is written by robust handles only, and the
+ * not-recoverable mark when robust state is abandoned.  The scripts
+ * (src/lua) state their own contracts.
  *
  * Acquire: one thread per process goes to Redis for a given lock at a time
  * (the local gate, mutex.c).  It calls acquire.lua; if the lock is busy it
@@ -27,8 +32,9 @@
  * failure, never a second count.  When the caller must give up first
  * (trylock, a deadline), a clean-up release naming that request id is left
  * to the watchdog; it frees the lock only if the hold is that very
- * acquisition.  The release carries a request id too, and its first answer
- * is latched in Redis so a retry gets the same answer.
+ * acquisition (the field's value names it).  A release whose reply was
+ * lost is asked again; finding the hold gone then means the first try did
+ * it (rm_call_release), so no latch key is written per release.
  *
  * Release: the hold is taken out of the watchdog before release.lua is
  * sent, so no renewal follows an unlock.  If the watchdog had already found
@@ -66,38 +72,32 @@ struct grant {
 /* ---- release.lua ---- */
 
 struct release_req {
-    const char *argv[11]; /* all of it may be deferred to the watchdog */
-    size_t lens[11];
-    char latch[RMUTEX_NAME_MAX + 160];
-    char latch_ms[24];
+    const char *argv[10]; /* all of it may be deferred to the watchdog */
+    size_t lens[10];
     char acq[24];
 };
 
-_Static_assert(11 <= RM_WATCHDOG_MAXARGS, "release.lua's calls must fit a deferred call");
+_Static_assert(10 <= RM_WATCHDOG_MAXARGS, "release.lua's calls must fit a deferred call");
 
 /* The release of owner's hold (only of acquisition acq when not 0). */
 static void release_req_make(struct release_req *q, const struct rm_mutex *mx,
                              struct rm_endpoint *ep, const char *owner, size_t owner_len,
-                             uint64_t seq, int notrec, uint64_t acq)
+                             int notrec, uint64_t acq)
 {
-    int n = snprintf(q->latch, sizeof q->latch, "%s:%.*s:%llu", mx->keys.latch, (int)owner_len,
-                     owner, (unsigned long long)seq);
-    rm_mutex_latch_ms(mx, q->latch_ms, sizeof q->latch_ms);
     q->acq[0] = 0;
     if (acq) snprintf(q->acq, sizeof q->acq, "%llu", (unsigned long long)acq);
-    const char *v[] = { mx->keys.lock, mx->keys.channel, q->latch, mx->keys.owner,
-                        mx->keys.notrec, owner, q->latch_ms, notrec ? "1" : "0", RM_CALL_NOTREC_MS,
-                        q->acq, rm_endpoint_publish(ep) };
+    const char *v[] = { mx->keys.lock, mx->keys.channel, mx->keys.owner, mx->keys.notrec,
+                        owner, notrec ? "1" : "0", RM_CALL_NOTREC_MS, q->acq,
+                        rm_endpoint_publish(ep), mx->robust ? "1" : "0" };
     memcpy(q->argv, v, sizeof v);
-    for (int i = 0; i < 11; i++) q->lens[i] = strlen(v[i]);
-    q->lens[2] = (size_t)n;
-    q->lens[5] = owner_len;
+    for (int i = 0; i < 10; i++) q->lens[i] = strlen(v[i]);
+    q->lens[4] = owner_len;
 }
 
 static int release(struct rm_endpoint *ep, const struct release_req *q, rm_nsec deadline,
                    rm_nsec give_up_at)
 {
-    return rm_call_unlock(ep, RM_SCRIPT_RELEASE, 5, 11, q->argv, q->lens, deadline, give_up_at);
+    return rm_call_unlock(ep, RM_SCRIPT_RELEASE, 4, 10, q->argv, q->lens, deadline, give_up_at);
 }
 
 
@@ -108,8 +108,8 @@ static int give_back(struct rm_mutex *mx, struct rm_thread *self, struct rm_endp
 {
     struct release_req q;
     long long answer;
-    release_req_make(&q, mx, ep, self->owner, self->owner_len, ++self->seq, 0, acq);
-    return rm_call_release(ep, RM_SCRIPT_RELEASE, 5, 11, q.argv, q.lens, deadline,
+    release_req_make(&q, mx, ep, self->owner, self->owner_len, 0, acq);
+    return rm_call_release(ep, RM_SCRIPT_RELEASE, 4, 10, q.argv, q.lens, deadline,
                            rm_clock_after(RM_MSEC(rm_mutex_lease(mx))), &answer);
 }
 
@@ -121,20 +121,20 @@ static int attempt(struct rm_mutex *mx, struct rm_thread *self, struct rm_endpoi
                    uint64_t acq, rm_nsec deadline, int flags, struct grant *g)
 {
     char lease[24], acqs[24];
-    const char *argv[] = { mx->keys.lock, mx->keys.token, mx->keys.owner, mx->keys.notrec,
+    const char *argv[] = { mx->keys.lock, mx->keys.owner, mx->keys.notrec,
                            lease, self->owner, mx->robust ? "1" : "0", acqs };
-    size_t lens[] = { strlen(argv[0]), strlen(argv[1]), strlen(argv[2]), strlen(argv[3]),
+    size_t lens[] = { strlen(argv[0]), strlen(argv[1]), strlen(argv[2]),
                       (size_t)snprintf(lease, sizeof lease, "%lu", rm_mutex_lease(mx)),
                       self->owner_len, 1,
                       (size_t)snprintf(acqs, sizeof acqs, "%llu", (unsigned long long)acq) };
     redisReply *reply;
     struct rm_ack ack;
     g->sent = rm_clock_now();
-    int r = rm_call(ep, RM_SCRIPT_ACQUIRE, 4, 8, argv, lens, deadline, flags, &reply, &ack);
+    int r = rm_call(ep, RM_SCRIPT_ACQUIRE, 3, 7, argv, lens, deadline, flags, &reply, &ack);
     if (r) return r;
     redisReply **e = reply->element;
     if (reply->type != REDIS_REPLY_ARRAY || reply->elements < 1 || e[0]->type != REDIS_REPLY_INTEGER ||
-        (e[0]->integer == RM_CALL_ACQUIRED && (reply->elements != 3 || e[1]->type != REDIS_REPLY_INTEGER)) ||
+        (e[0]->integer == RM_CALL_ACQUIRED && (reply->elements != 2 || e[1]->type != REDIS_REPLY_INTEGER)) ||
         (e[0]->integer == RM_CALL_BUSY && (reply->elements != 2 || e[1]->type != REDIS_REPLY_INTEGER))) {
         freeReplyObject(reply);
         rm_detail("unexpected reply from acquire.lua");
@@ -142,8 +142,8 @@ static int attempt(struct rm_mutex *mx, struct rm_thread *self, struct rm_endpoi
     }
     g->state = (int)e[0]->integer;
     if (g->state == RM_CALL_ACQUIRED) {
-        g->token = (uint64_t)e[1]->integer;
-        g->dead = e[2]->integer == 1;
+        g->token = 0; /* taken when asked for: rmutex_fence */
+        g->dead = e[1]->integer == 1;
     } else if (g->state == RM_CALL_BUSY) {
         g->pttl = e[1]->integer;
     }
@@ -210,8 +210,8 @@ static int acquire(struct rm_mutex *mx, struct rm_thread *self, struct rm_endpoi
      * knowing; let the watchdog release that acquisition, if it happened. */
     if (r && at.unknown) {
         struct release_req q;
-        release_req_make(&q, mx, ep, self->owner, self->owner_len, ++self->seq, 0, acq);
-        rm_watchdog_defer(ep, RM_SCRIPT_RELEASE, 5, 11, q.argv, q.lens, rm_clock_after(RM_MSEC(rm_mutex_lease(mx))));
+        release_req_make(&q, mx, ep, self->owner, self->owner_len, 0, acq);
+        rm_watchdog_defer(ep, RM_SCRIPT_RELEASE, 4, 10, q.argv, q.lens, rm_clock_after(RM_MSEC(rm_mutex_lease(mx))));
     }
     if (joined > 0) rm_sub_leave(&waiter);
     rm_wait_end(&at, r);
@@ -250,7 +250,7 @@ static int nf_unlock(struct rm_mutex *mx, struct rm_thread *self, struct rm_endp
     int r = EPERM;
     if (!rm_hold_drop(mx->lock, self, &lease_end, &acq)) {
         struct release_req q;
-        release_req_make(&q, mx, ep, self->owner, self->owner_len, ++self->seq, notrec, acq);
+        release_req_make(&q, mx, ep, self->owner, self->owner_len, notrec, acq);
         r = release(ep, &q, rm_call_deadline(), lease_end);
     }
     rm_lock_gate_leave(mx->lock);
@@ -261,7 +261,7 @@ static void nf_release_owner(struct rm_mutex *mx, struct rm_endpoint *ep, const 
                              size_t owner_len, uint64_t acq, rm_nsec deadline)
 {
     struct release_req q;
-    release_req_make(&q, mx, ep, owner, owner_len, ++rm_thread_self()->seq, 0, acq);
+    release_req_make(&q, mx, ep, owner, owner_len, 0, acq);
     release(ep, &q, deadline, deadline);
 }
 

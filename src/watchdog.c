@@ -3,7 +3,8 @@
  * DESIGN
  * ------
  * One thread per process.  Holds taken with lease 0 register an entry:
- * lock key, owner-mark key, owner field, lease; so do queued fair waiters
+ * lock key, owner-mark key (robust holds only), owner field, lease; so do
+ * queued fair waiters
  * (their liveness in the queue is a lease too).  Each entry is due for
  * renewal lease/3 after the send time of its last successful acquire or
  * renewal.  When the thread wakes it takes every entry due within a small
@@ -69,6 +70,7 @@ struct rm_watchdog_entry {
     struct rm_endpoint *ep;
     int slot;                 /* of argv[0]: one script call serves one slot */
     char kind;
+    char wire;                /* its kind in renew.lua ('h', 'l', 'w') */
     int script;               /* KIND_DEFERRED */
     int nkeys, argc;
     const char *argv[MAXARGS];
@@ -241,7 +243,7 @@ static void announce_hold_locked(const struct rm_watchdog_entry *hold)
         struct rm_registry_text text;
         const char *argv[1 + 2 * RM_REGISTRY_PAIRS];
         size_t lens[1 + 2 * RM_REGISTRY_PAIRS];
-        if (!(lens[0] = rm_registry_key(hold->argv[2], key, sizeof key))) return;
+        if (!(lens[0] = rm_registry_key(hold->argv[hold->nkeys], key, sizeof key))) return;
         argv[0] = key;
         int pairs = rm_registry_describe(&text, argv + 1, lens + 1);
         if (!(a = entry_new(1 + 2 * pairs, argv, lens))) return;
@@ -317,20 +319,26 @@ static int announce_build_locked(struct rm_watchdog_entry *a, rm_nsec now)
 }
 
 struct rm_watchdog_entry *rm_watchdog_hold(struct rm_endpoint *ep, const struct rm_keys *k,
-                               const char *owner, size_t owner_len,
+                               int robust, const char *owner, size_t owner_len,
                                unsigned long lease_ms, rm_nsec valid_until, rm_nsec due,
                                rmutex_t *m)
 {
     char lease[24];
+    /* A robust hold's owner mark is renewed with it.  Other holds name no
+     * mark: a script call that names a key missing on a migrating slot's
+     * source gets TRYAGAIN, and the renewal must go on through a migration. */
     const char *argv[] = { k->lock, k->owner, owner, lease };
     size_t lens[] = { strlen(k->lock), strlen(k->owner), owner_len,
                       (size_t)snprintf(lease, sizeof lease, "%lu", lease_ms) };
-    struct rm_watchdog_entry *e = entry_new(4, argv, lens);
+    int skip = !robust;
+    if (skip) argv[1] = k->lock, lens[1] = lens[0]; /* argv + 1: lock, owner, lease */
+    struct rm_watchdog_entry *e = entry_new(4 - skip, argv + skip, lens + skip);
     if (!e) return NULL;
     e->ep = ep;
     e->slot = rm_endpoint_clustered(ep) ? rm_keys_slot(e->argv[0], e->lens[0]) : 0;
     e->kind = KIND_HOLD;
-    e->nkeys = 2;
+    e->wire = robust ? 'h' : 'l';
+    e->nkeys = 2 - skip;
     e->lease_ms = lease_ms;
     e->m = m;
     e->valid_until = valid_until;
@@ -357,6 +365,7 @@ struct rm_watchdog_entry *rm_watchdog_waiter(struct rm_endpoint *ep, const char 
     e->ep = ep;
     e->slot = rm_endpoint_clustered(ep) ? rm_keys_slot(e->argv[0], e->lens[0]) : 0;
     e->kind = KIND_WAITER;
+    e->wire = 'w';
     e->nkeys = 3;
     e->lease_ms = lease_ms;
     schedule(e, rm_clock_now() + RM_MSEC(lease_ms) / 3, RM_MSEC(lease_ms) / 3);
@@ -491,7 +500,7 @@ static void exchange(struct link *l, struct rm_watchdog_entry **e, int n, int *r
         argv[k] = count, lens[k++] = (size_t)snprintf(count, sizeof count, "%d", cnt);
         for (int i = 0; i < cnt; i++) {
             struct rm_watchdog_entry *x = e[b + i];
-            kinds[i] = x->kind;
+            kinds[i] = x->wire;
             argv[k] = &kinds[i], lens[k++] = 1;
             for (int j = x->nkeys; j < x->argc; j++) argv[k] = x->argv[j], lens[k++] = x->lens[j];
         }

@@ -13,12 +13,12 @@ struct rm_keys;
 struct rm_watchdog_entry;
 
 /* Start renewing the hold of k by owner with a lease of
- * lease_ms.  The hold is known good until valid_until; the first renewal
+ * lease_ms (and its owner mark when robust).  The hold is known good until valid_until; the first renewal
  * is due at due (lease/3 after the acquiring call -- for a fair hand-off,
  * the confirming one -- was sent).  m is passed to the lost-lock callback.
  * Returns the entry, or NULL when out of memory. */
 struct rm_watchdog_entry *rm_watchdog_hold(struct rm_endpoint *ep, const struct rm_keys *k,
-                               const char *owner, size_t owner_len,
+                               int robust, const char *owner, size_t owner_len,
                                unsigned long lease_ms, rm_nsec valid_until, rm_nsec due,
                                rmutex_t *m);
 

@@ -39,7 +39,7 @@ TEST_F(Crash, NextLockerGetsInAfterTheKilledHoldersLeaseAndNotBefore)
     std::string name = lock_name();
     auto child = child_holding(name, url());
     ASSERT_TRUE(child);
-    EXPECT_TRUE(redis().exists(owner_key(name))) << "robust bookkeeping written while held";
+    EXPECT_FALSE(redis().exists(owner_key(name))) << "a non-robust hold writes no owner mark";
     auto [pttl, t_kill] = kill_holder(*child, name);
     ASSERT_GT(pttl, 0) << "the lock vanished with its holder";
     ASSERT_LE(pttl, kLease);

@@ -1,60 +1,64 @@
 -- acquire.lua: take a lock for one owner, wire-compatible with Redisson's RLock.
 --
--- KEYS[1] lock hash NAME             field <owner> = 1, PEXPIRE lease
--- KEYS[2] redisson_lock_token:{NAME}  fencing counter (INCR, no TTL)
--- KEYS[3] rmutex_owner:{NAME}         who holds it; PX 2*lease, so it outlives
---                                     a hold that lapses, and the next taker
+-- KEYS[1] lock hash NAME              field <owner> = the acquisition's
+--                                     number, PEXPIRE lease
+-- KEYS[2] rmutex_owner:{NAME}         robust handles only: who holds it, PX
+--                                     2*lease, so it outlives a hold that
+--                                     lapses and the next robust taker
 --                                     learns its owner died (EOWNERDEAD)
--- KEYS[4] rmutex_notrecoverable:{NAME} set when robust state was abandoned
--- ARGV[1] lease in ms, ARGV[2] owner "<uuid>:<thread>", ARGV[3] "1" if robust,
--- ARGV[4] request id of this acquisition (the owner mark names it, see
--- lib/mark.lua, so that a clean-up of an acquisition whose outcome was
--- unknown touches that acquisition only)
+-- KEYS[3] rmutex_notrecoverable:{NAME} set when robust state was abandoned
+-- ARGV[1] lease in ms, ARGV[2] owner "<uuid>:<thread>", ARGV[3] "1" if
+-- robust, ARGV[4] the acquisition's number (the owner's request id)
 --
--- Returns {0, token, dead} acquired (dead = 1: the previous holder's lease
--- ran out without an unlock), {1, pttl} held by somebody else, {2} not
--- recoverable (robust callers only).
+-- Returns {0, dead} acquired (dead = 1: robust, and the previous holder's
+-- lease ran out without an unlock), {1, pttl} held by somebody else, {2}
+-- not recoverable (robust callers only).
 --
--- The count in the hash is always 1: recursion is counted by the client.
--- That makes the script idempotent per acquisition: when a reply is lost
--- and the client asks again with the same request id, finding its own
--- field and a mark naming that request means the first call worked, and it
--- is answered with the same token instead of a second count.
---!include mark.lua
+-- The common call is three commands (PTTL, HSET, PEXPIRE): nothing is
+-- written that the lock does not need.  The field's value names the
+-- acquisition -- Redisson keeps a hold count there; rmutex counts
+-- recursion in the client and neither reads the other's field -- so a
+-- release that arrives late (retried by the watchdog) ends only the hold
+-- it was meant for.  The fencing token is taken when asked for
+-- (fence.lua), the owner mark only by robust handles.
+--
+-- Idempotent per acquisition: asked again after a lost reply, the owner
+-- finds its own field and is answered "acquired" once more, never a second
+-- count.  A field of the owner's from an earlier hold whose release never
+-- landed (a failover lost it, a release deferred past its caller) becomes
+-- this acquisition: the client asks only when it holds nothing.
+local L, lease, me, acq = KEYS[1], ARGV[1], ARGV[2], ARGV[4]
 
-local lock, token, owner, notrec = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
-local lease, me = tonumber(ARGV[1]), ARGV[2]
-local mine = me .. '|' .. ARGV[4]
-
-if ARGV[3] == '1' and redis.call('exists', notrec) == 1 then
-  return {2}
-end
-
-local pttl = redis.call('pttl', lock)
-if pttl ~= -2 then
-  if redis.call('hexists', lock, me) == 0 then
+if ARGV[3] ~= '1' then
+  local pttl = redis.call('pttl', L)
+  if pttl ~= -2 and not redis.call('hget', L, me) then
     return {1, pttl}
   end
-  local mark = redis.call('get', owner)
-  if mark_names(mark, mine) then
-    -- This very acquisition, asked again after a lost reply.
-    local dead = mark_dead(mark)
-    redis.call('pexpire', lock, lease)
-    redis.call('set', owner, mark_make(mine, false, dead), 'px', 2 * lease)
-    return {0, tonumber(redis.call('get', token)) or 0, dead and 1 or 0}
-  end
-  -- A hold of this owner that it has let go of, whose release never
-  -- landed (a failover lost it, or a release deferred past its caller):
-  -- the client asks only when it holds nothing, so this is a new
-  -- acquisition, with a new token.
-  redis.call('pexpire', lock, lease)
-  redis.call('set', owner, mark_make(mine, false, false), 'px', 2 * lease)
-  return {0, redis.call('incr', token), 0}
+  redis.call('hset', L, me, acq)
+  redis.call('pexpire', L, lease)
+  return {0, 0}
 end
 
--- Free.  A surviving owner mark means the last holder never unlocked.
-local dead = mark_died(redis.call('get', owner))
-redis.call('hset', lock, me, 1)
-redis.call('pexpire', lock, lease)
-redis.call('set', owner, mark_make(mine, false, dead), 'px', 2 * lease)
-return {0, redis.call('incr', token), dead and 1 or 0}
+--!include mark.lua
+local O, N = KEYS[2], KEYS[3]
+local mine = me .. '|' .. acq
+if redis.call('exists', N) == 1 then
+  return {2}
+end
+local pttl = redis.call('pttl', L)
+local dead
+if pttl ~= -2 then
+  if not redis.call('hget', L, me) then
+    return {1, pttl}
+  end
+  -- Ours: this very acquisition asked again keeps what it was told.
+  local mark = redis.call('get', O)
+  dead = mark_names(mark, mine) and mark_dead(mark)
+else
+  -- Free.  A surviving owner mark means the last holder never unlocked.
+  dead = mark_died(redis.call('get', O))
+end
+redis.call('hset', L, me, acq)
+redis.call('pexpire', L, lease)
+redis.call('set', O, mark_make(mine, false, dead), 'px', 2 * lease)
+return {0, dead and 1 or 0}

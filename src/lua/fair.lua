@@ -1,7 +1,8 @@
 -- fair.lua: the fair lock -- a FIFO queue of live waiters, direct hand-off.
 --
 -- KEYS  1 L  NAME                        the lock hash, shared with the
---                                        non-fair protocol: field <owner> = 1
+--                                        non-fair protocol: field <owner> =
+--                                        the acquisition's number
 --       2 Q  rmutex_fair_queue:{NAME}    zset  <waiter> -> ticket (order)
 --       3 A  rmutex_fair_alive:{NAME}    zset  <waiter> -> liveness deadline
 --       4 S  rmutex_fair_seq:{NAME}      ticket counter
@@ -12,13 +13,13 @@
 --                                        process: C:<uuid> gets "<waiter> <token>
 --                                        <dead> <ms> <notrec>"
 --       9 R  redisson_lock__channel:{NAME}  "0" when the lock is left free
---      10 X  the release latch (op release; unused otherwise)
 -- ARGV  1 op: acquire | release | cancel
 --       2 owner "<uuid>:<thread>"   3 acquisition id (acquire, cancel: this
---         call's; release: the hold's, so a late release ends no later hold)
+--         call's; release: the hold's, so a late release ends no later hold;
+--         "0": any hold of the owner)
 --       4 hold lease ms  5 waiter lease ms  6 robust "1"  7 try "1"
---       8 latch ms  9 "1": mark not recoverable  10 its ms
---      11 the publishing command: publish, or spublish in a cluster
+--       8 "1": mark not recoverable  9 its ms
+--      10 the publishing command: publish, or spublish in a cluster
 --
 -- A waiter is "<owner>|<acquisition>".  Its ticket (INCR S) fixes its place
 -- for the whole call; its liveness deadline (server TIME + waiter lease) is
@@ -33,21 +34,44 @@
 --    confirms the grant with its next acquire (confirm below: the full hold
 --    lease) before its lock call returns.  A grant nobody confirms lapses
 --    with the waiter's lease and passes on.
+--  * L's field names the acquisition that holds it (a grant writes the
+--    waiter's), so a confirm, a release or a cancel acts on that hold only.
 --  * The owner mark O names the waiter and says whether its grant is
 --    confirmed and whether the hold descends from a holder that lapsed
---    without an unlock (lib/mark.lua has the grammar).
+--    without an unlock (lib/mark.lua has the grammar).  Hand-offs write it;
+--    an acquisition with nobody queued writes it for robust handles only.
 --  * Every key but T expires: L with its lease, O after two, Q/A/S two
 --    waiter leases after the last live waiter's renewal.
--- Every operation is O(log N) in the queue length plus PURGE.
+-- Every operation is O(log N) in the queue length plus PURGE.  The
+-- uncontended pair -- a free lock and nobody queued -- takes the first two
+-- branches below: four commands each way, no token (rmutex_fence takes one
+-- when asked), no mark for a non-robust handle, no key but the lock's.
 if redis.replicate_commands then redis.replicate_commands() end
+
+local L, Q, A, S, T, O, N, C, R =
+  KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6], KEYS[7], KEYS[8], KEYS[9]
+local op, me, acq = ARGV[1], ARGV[2], ARGV[3]
+local PUBLISH = ARGV[10]
+
+if op == 'acquire' and ARGV[6] ~= '1' and redis.call('exists', L) == 0 and
+   redis.call('exists', Q) == 0 then
+  redis.call('hset', L, me, acq)
+  redis.call('pexpire', L, ARGV[4])
+  return {0, 0, 0}
+end
+if op == 'release' and ARGV[8] ~= '1' then
+  local held = redis.call('hget', L, me)
+  if not held or (acq ~= '0' and held ~= acq) then return 0 end
+  if redis.call('exists', Q) == 0 then
+    redis.call('del', L, O)
+    redis.call(PUBLISH, R, '0')
+    return 1
+  end
+end
 
 --!include mark.lua
 
-local L, Q, A, S, T, O, N, C, R, X =
-  KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6], KEYS[7], KEYS[8], KEYS[9], KEYS[10]
-local op, me = ARGV[1], ARGV[2]
-local PUBLISH = ARGV[11]
-local member = me .. '|' .. ARGV[3]
+local member = me .. '|' .. acq
 local PURGE = 64
 
 -- Server time (clock()) is read only when a queue is involved.
@@ -77,12 +101,13 @@ local function settle()
     if deadline and deadline > now then
       local left = deadline - now
       local dead = mark_died(redis.call('get', O))
-      local owner = string.match(head, '^(.*)|') or head
-      redis.call('hset', L, owner, 1)
+      local owner, its = string.match(head, '^(.*)|(.*)$')
+      redis.call('hset', L, owner or head, its or 1)
       redis.call('pexpire', L, left)
       redis.call('set', O, mark_make(head, true, dead), 'px', 2 * left + 1000)
       local token = redis.call('incr', T)
       -- One message, on the channel of the waiter's process only.
+      owner = owner or head
       redis.call(PUBLISH, C .. ':' .. (string.match(owner, '^(.*):') or owner),
                  head .. ' ' .. token .. ' ' .. (dead and 1 or 0) .. ' ' ..
                  left .. ' ' .. redis.call('exists', N))
@@ -105,14 +130,18 @@ local function settle_or_announce()
   if granted == false then redis.call(PUBLISH, R, '0') end
 end
 
--- This acquisition holds L (granted or taken): make it a full hold.
+-- This acquisition holds L (granted or taken): make it a full hold.  A
+-- grant not yet confirmed got the counter's last token (only its holder
+-- can take another: fence.lua); any other hold takes its token when asked.
 local function confirm(hold)
-  local dead = mark_dead(redis.call('get', O))
+  local mark = redis.call('get', O)
+  local dead = mark_dead(mark)
+  local granted = mark and mark_names(mark, member) and string.find(mark, '?', 1, true)
   redis.call('pexpire', L, hold)
   redis.call('set', O, mark_make(member, false, dead), 'px', 2 * hold)
   redis.call('zrem', Q, member)
   redis.call('zrem', A, member)
-  return {0, tonumber(redis.call('get', T)) or 0, dead and 1 or 0}
+  return {0, granted and tonumber(redis.call('get', T)) or 0, dead and 1 or 0}
 end
 
 local function keep(key, ms)
@@ -124,23 +153,25 @@ if op == 'acquire' then
   if ARGV[6] == '1' and redis.call('exists', N) == 1 then
     redis.call('zrem', Q, member)
     redis.call('zrem', A, member)
-    if redis.call('hexists', L, me) == 1 and mark_names(redis.call('get', O), member) then
+    if redis.call('hget', L, me) == acq then
       redis.call('del', L)
       settle_or_announce()
     end
     return {2}
   end
   local free = redis.call('exists', L) == 0
-  if not free and redis.call('hexists', L, me) == 1 then
-    if mark_names(redis.call('get', O), member) then return confirm(hold) end
+  local held = not free and redis.call('hget', L, me)
+  if held then
+    if held == acq then return confirm(hold) end
     -- A hold of this owner that it has let go of, whose release never
     -- landed (lost in a failover): the client asks only when it holds
-    -- nothing, so this is a new hold, with a new token.
+    -- nothing, so this is a new hold (its token is taken when asked for).
+    redis.call('hset', L, me, acq)
     redis.call('pexpire', L, hold)
     redis.call('set', O, mark_make(member, false, false), 'px', 2 * hold)
     redis.call('zrem', Q, member)
     redis.call('zrem', A, member)
-    return {0, redis.call('incr', T), 0}
+    return {0, 0, 0}
   end
   if free then
     local granted = settle()
@@ -149,10 +180,10 @@ if op == 'acquire' then
       -- Nobody is queued: take it (this acquisition is not queued either:
       -- settle() leaves no queue behind when it returns false).
       local dead = mark_died(redis.call('get', O))
-      redis.call('hset', L, me, 1)
+      redis.call('hset', L, me, acq)
       redis.call('pexpire', L, hold)
       redis.call('set', O, mark_make(member, false, dead), 'px', 2 * hold)
-      return {0, redis.call('incr', T), dead and 1 or 0}
+      return {0, 0, dead and 1 or 0}
     end
   end
   -- Busy; or free with dead waiters still to purge ('more'): come back at once.
@@ -168,19 +199,16 @@ if op == 'acquire' then
   return {1, pttl}
 
 elseif op == 'release' then
-  local done = redis.call('get', X)
-  if done then return tonumber(done) end
-  if redis.call('hexists', L, me) == 0 then return 0 end
   -- Only the hold of this acquisition: a release the watchdog retries late
   -- must not end a later hold of the same thread (a new hold over the
-  -- thread's own field, above).  A hold without a mark is this one's;
-  -- acquisition "0" names none (any hold of the owner).
-  local mark = ARGV[3] ~= '0' and redis.call('get', O)
-  if mark and not mark_names(mark, member) then return 0 end
+  -- thread's own field, above).  Acquisition "0" names any hold of the
+  -- owner.  A retry that finds the hold gone is the client's to read
+  -- (its first try may have done it): no latch key.
+  local held = redis.call('hget', L, me)
+  if not held or (acq ~= '0' and held ~= acq) then return 0 end
   redis.call('del', L, O)
-  if ARGV[9] == '1' then redis.call('set', N, '1', 'px', ARGV[10]) end
+  if ARGV[8] == '1' then redis.call('set', N, '1', 'px', ARGV[9]) end
   settle_or_announce()
-  redis.call('set', X, '1', 'px', ARGV[8])
   return 1
 
 elseif op == 'cancel' then
@@ -188,8 +216,8 @@ elseif op == 'cancel' then
   -- pass on a hold this acquisition got without the caller knowing.
   redis.call('zrem', Q, member)
   redis.call('zrem', A, member)
-  local mark = redis.call('get', O)
-  if redis.call('hexists', L, me) == 1 and mark_names(mark, member) then
+  if redis.call('hget', L, me) == acq then
+    local mark = redis.call('get', O)
     redis.call('del', L)
     if mark == member then redis.call('del', O) end
     settle_or_announce()

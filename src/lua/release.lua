@@ -1,45 +1,34 @@
--- release.lua: give a lock back, once, even when the client has to ask twice.
+-- release.lua: give a lock back.
 --
 -- KEYS[1] lock hash NAME
 -- KEYS[2] redisson_lock__channel:{NAME}   gets "0", as Redisson's unlock sends
--- KEYS[3] redisson_unlock_latch:{NAME}:<request-id>  the first answer, kept
---                                         for ARGV[2] ms so a retry of this
---                                         very request gets it again
--- KEYS[4] rmutex_owner:{NAME}
--- KEYS[5] rmutex_notrecoverable:{NAME}
--- ARGV[1] owner, ARGV[2] latch ms, ARGV[3] "1": mark the name not recoverable
--- (an EOWNERDEAD holder unlocking without rmutex_consistent), ARGV[4] ms
--- that mark lives, ARGV[5] "" or the request id of one acquisition: release
--- only if the hold is that acquisition -- an unlock, or the clean-up after an
--- acquire whose reply was lost, that arrives late (retried by the watchdog)
--- must not free a later hold of the same thread, which a failover that lost
--- the release answers over the thread's own field; every acquisition writes
--- the owner mark, so a hold without one is this acquisition's, ARGV[6]
--- the publishing command: "publish", or "spublish" in a cluster (sharded
--- pub/sub, as Redisson uses there)
+-- KEYS[3] rmutex_owner:{NAME}             (robust holds: deleted with the lock)
+-- KEYS[4] rmutex_notrecoverable:{NAME}
+-- ARGV[1] owner, ARGV[2] "1": mark the name not recoverable (an EOWNERDEAD
+-- holder unlocking without rmutex_consistent), ARGV[3] ms that mark lives,
+-- ARGV[4] the acquisition's number ("" or "0": any hold of the owner) --
+-- release only that hold: an unlock, or the clean-up after an acquire whose
+-- reply was lost, that arrives late (retried by the watchdog) must not free
+-- a later hold of the same thread, ARGV[5] the publishing command:
+-- "publish", or "spublish" in a cluster (sharded pub/sub, as Redisson uses
+-- there), ARGV[6] "1": robust (drop the owner mark too)
 --
--- Returns 1 released, 0 not held by this owner (its lease ran out, or
--- somebody force-unlocked it).  Only the owner's own field is ever removed,
--- so a retried release can never free somebody else's later hold.
---!include mark.lua
-
-local done = redis.call('get', KEYS[3])
-if done then
-  return tonumber(done)
-end
-if redis.call('hexists', KEYS[1], ARGV[1]) == 0 then
+-- Returns 1 released, 0 not held by this acquisition (its lease ran out,
+-- somebody force-unlocked it, or an earlier try of this very release
+-- did it: the client, which knows whether it retried, tells those apart).
+-- Only the owner's own field is ever looked at, so a retried release can
+-- never free somebody else's hold.
+local held = redis.call('hget', KEYS[1], ARGV[1])
+if not held or (ARGV[4] ~= '' and ARGV[4] ~= '0' and held ~= ARGV[4]) then
   return 0
 end
-if ARGV[5] ~= '' then
-  local mark = redis.call('get', KEYS[4])
-  if mark and not mark_names(mark, ARGV[1] .. '|' .. ARGV[5]) then
-    return 0
-  end
+if ARGV[6] == '1' then
+  redis.call('del', KEYS[1], KEYS[3])
+else
+  redis.call('del', KEYS[1])
 end
-redis.call('del', KEYS[1], KEYS[4])
-if ARGV[3] == '1' then
-  redis.call('set', KEYS[5], '1', 'px', ARGV[4])
+if ARGV[2] == '1' then
+  redis.call('set', KEYS[4], '1', 'px', ARGV[3])
 end
-redis.call(ARGV[6], KEYS[2], '0')
-redis.call('set', KEYS[3], '1', 'px', ARGV[2])
+redis.call(ARGV[5], KEYS[2], '0')
 return 1

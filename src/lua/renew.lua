@@ -2,9 +2,12 @@
 --
 -- ARGV[1] is the number of entries; each entry then takes its kind from the
 -- next ARGV and a fixed number of KEYS and ARGV after it:
---   'h' a hold.  KEYS lock, owner-mark; ARGV owner, lease ms.
+--   'h' a robust hold.  KEYS lock, owner-mark; ARGV owner, lease ms.
 --       Renewed only while the hash still has the owner's field.  (A fair
 --       grant is confirmed by its waiter before it becomes a hold here.)
+--   'l' any other hold: KEYS lock; ARGV owner, lease ms.  (No mark named:
+--       a key missing on a migrating slot's source would make the whole
+--       call TRYAGAIN.)
 --   'w' a queued waiter (fair lock: KEYS alive, queue, seq; condition
 --       variable: alive, wait, state); ARGV waiter, lease ms.  Its liveness
 --       deadline moves to server time + lease while it is queued.
@@ -30,6 +33,13 @@ for i = 1, tonumber(ARGV[1]) do
     if redis.pcall('hexists', lock, me) == 1 then
       redis.call('pexpire', lock, lease)
       redis.call('pexpire', mark, 2 * lease)
+      out[i] = 1
+    end
+  elseif kind == 'l' then
+    local lock, me, lease = KEYS[k], ARGV[a + 1], tonumber(ARGV[a + 2])
+    k, a = k + 1, a + 3
+    if redis.pcall('hexists', lock, me) == 1 then
+      redis.call('pexpire', lock, lease)
       out[i] = 1
     end
   elseif kind == 'w' then

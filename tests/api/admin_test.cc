@@ -94,6 +94,11 @@ TEST_F(RmutexForceUnlock, InspectReadsALockWithoutTouchingIt)
     init_mutex(&m, name);
     ASSERT_RC(0, rmutex_lock(&m));
     ASSERT_RC(0, rmutex_inspect(name.c_str(), &in, sizeof in));
+    EXPECT_EQ(0u, in.fence) << "a token is taken when the holder asks for one";
+    uint64_t token = 0;
+    ASSERT_RC(0, rmutex_fence(&m, &token));
+    EXPECT_EQ(1u, token);
+    ASSERT_RC(0, rmutex_inspect(name.c_str(), &in, sizeof in));
     char me[64];
     ASSERT_RC(0, rmutex_owner_id(me, sizeof me));
     EXPECT_EQ(1, in.held);

@@ -598,7 +598,7 @@ TEST_F(Cli, WaitSeesALockFreeOrHeldWithoutTakingIt)
 TEST_F(Cli, WaitingOnATerminalRewritesOneLineEachSecondAndNothingOtherwise)
 {
     std::string n = lock_name(), ownerfile = file("owner");
-    auto h = cli({ "run", n, "--", "sh", "-c", "echo $RMUTEX_OWNER > " + ownerfile + "; sleep 2.5" });
+    auto h = cli({ "run", n, "--", "sh", "-c", "echo $RMUTEX_OWNER > " + ownerfile + "; sleep 4" });
     std::string owner;
     ASSERT_TRUE(wait_until([&] {
         std::ifstream f(ownerfile);

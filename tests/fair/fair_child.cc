@@ -26,7 +26,8 @@
  *       sub=.. renewals=..".  With --log, every hold pushes two records onto
  *       the Redis list KEY, each written by one script so it is one moment
  *       of the lock's state:
- *         "A <pid>:<t> <owner-mark> <our-token> <token-counter> <nfields> <fields...>
+ *         "A <pid>:<t> <owner-mark, or <field>|<its value> without one> <our-token>
+ *          <token-counter> <nfields> <fields...>
  *          <qlen> <member ticket>..."
  *       right after the acquisition, and the same with "R" right before the
  *       release.  With --out, each hold is a line "t acq_ns rel_ns fence"
@@ -190,8 +191,11 @@ int cmd_threads(const char *name, int argc, char **argv)
 /* ---- contend ----------------------------------------------------------- */
 
 const char *kLogScript =
-    "local mark = redis.call('get', KEYS[1]) or '-' "
     "local f = redis.call('hkeys', KEYS[2]) "
+    /* A hold taken with nobody queued has no mark: its field's value names
+     * the acquisition, so "<owner>|<acquisition>" reads the same. */
+    "local mark = redis.call('get', KEYS[1]) or "
+    "  (#f == 1 and f[1] .. '|' .. redis.call('hget', KEYS[2], f[1])) or '-' "
     "local q = redis.call('zrange', KEYS[3], 0, -1, 'withscores') "
     "local t = redis.call('get', KEYS[5]) or '0' "
     "local s = ARGV[1] .. ' ' .. ARGV[2] .. ' ' .. mark .. ' ' .. ARGV[3] .. ' ' .. t .. ' ' .. #f "

@@ -38,14 +38,13 @@ class FairDepth : public FairTest {
 
     /* fair.lua's argument vector for one call by a made-up owner. */
     std::vector<std::string> call(const FairKeys &k, const std::string &op, const std::string &owner,
-                                  const std::string &acq, unsigned long wlease, const std::string &latch = "x")
+                                  const std::string &acq, unsigned long wlease)
     {
-        std::vector<std::string> v = {"EVALSHA", sha_, "10"};
+        std::vector<std::string> v = {"EVALSHA", sha_, "9"};
         for (auto &key : k.script_keys())
             v.push_back(key);
-        v.push_back("redisson_unlock_latch:{" + k.lock + "}:" + latch);
         for (const std::string &a : {op, owner, acq, std::to_string(kLease), std::to_string(wlease),
-                                     std::string("0"), std::string("0"), std::string("2000"),
+                                     std::string("0"), std::string("0"),
                                      std::string("0"), std::string("86400000"), std::string("publish")})
             v.push_back(a);
         return v;
@@ -159,7 +158,7 @@ TEST_F(FairDepth, TenThousandLiveWaitersAheadAreServedInOrderAndRealOnesBehindTh
     EXPECT_EQ(std::to_string(f0 + 1), words(msg->second)[1]) << "a new token for the new owner";
 
     /* Fake 0 releases: fake 1 is next. */
-    Reply rel = redis().cmd(call(k, "release", fake_owner(0), "0", 600000, "f0"));
+    Reply rel = redis().cmd(call(k, "release", fake_owner(0), "0", 600000));
     EXPECT_EQ(1, rel.integer()) << rel.str();
     EXPECT_EQ(fake_owner(1), redis().hgetall(name).begin()->first);
     msg = sub.next_message(ms(1000));
@@ -180,7 +179,7 @@ TEST_F(FairDepth, TenThousandLiveWaitersAheadAreServedInOrderAndRealOnesBehindTh
     EXPECT_EQ(fake_owner(1), redis().hgetall(name).begin()->first) << "cancels of others leave the hold alone";
 
     /* Fake 1 releases: the first real waiter is handed the lock. */
-    rel = redis().cmd(call(k, "release", fake_owner(1), "0", 600000, "f1"));
+    rel = redis().cmd(call(k, "release", fake_owner(1), "0", 600000));
     EXPECT_EQ(1, rel.integer());
     auto l1 = r1->expect_line("lock t=0 ", ms(2000));
     ASSERT_TRUE(l1);

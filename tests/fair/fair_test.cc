@@ -14,6 +14,7 @@
 
 #include <atomic>
 #include <cstring>
+#include <regex>
 
 #include "fair_util.h"
 
@@ -80,12 +81,9 @@ TEST_F(FairLock, UncontendedLockWritesTheSharedLockHashAndNoQueue)
     ASSERT_RC(0, rmutex_lock(&m));
     auto h = redis().hgetall(name);
     ASSERT_EQ(1u, h.size()) << "the fair lock holds the same hash as the non-fair one";
-    EXPECT_EQ("1", h.begin()->second);
-    std::string owner = h.begin()->first;
-    auto mark = redis().get(k.owner);
-    ASSERT_TRUE(mark) << "owner mark " << k.owner;
-    EXPECT_EQ(owner + "|", mark->substr(0, owner.size() + 1)) << *mark;
-    EXPECT_EQ(std::string::npos, mark->find('?')) << "a hold taken directly is confirmed: " << *mark;
+    EXPECT_TRUE(std::regex_match(h.begin()->second, std::regex("^[1-9][0-9]*$")))
+        << "the field names the acquisition: " << h.begin()->second;
+    EXPECT_FALSE(redis().get(k.owner)) << "an uncontended non-robust hold writes no owner mark";
     long long pttl = redis().pttl(name);
     EXPECT_GT(pttl, 0);
     EXPECT_LE(pttl, kLease);
@@ -251,7 +249,10 @@ TEST_F(FairLock, TrylockIsEbusyWhileOthersAreQueuedEvenWithTheLockFree)
     init_fair(&m, name);
     EXPECT_RC(EBUSY, rmutex_trylock(&m)) << "held";
     ASSERT_EQ(0, rc_of(child_do(*nonfair, "unlock")));
-    ASSERT_FALSE(redis().exists(name)) << "precondition: the non-fair release left the lock free";
+    /* (An unlock returns 0 also when its release was handed to the
+     * watchdog: a loaded machine can take that long.) */
+    ASSERT_TRUE(wait_until([&] { return !redis().exists(name); }, ms(2000)))
+        << "precondition: the non-fair release left the lock free";
     ASSERT_TRUE(read_queue(redis(), k).has(wm)) << "precondition: the waiter is still queued";
 
     auto t0 = Clock::now();

@@ -264,9 +264,9 @@ int FairTest::acquire_calls(const std::string &member)
         std::vector<std::string> a;
         for (size_t j = 0; j < argv->elements; j++)
             a.emplace_back(argv->element[j]->str ? argv->element[j]->str : "");
-        /* EVALSHA sha 10 K1..K10 op owner acquisition ... */
-        if (a.size() > 15 && (a[0] == "EVALSHA" || a[0] == "EVAL") && a[13] == "acquire" &&
-            a[14] == owner && a[15] == acq)
+        /* EVALSHA sha 9 K1..K9 op owner acquisition ... */
+        if (a.size() > 14 && (a[0] == "EVALSHA" || a[0] == "EVAL") && a[12] == "acquire" &&
+            a[13] == owner && a[14] == acq)
             n++;
     }
     return n;

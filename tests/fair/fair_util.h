@@ -28,7 +28,7 @@ using rmt::ms;
 struct FairKeys {
     explicit FairKeys(const std::string &name);
     std::string lock, queue, alive, seq, token, owner, notrec, fchannel, channel;
-    /* KEYS 1..9 of fair.lua, in order (the latch, KEYS[10], is per call). */
+    /* KEYS 1..9 of fair.lua, in order. */
     std::vector<std::string> script_keys() const;
 };
 
