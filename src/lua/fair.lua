@@ -44,7 +44,7 @@
 --    waiter leases after the last live waiter's renewal.
 -- Every operation is O(log N) in the queue length plus PURGE.  The
 -- uncontended pair -- a free lock and nobody queued -- takes the first two
--- branches below: four commands each way, no token (rmutex_fence takes one
+-- branches below: three commands to acquire, four to release, no token (rmutex_fence takes one
 -- when asked), no mark for a non-robust handle, no key but the lock's.
 if redis.replicate_commands then redis.replicate_commands() end
 
@@ -53,8 +53,7 @@ local L, Q, A, S, T, O, N, C, R =
 local op, me, acq = ARGV[1], ARGV[2], ARGV[3]
 local PUBLISH = ARGV[10]
 
-if op == 'acquire' and ARGV[6] ~= '1' and redis.call('exists', L) == 0 and
-   redis.call('exists', Q) == 0 then
+if op == 'acquire' and ARGV[6] ~= '1' and redis.call('exists', L, Q) == 0 then
   redis.call('hset', L, me, acq)
   redis.call('pexpire', L, ARGV[4])
   return {0, 0, 0}
