@@ -844,8 +844,25 @@ void rm_watchdog_atfork(int who)
         pthread_mutex_unlock(&wd.mu);
         return;
     }
-    /* Child: the parent's holds are not ours; no thread, no socket. */
-    reset_locked();
+    /* Child: the parent's holds are not ours; no thread, no socket.  Only
+     * the sockets are closed: nothing is freed, since another thread of
+     * the parent -- this one, most often, announcing or renewing -- may
+     * have been inside the allocator when it forked, and only
+     * async-signal-safe calls are sure to work here (glibc's malloc
+     * survives a fork, ASan's and others' do not).  The parent's entries
+     * stay reachable from abandoned, so no leak is reported either. */
+    static struct { struct rm_watchdog_entry *head; struct link *links; } abandoned[4];
+    static unsigned forks;
+    for (struct link *l = wd.links; l; l = l->next)
+        if (l->conn && l->conn->fd >= 0) close(l->conn->fd), l->conn->fd = -1;
+    if (forks < sizeof abandoned / sizeof *abandoned) {
+        abandoned[forks].head = wd.head;
+        abandoned[forks++].links = wd.links;
+    }
+    wd.head = NULL;
+    wd.links = NULL;
+    wd.started = wd.stop = 0;
+    wd.planned = RM_FOREVER;
     rm_clock_cond_init(&wd.cv);
     rm_clock_cond_init(&wd.cb_done);
     pthread_mutex_unlock(&wd.mu); /* taken by the prepare handler, in this thread */

@@ -603,7 +603,7 @@ TEST_F(Cli, WaitingOnATerminalRewritesOneLineEachSecondAndNothingOtherwise)
     ASSERT_TRUE(wait_until([&] {
         std::ifstream f(ownerfile);
         return (f >> owner) && !owner.empty();
-    }, ms(5000)));
+    }, ms(5000))) << "the holder never ran its command: " << h->err();
     /* In a pseudo-terminal (script(1)): the line, rewritten, then cleared
      * before the command's output. */
     std::string out = shell("RMUTEX_URL='" + url() + "' script -qfec '" + kCli + " run " + n +
