@@ -44,8 +44,9 @@
 --    waiter leases after the last live waiter's renewal.
 -- Every operation is O(log N) in the queue length plus PURGE.  The
 -- uncontended pair -- a free lock and nobody queued -- takes the first two
--- branches below: three commands to acquire, four to release, no token (rmutex_fence takes one
--- when asked), no mark for a non-robust handle, no key but the lock's.
+-- branches below: three commands to acquire, four to release, no token
+-- (rmutex_fence takes one when asked), no mark for a non-robust handle,
+-- no key but the lock's.
 if redis.replicate_commands then redis.replicate_commands() end
 
 local L, Q, A, S, T, O, N, C, R =
