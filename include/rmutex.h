@@ -145,7 +145,10 @@ RMUTEX_API int rmutexattr_gettype(const rmutexattr_t *attr, int *type);
 
 /* Set or get robustness: RMUTEX_STALLED or RMUTEX_ROBUST.  A robust mutex
  * whose previous holder's lease ran out without an unlock is acquired with
- * EOWNERDEAD.  Returns 0 or EINVAL, as for the type. */
+ * EOWNERDEAD -- when that holder locked through a robust handle too (or was
+ * handed a fair mutex): only those leave the owner mark behind, so give
+ * every handle of a name the same robustness.  Returns 0 or EINVAL, as for
+ * the type. */
 RMUTEX_API int rmutexattr_setrobust(rmutexattr_t *attr, int robust);
 RMUTEX_API int rmutexattr_getrobust(const rmutexattr_t *attr, int *robust);
 
