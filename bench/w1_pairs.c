@@ -53,7 +53,7 @@ static int pairs(rmutex_t *m, double seconds, double *rate)
     return 0;
 }
 
-static double w1_redisson_us, w1_redisson_rate, w1_nonfair_us;
+static double w1_redisson_us, w1_nonfair_us;
 
 /* Redisson's protocol for seconds on c: *rate pairs/s, *us Redis time per
  * pair (every command).  0, or -1 on an unexpected reply. */
@@ -156,7 +156,6 @@ static void one(int fair)
     }
     if (!fair) {
         w1_redisson_us = sample_median(&rs_us);
-        w1_redisson_rate = sample_median(&rs_rate);
         w1_nonfair_us = sample_median(&all_us);
     }
     if (ok) rmutex_destroy(&m);

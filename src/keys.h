@@ -10,7 +10,7 @@ struct rm_keys {
     const char *lock;    /* NAME: the hash, field <owner> = the acquisition's number */
     const char *channel; /* redisson_lock__channel:{NAME}: "0" on release */
     const char *token;   /* redisson_lock_token:{NAME}: fencing counter, no TTL */
-    const char *owner;   /* rmutex_owner:{NAME}: a robust holder, outlives it by a lease */
+    const char *owner;   /* rmutex_owner:{NAME}: a robust or handed-off holder, outlives it by a lease */
     const char *notrec;  /* rmutex_notrecoverable:{NAME}: robust state is lost */
     /* The fair lock's own (fair.lua): */
     const char *queue;   /* rmutex_fair_queue:{NAME}: zset waiter -> ticket */

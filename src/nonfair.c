@@ -63,7 +63,6 @@ enum { SHORTFALL = RM_CALL_NOTRECOVERABLE + 1 };
 
 struct grant {
     int state;
-    uint64_t token;
     int dead;
     long long pttl;
     rm_nsec sent;
@@ -142,7 +141,6 @@ static int attempt(struct rm_mutex *mx, struct rm_thread *self, struct rm_endpoi
     }
     g->state = (int)e[0]->integer;
     if (g->state == RM_CALL_ACQUIRED) {
-        g->token = 0; /* taken when asked for: rmutex_fence */
         g->dead = e[1]->integer == 1;
     } else if (g->state == RM_CALL_BUSY) {
         g->pttl = e[1]->integer;
@@ -234,7 +232,8 @@ static int nf_lock(struct rm_mutex *mx, struct rm_thread *self, struct rm_endpoi
     rm_nsec lease = RM_MSEC(rm_mutex_lease(mx));
     if (!(r = acquire(mx, self, ep, w, acq, &g))) {
         struct rm_hold_terms terms = rm_mutex_terms(mx);
-        struct rm_grant held = { g.token, g.dead, g.sent + lease, g.sent + lease / 3, acq };
+        /* No token yet: rmutex_fence takes one when asked. */
+        struct rm_grant held = { 0, g.dead, g.sent + lease, g.sent + lease / 3, acq };
         r = rm_hold_take(mx->lock, &terms, self, ep, &held);
         if (r == ENOMEM) give_back(mx, self, ep, acq, rm_call_deadline());
     }
