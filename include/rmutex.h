@@ -93,7 +93,7 @@ enum {
 enum { RMUTEX_STALLED = 0, RMUTEX_ROBUST = 1 };
 
 /* Flags for RMUTEX_INITIALIZER_NP. */
-enum { RMUTEX_FLAG_ROBUST = 0x100, RMUTEX_FLAG_FAIR = 0x200 };
+enum { RMUTEX_FLAG_ROBUST = 0x100, RMUTEX_FLAG_FAIR = 0x200, RMUTEX_FLAG_CACHE = 0x400 };
 
 /* Static initializers.  The name must stay valid until the first call that
  * uses the mutex (a string literal is the usual case); it is copied then.
@@ -173,6 +173,26 @@ RMUTEX_API int rmutexattr_getfair(const rmutexattr_t *attr, int *fair);
  * pointer, or a lease above 2^31 - 1 ms. */
 RMUTEX_API int rmutexattr_setlease(rmutexattr_t *attr, unsigned long lease_ms);
 RMUTEX_API int rmutexattr_getlease(const rmutexattr_t *attr, unsigned long *lease_ms);
+
+/* Set or get lock caching (0 or 1).  A cached mutex keeps its hold in
+ * Redis when its last local holder unlocks and no other process has asked
+ * for it: the next lock by any thread of this process is then local, with
+ * no round trip, and the watchdog keeps renewing the hold meanwhile.  A
+ * process that finds the lock held by a caching process asks for it (the
+ * acquire that finds it busy publishes the request on the lock's channel);
+ * the holder gives it back at its next unlock -- once it has held it for
+ * the minimum hold time (URL option cache_min_hold, 5 ms), so that two
+ * busy processes take turns in batches instead of one round trip each --
+ * or at once if no thread of it is inside.  A cache nobody uses is given
+ * back after the idle time (URL option cache_idle, 100 ms): that bounds
+ * the wait of a client that does not ask (a Redisson RLock), which then
+ * learns of the release by its channel as usual.  Exclusion, fencing (each
+ * new owner, also a new thread of the caching process, gets a greater
+ * token), robustness, the lost-lock callback and fork (the child caches
+ * nothing) keep their meaning.  Needs a renewed lease (EINVAL at
+ * rmutex_init with a fixed one).  Returns 0 or EINVAL, as for the type. */
+RMUTEX_API int rmutexattr_setcache(rmutexattr_t *attr, int cache);
+RMUTEX_API int rmutexattr_getcache(const rmutexattr_t *attr, int *cache);
 
 /* ------------------------------------------------------------------------
  * Mutexes.

@@ -1,4 +1,4 @@
-/* attr.c -- rmutexattr_*: type, robustness, fairness and lease, checked
+/* attr.c -- rmutexattr_*: type, robustness, fairness, caching and lease, checked
  * on the first line of each setter (musl style).  No Redis here. */
 #include "attr.h"
 #include "internal.h"
@@ -73,6 +73,16 @@ RMUTEX_API int rmutexattr_setfair(rmutexattr_t *a, int fair)
 RMUTEX_API int rmutexattr_getfair(const rmutexattr_t *a, int *fair)
 {
     return get_flag(a, RMUTEX_FLAG_FAIR, fair);
+}
+
+RMUTEX_API int rmutexattr_setcache(rmutexattr_t *a, int cache)
+{
+    return set_flag(a, RMUTEX_FLAG_CACHE, cache);
+}
+
+RMUTEX_API int rmutexattr_getcache(const rmutexattr_t *a, int *cache)
+{
+    return get_flag(a, RMUTEX_FLAG_CACHE, cache);
 }
 
 RMUTEX_API int rmutexattr_setlease(rmutexattr_t *a, unsigned long lease_ms)

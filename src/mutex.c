@@ -73,8 +73,12 @@ static int create(rmutex_t *m, const char *name, int kind, unsigned long lease_m
         rm_detail("unknown mutex type %d", type);
         return EINVAL;
     }
-    if (kind & ~(0xff | RMUTEX_FLAG_ROBUST | RMUTEX_FLAG_FAIR)) {
+    if (kind & ~(0xff | RMUTEX_FLAG_ROBUST | RMUTEX_FLAG_FAIR | RMUTEX_FLAG_CACHE)) {
         rm_detail("unknown mutex flags 0x%x", kind);
+        return EINVAL;
+    }
+    if ((kind & RMUTEX_FLAG_CACHE) && lease_ms) {
+        rm_detail("a cached mutex needs a renewed lease (lease 0)");
         return EINVAL;
     }
     struct rm_mutex *mx = calloc(1, sizeof *mx);
@@ -92,6 +96,7 @@ static int create(rmutex_t *m, const char *name, int kind, unsigned long lease_m
     mx->type = type;
     mx->robust = !!(kind & RMUTEX_FLAG_ROBUST);
     mx->fair = !!(kind & RMUTEX_FLAG_FAIR);
+    mx->cache = !!(kind & RMUTEX_FLAG_CACHE);
     mx->lease_ms = lease_ms;
     mx->ops = mx->fair ? &rm_fair_ops : &rm_nonfair_ops;
     all_add(mx);

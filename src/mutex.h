@@ -47,6 +47,7 @@ struct rm_mutex {
     struct rm_keys keys;     /* the lock's keys (a copy of the pointers) */
     int type;                /* RMUTEX_NORMAL / RECURSIVE / ERRORCHECK */
     int robust, fair;
+    int cache;               /* keep the Redis hold after the last unlock (cache.c) */
     unsigned long lease_ms;  /* 0: default lease, renewed by the watchdog */
     const struct rm_lock_ops *ops;
     unsigned users;          /* threads inside a call through it; under lock->mu */
