@@ -189,8 +189,11 @@ RMUTEX_API int rmutexattr_getlease(const rmutexattr_t *attr, unsigned long *leas
  * learns of the release by its channel as usual.  Exclusion, fencing (each
  * new owner, also a new thread of the caching process, gets a greater
  * token), robustness, the lost-lock callback and fork (the child caches
- * nothing) keep their meaning.  Needs a renewed lease (EINVAL at
- * rmutex_init with a fixed one).  Returns 0 or EINVAL, as for the type. */
+ * nothing) keep their meaning; but a process that dies caching a robust
+ * mutex, even with no thread inside, leaves EOWNERDEAD to the next robust
+ * taker.  Needs a renewed lease (EINVAL at rmutex_init with a fixed one);
+ * not yet for fair mutexes (ENOTSUP at rmutex_init).  README: Lock
+ * caching.  Returns 0 or EINVAL, as for the type. */
 RMUTEX_API int rmutexattr_setcache(rmutexattr_t *attr, int cache);
 RMUTEX_API int rmutexattr_getcache(const rmutexattr_t *attr, int *cache);
 
@@ -455,7 +458,9 @@ RMUTEX_API int rcond_broadcast(rcond_t *c);
  * connect_timeout=ms (1000),
  * command_timeout=ms (2000), poll=ms (longest wait between two checks of a
  * busy lock, 2000), idle=ms (how long an unused subscription is kept,
- * 10000), replicas=N|auto, wait_timeout=ms and min_replicas=N (see
+ * 10000), cache_min_hold=ms (how long a cached mutex is kept before
+ * another process's request is honoured, 5) and cache_idle=ms (an unused
+ * cache is given back after this, 100) (rmutexattr_setcache), replicas=N|auto, wait_timeout=ms and min_replicas=N (see
  * rmutex_set_wait_replicas and rmutex_set_min_replicas); for a cluster
  * or Sentinel also refresh=ms (topology refresh period: 5000, Sentinel
  * 1000) and, for Sentinel, sentinel_user and sentinel_password (the
@@ -638,6 +643,10 @@ typedef struct rmutex_stats {
     uint64_t cond_signals;       /* rcond_signal calls that woke a waiter */
     uint64_t cond_broadcasts;    /* rcond_broadcast calls that woke waiters */
     uint64_t cond_spurious;      /* waits that returned 0 unsignalled (lost entry) */
+    uint64_t cache_hits;         /* locks of a cached mutex served by the cache: no round trip */
+    uint64_t cache_starts;       /* caches begun (an acquisition in Redis by the process) */
+    uint64_t cache_returns;      /* caches given back at an unlock (asked for, or not
+                                    recoverable); the keeper's are cache_starts minus these */
 } rmutex_stats_t;
 
 /* Copy the counters into *out.  size is sizeof(rmutex_stats_t) as the

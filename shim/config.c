@@ -4,7 +4,7 @@
  *   section        = programs ":" entry *( "," entry )
  *   programs       = pattern *( "," pattern )
  *   entry          = [ object ":" ] symbol [ "=" lockname ] *( ";" option )
- *   option         = "fair" | "robust" | "lease=" milliseconds | "cond"
+ *   option         = "fair" | "robust" | "cache" | "lease=" milliseconds | "cond"
  *
  * For example
  *
@@ -214,6 +214,8 @@ static int parse_entry(struct ctx *c, struct span ent, struct rm_shim_entry *e)
             e->fair = 1;
         } else if (eq(opt, "robust")) {
             e->robust = 1;
+        } else if (eq(opt, "cache")) {
+            e->cache = 1;
         } else if (eq(opt, "cond")) {
             e->cond = 1;
         } else if (opt.n > 6 && !memcmp(opt.p, "lease=", 6)) {
@@ -224,12 +226,17 @@ static int parse_entry(struct ctx *c, struct span ent, struct rm_shim_entry *e)
             }
             e->lease_ms = lease;
         } else {
-            report(c, "entry '%.*s': unknown option '%.*s' (fair, robust, lease=MS, cond)",
+            report(c, "entry '%.*s': unknown option '%.*s' (fair, robust, cache, lease=MS, cond)",
                    (int)ent.n, ent.p, (int)opt.n, opt.p);
             return 1;
         }
     }
-    if (e->cond && (e->fair || e->robust || e->lease_ms)) {
+    if (e->cache && (e->fair || e->lease_ms)) {
+        report(c, "entry '%.*s': cache needs a non-fair lock with a renewed lease (no fair, "
+               "no lease=)", (int)ent.n, ent.p);
+        return 1;
+    }
+    if (e->cond && (e->fair || e->robust || e->cache || e->lease_ms)) {
         report(c, "entry '%.*s': a condition variable (cond) takes no other option", (int)ent.n,
                ent.p);
         return 1;

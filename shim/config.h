@@ -10,6 +10,7 @@ struct rm_shim_entry {
     char *symbol;           /* its symbol name */
     char *name;             /* the lock name in Redis (the symbol when not given) */
     int fair;               /* ";fair" */
+    int cache;              /* ";cache": rmutexattr_setcache */
     int robust;             /* ";robust" */
     unsigned long lease_ms; /* ";lease=MS", 0: the watchdog-renewed default */
     int cond;               /* ";cond": a pthread_cond_t, made an rcond */

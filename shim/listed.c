@@ -43,6 +43,7 @@ int rm_shim_make_rmutex(struct rm_shim_mutex *sm, int robust, int fair)
     rmutexattr_setrobust(&a, robust ? RMUTEX_ROBUST : RMUTEX_STALLED);
     rmutexattr_setlease(&a, sm->lease_ms);
     rmutexattr_setfair(&a, fair);
+    rmutexattr_setcache(&a, sm->cache);
     int r = rmutex_init(&sm->rm, sm->name, &a);
     rmutexattr_destroy(&a);
     if (!r) __atomic_store_n(&sm->rm_robust, robust, __ATOMIC_RELAXED);

@@ -58,6 +58,19 @@ static const struct rm_dm_real glibc = {
 
 static struct rm_dm *dm_of(rmutex_pthread_mutex_t *m) { return (struct rm_dm *)(void *)m->__dm; }
 
+/* RMUTEX_CACHE=1: every mutex is cached unless its attribute says not. */
+static int cache_by_default(void)
+{
+    static int v = -1;
+    int c = __atomic_load_n(&v, __ATOMIC_RELAXED);
+    if (c < 0) {
+        const char *e = getenv("RMUTEX_CACHE");
+        c = e && !strcmp(e, "1");
+        __atomic_store_n(&v, c, __ATOMIC_RELAXED);
+    }
+    return c;
+}
+
 static void warn_local_once(const void *m)
 {
     static int warned;
@@ -72,6 +85,11 @@ static void warn_local_once(const void *m)
  * is installed with a compare-and-swap. */
 static rmutex_pthread_mutex_t *ready(rmutex_pthread_mutex_t *m)
 {
+    if (m && !__atomic_load_n(&m->__rm.__state, __ATOMIC_ACQUIRE) && cache_by_default() &&
+        !(__atomic_load_n(&m->__rm.__kind, __ATOMIC_RELAXED) & RMUTEX_FLAG_FAIR))
+        /* A static initializer's state is made by this caller's first
+         * rmutex call, which reads the kind after this. */
+        __atomic_fetch_or(&m->__rm.__kind, RMUTEX_FLAG_CACHE, __ATOMIC_ACQ_REL);
     if (!m || __atomic_load_n(&m->__rm.__state, __ATOMIC_ACQUIRE) ||
         __atomic_load_n(&m->__rm.__name, __ATOMIC_ACQUIRE) ||
         __atomic_load_n(&dm_of(m)->local_only, __ATOMIC_ACQUIRE))
@@ -82,7 +100,8 @@ static rmutex_pthread_mutex_t *ready(rmutex_pthread_mutex_t *m)
         warn_local_once(m);
         return m;
     }
-    __atomic_store_n(&m->__rm.__kind, RMUTEX_RECURSIVE, __ATOMIC_RELAXED);
+    __atomic_store_n(&m->__rm.__kind, RMUTEX_RECURSIVE | (cache_by_default() ? RMUTEX_FLAG_CACHE : 0),
+                     __ATOMIC_RELAXED);
     const char *expected = NULL;
     if (!__atomic_compare_exchange_n(&m->__rm.__name, &expected, name, 0, __ATOMIC_ACQ_REL,
                                      __ATOMIC_ACQUIRE))
@@ -105,6 +124,8 @@ int rmutex_pthread_mutex_init(rmutex_pthread_mutex_t *m, const rmutex_pthread_mu
         rmutexattr_setfair(&ra, attr->__fair);
         rmutexattr_setlease(&ra, attr->__lease_ms);
     }
+    int cache = attr && attr->__cache >= 0 ? attr->__cache : cache_by_default();
+    rmutexattr_setcache(&ra, cache && !(attr && attr->__fair) && !(attr && attr->__lease_ms));
     r = rmutex_init(&m->__rm, attr && attr->__name ? attr->__name : site, &ra);
     rmutexattr_destroy(&ra);
     if (r) return r;
@@ -181,6 +202,7 @@ int rmutex_pthread_mutexattr_init(rmutex_pthread_mutexattr_t *a)
 {
     a->__name = NULL;
     a->__fair = 0;
+    a->__cache = -1;
     a->__lease_ms = 0;
     return pthread_mutexattr_init(&a->__attr);
 }
@@ -245,6 +267,13 @@ int rmutex_pthread_mutexattr_setname(rmutex_pthread_mutexattr_t *a, const char *
 {
     if (!a || (name && (!*name || strlen(name) > RMUTEX_NAME_MAX))) return EINVAL;
     a->__name = name;
+    return 0;
+}
+
+int rmutex_pthread_mutexattr_setcache(rmutex_pthread_mutexattr_t *a, int cache)
+{
+    if (!a || (cache != 0 && cache != 1)) return EINVAL;
+    a->__cache = cache;
     return 0;
 }
 

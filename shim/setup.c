@@ -94,6 +94,7 @@ static struct rm_shim_mutex *set_up(const struct rm_shim_entry *e)
     sm->name = strdup(e->name);
     sm->lease_ms = e->lease_ms;
     sm->cfg_robust = e->robust;
+    sm->cache = e->cache;
     if (!sm->symbol || !sm->name) {
         free_mutex(sm);
         return NULL;

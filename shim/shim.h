@@ -43,6 +43,7 @@ struct rm_shim_mutex {
     char *name;             /* lock name */
     unsigned long lease_ms;
     int cfg_robust;         /* ";robust" was asked for */
+    int cache;              /* ";cache" */
     int rm_robust;          /* the rmutex is robust now */
     int robust_warned;
     rmutex_t rm;            /* the Redis lock */

@@ -244,9 +244,7 @@ RMUTEX_API int rmutex_consistent(rmutex_t *m)
     return rm_entry_leave(&e, r);
 }
 
-/* The handle m and the calling thread, for a call that only reads the
- * hold: NULL with *r set when m or out is bad. */
-static struct rm_mutex *query(rmutex_t *m, const void *out, struct rm_thread **self, int *r)
+struct rm_mutex *rm_api_query(rmutex_t *m, const void *out, struct rm_thread **self, int *r)
 {
     struct rm_mutex *mx = rm_mutex_get(m, r);
     if (!mx) return NULL;
@@ -260,80 +258,13 @@ static struct rm_mutex *query(rmutex_t *m, const void *out, struct rm_thread **s
     return mx;
 }
 
-/* A fencing token for acquisition acq of self's hold of l (fence.lua: the
- * counter's INCR, only while that hold is in Redis).  0 and *token, EPERM
- * when the hold is gone, or the call's error. */
-static int take_token(struct rm_lock *l, struct rm_thread *self, uint64_t acq, uint64_t *token)
-{
-    struct rm_endpoint *ep;
-    int r = rm_runtime_enter(&ep);
-    if (r) return r;
-    char acqs[24];
-    snprintf(acqs, sizeof acqs, "%llu", (unsigned long long)acq);
-    const char *argv[] = { l->keys.lock, l->keys.token, self->owner, acqs };
-    size_t lens[] = { strlen(argv[0]), strlen(argv[1]), self->owner_len, strlen(acqs) };
-    rm_nsec deadline = rm_call_deadline();
-    for (int tries = 0; tries < 3; tries++) {
-        redisReply *reply;
-        r = rm_call(ep, RM_SCRIPT_FENCE, 2, 4, argv, lens, deadline, 0, &reply, NULL);
-        if (r > 0) break;
-        if (r) continue; /* an INCR whose reply was lost only skips a number */
-        if (reply->type != REDIS_REPLY_INTEGER) {
-            rm_detail("unexpected reply from fence.lua");
-            r = EIO;
-        } else if (reply->integer <= 0) {
-            rm_detail("%s is not held by this thread in Redis (its lease ran out, or it was "
-                      "force-unlocked)", l->keys.lock);
-            r = EPERM;
-        } else {
-            *token = (uint64_t)reply->integer;
-        }
-        freeReplyObject(reply);
-        break;
-    }
-    rm_runtime_leave();
-    return r < 0 ? ETIMEDOUT : r;
-}
-
-RMUTEX_API int rmutex_fence(rmutex_t *m, uint64_t *token)
-{
-    struct rm_entry e;
-    struct rm_thread *self;
-    int r;
-    rm_entry_enter(&e);
-    struct rm_mutex *mx = query(m, token, &self, &r);
-    if (!mx) return rm_entry_leave(&e, r);
-    struct rm_lock *l = mx->lock;
-    pthread_mutex_lock(&l->mu);
-    struct rm_hold *h = rm_hold_of(l, self);
-    if (h && !h->token && !(h->wd && rm_watchdog_lost(h->wd))) {
-        /* The first ask of this hold: take one from Redis, with no lock held
-         * (only this thread can end its own hold meanwhile). */
-        uint64_t acq = h->acq, got = 0;
-        pthread_mutex_unlock(&l->mu);
-        r = take_token(l, self, acq, &got);
-        pthread_mutex_lock(&l->mu);
-        h = rm_hold_of(l, self);
-        if (!r && h && h->acq == acq && !h->token) h->token = got;
-    }
-    if (!r && (!h || (h->wd && rm_watchdog_lost(h->wd)))) {
-        r = EPERM;
-        rm_detail("the calling thread does not hold %s%s", l->keys.lock,
-                  h ? " any more (its lease was lost)" : "");
-    } else if (!r) {
-        *token = h->token;
-    }
-    pthread_mutex_unlock(&l->mu);
-    return rm_entry_leave(&e, r);
-}
-
 RMUTEX_API int rmutex_hold_deadline(rmutex_t *m, struct timespec *deadline)
 {
     struct rm_entry e;
     struct rm_thread *self;
     int r;
     rm_entry_enter(&e);
-    struct rm_mutex *mx = query(m, deadline, &self, &r);
+    struct rm_mutex *mx = rm_api_query(m, deadline, &self, &r);
     if (!mx) return rm_entry_leave(&e, r);
     struct rm_lock *l = mx->lock;
     pthread_mutex_lock(&l->mu);
@@ -379,7 +310,7 @@ RMUTEX_API int rmutex_holdcount(rmutex_t *m, unsigned *count)
     struct rm_thread *self;
     int r;
     rm_entry_enter(&e);
-    struct rm_mutex *mx = query(m, count, &self, &r);
+    struct rm_mutex *mx = rm_api_query(m, count, &self, &r);
     if (!mx) return rm_entry_leave(&e, r);
     pthread_mutex_lock(&mx->lock->mu);
     struct rm_hold *h = rm_hold_of(mx->lock, self);

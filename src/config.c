@@ -28,6 +28,8 @@ struct rm_settings rm_settings = {
     .command_timeout_ms = 2000,
     .poll_ms = 2000,
     .idle_ms = 10000,
+    .cache_min_hold_ms = 5,
+    .cache_idle_ms = 100,
     .replicas = 0,
     .wait_timeout_ms = 1000,
 };
@@ -42,6 +44,7 @@ struct option {
 };
 
 enum { OPT_POOL, OPT_LEASE, OPT_WAITER_LEASE, OPT_CONNECT, OPT_COMMAND, OPT_POLL, OPT_IDLE,
+       OPT_CACHE_MIN_HOLD, OPT_CACHE_IDLE,
        OPT_REPLICAS, OPT_MIN_REPLICAS, OPT_WAIT, OPT_DB, OPT_REFRESH,
        OPT_SENTINEL_USER, OPT_SENTINEL_PASSWORD, OPT_COUNT };
 
@@ -55,6 +58,8 @@ static void options_init(struct option *o)
         [OPT_COMMAND] = { "command_timeout", 1, 3600000, 0, 0 },
         [OPT_POLL] = { "poll", 1, 3600000, 0, 0 },
         [OPT_IDLE] = { "idle", 0, 86400000, 0, 0 },
+        [OPT_CACHE_MIN_HOLD] = { "cache_min_hold", 0, 3600000, 0, 0 },
+        [OPT_CACHE_IDLE] = { "cache_idle", 1, 3600000, 0, 0 },
         [OPT_REPLICAS] = { "replicas", 0, 1000, 0, 0 }, /* or "auto" */
         [OPT_MIN_REPLICAS] = { "min_replicas", 0, 1000, 0, 0 },
         [OPT_WAIT] = { "wait_timeout", 1, 3600000, 0, 0 },
@@ -77,6 +82,8 @@ static void options_apply(const struct option *o)
     APPLY(OPT_COMMAND, command_timeout_ms);
     APPLY(OPT_POLL, poll_ms);
     APPLY(OPT_IDLE, idle_ms);
+    APPLY(OPT_CACHE_MIN_HOLD, cache_min_hold_ms);
+    APPLY(OPT_CACHE_IDLE, cache_idle_ms);
     APPLY(OPT_REPLICAS, replicas);
     APPLY(OPT_MIN_REPLICAS, min_replicas);
     APPLY(OPT_WAIT, wait_timeout_ms);

@@ -505,12 +505,19 @@ static void topo_hook(void *arg, const char *moved, size_t len)
 
 /* ---- waiters ---- */
 
-int rm_endpoint_join(struct rm_endpoint *ep, int slot, const char *channel, struct rm_waiter *w,
-                     const char *match, size_t match_len)
+int rm_endpoint_join_notify(struct rm_endpoint *ep, int slot, const char *channel,
+                            struct rm_waiter *w, const char *match, size_t match_len,
+                            void (*notify)(void *arg, int why), void *arg)
 {
     struct rm_node *n = rm_endpoint_route(ep, slot, rm_clock_after(RM_MSEC(RM_SETTING(command_timeout_ms))));
     if (!n) return EAGAIN;
-    return rm_sub_join(n->sub, channel, w, match, match_len);
+    return rm_sub_join_notify(n->sub, channel, w, match, match_len, notify, arg);
+}
+
+int rm_endpoint_join(struct rm_endpoint *ep, int slot, const char *channel, struct rm_waiter *w,
+                     const char *match, size_t match_len)
+{
+    return rm_endpoint_join_notify(ep, slot, channel, w, match, match_len, NULL, NULL);
 }
 
 int rm_endpoint_rejoin(struct rm_endpoint *ep, int slot, struct rm_waiter *w)

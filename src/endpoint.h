@@ -64,6 +64,11 @@ void rm_endpoint_suspect(struct rm_endpoint *ep, struct rm_node *failed);
 int rm_endpoint_join(struct rm_endpoint *ep, int slot, const char *channel, struct rm_waiter *w,
                      const char *match, size_t match_len);
 
+/* The same for a notified waiter (rm_sub_join_notify). */
+int rm_endpoint_join_notify(struct rm_endpoint *ep, int slot, const char *channel,
+                            struct rm_waiter *w, const char *match, size_t match_len,
+                            void (*notify)(void *arg, int why), void *arg);
+
 /* w was woken with RM_WAKE_MOVED: join its channel again where slot is
  * served now (leaving it where it was).  Returns 0, or the join's error
  * (w is then not joined). */

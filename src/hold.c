@@ -21,7 +21,12 @@
  * thread's first hold arms a thread-specific-data destructor that ends its
  * holds: renewal stops, the lease runs out, and the next robust locker gets
  * EOWNERDEAD -- glibc's behaviour for a robust mutex whose owner thread
- * exits. */
+ * exits.  A thread that exits inside a cached mutex ends its process's
+ * cache of it the same way (cache.c).
+ *
+ * A hold of a cached lock (cache.c) is a thread's turn with the process's
+ * Redis hold: it shares the cache's watchdog entry (h->shared) and never
+ * cancels it; the cache does. */
 #include "hold.h"
 #include "thread.h"
 #include "internal.h"
@@ -80,7 +85,10 @@ int rm_hold_take(struct rm_lock *l, const struct rm_hold_terms *terms, struct rm
         rm_detail("out of memory");
         return ENOMEM;
     }
-    if (terms->renewed) {
+    if (terms->shared_wd) {
+        h->wd = terms->shared_wd;
+        h->shared = 1;
+    } else if (terms->renewed) {
         h->wd = rm_watchdog_hold(ep, &l->keys, terms->robust, self->owner, self->owner_len,
                                  terms->lease_ms,
                                  g->valid_until, g->due, terms->user);
@@ -126,7 +134,7 @@ int rm_hold_drop(struct rm_lock *l, struct rm_thread *self, rm_nsec *lease_end, 
     *lease_end = h->wd ? rm_clock_after(RM_MSEC(h->lease_ms)) : h->lease_end;
     *acq = h->acq;
     thread_list_remove(self, h);
-    int lost = h->wd && rm_watchdog_cancel(h->wd);
+    int lost = h->wd && (h->shared ? rm_watchdog_lost(h->wd) : rm_watchdog_cancel(h->wd));
     hold_free(h);
     if (lost) rm_detail("the lease of %s was lost before this unlock", l->keys.lock);
     return lost;
@@ -142,7 +150,7 @@ int rm_hold_forget(struct rm_lock *l, struct rm_thread *self)
         pthread_mutex_unlock(&l->mu);
         if (current) continue; /* cannot be: the caller found self not holding l */
         thread_list_remove(self, h);
-        if (h->wd) rm_watchdog_cancel(h->wd);
+        if (h->wd && !h->shared) rm_watchdog_cancel(h->wd);
         hold_free(h);
         return 1;
     }
@@ -157,10 +165,13 @@ void rm_hold_thread_exit(struct rm_thread *t)
         thread_list_remove(t, h);
         pthread_mutex_lock(&l->mu);
         int current = l->hold == h;
+        struct rm_cache *abandoned = NULL;
         if (current) l->hold = NULL;
+        if (current && h->shared) abandoned = rm_cache_detach_locked(l);
         if (l->gate == t->tid) rm_lock_gate_leave_locked(l);
         pthread_mutex_unlock(&l->mu);
-        if (h->wd) rm_watchdog_cancel(h->wd);
+        if (abandoned) rm_cache_abandon(abandoned); /* its lease runs out, as a hold's */
+        else if (h->wd && !h->shared) rm_watchdog_cancel(h->wd);
         if (current) {
             RM_COUNT_SUB(held, 1);
             rm_log("thread %llu exited holding %s; its lease will run out",

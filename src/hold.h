@@ -20,6 +20,9 @@ struct rm_hold_terms {
     unsigned long lease_ms; /* the hold's lease */
     int renewed;            /* the watchdog renews it (no fixed lease) */
     int robust;
+    /* A hold of the process's cached Redis hold (cache.c): renewed by the
+     * cache's entry, which the hold shares instead of making its own. */
+    struct rm_watchdog_entry *shared_wd;
 };
 
 /* An acquisition Redis granted: its fencing token, whether the previous
@@ -42,6 +45,7 @@ struct rm_hold {
     uint64_t token;         /* fencing token */
     int inconsistent;       /* acquired with EOWNERDEAD, not yet consistent */
     struct rm_watchdog_entry *wd; /* the watchdog's entry; NULL for a fixed lease */
+    int shared;             /* wd is the process's cache's (cache.c), not the hold's own */
     rm_nsec lease_end;      /* fixed lease: when it runs out at the latest */
     /* The holding thread's list; only that thread touches it. */
     struct rm_hold *next, *prev;
@@ -61,7 +65,8 @@ int rm_hold_take(struct rm_lock *l, const struct rm_hold_terms *terms, struct rm
                  struct rm_endpoint *ep, const struct rm_grant *g);
 
 /* self gives up its current hold of l (its last level): the hold is
- * ended locally and its renewal stopped.  Returns 1 if the watchdog had
+ * ended locally and its renewal stopped (not a shared one's: the cache
+ * decides).  Returns 1 if the watchdog had
  * found it lost (then nothing must be sent), else 0 with *lease_end set to
  * when the lease runs out at the latest and *acq to the acquisition the
  * release must name (a release that arrives late must not end a later

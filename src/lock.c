@@ -94,7 +94,7 @@ void rm_lock_put(struct rm_lock *l)
     while (*p != l) p = &(*p)->reg_next;
     *p = l->reg_next;
     pthread_mutex_unlock(&registry_mu);
-    RM_ASSERT(!l->hold && !l->gate && !l->gq_head);
+    RM_ASSERT(!l->hold && !l->gate && !l->gq_head && !l->cache);
     pthread_mutex_destroy(&l->mu);
     rm_keys_free(&l->keys);
     free(l);
@@ -186,6 +186,7 @@ void rm_lock_atfork(int who)
                 l->gate = 0;
                 l->gq_head = l->gq_tail = NULL;
                 l->hold = NULL;
+                l->cache = NULL; /* the parent's; the child caches nothing */
             }
     }
     pthread_mutex_unlock(&registry_mu);

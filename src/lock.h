@@ -8,6 +8,7 @@
 
 #include "keys.h"
 
+struct rm_cache;
 struct rm_hold;
 struct rm_thread;
 struct rm_wait;
@@ -32,7 +33,12 @@ struct rm_lock {
     uint64_t gate;             /* tid that has the gate, 0: free */
     struct rm_gate_waiter *gq_head, *gq_tail;
     struct rm_hold *hold;      /* this process's current hold, NULL: none */
+    struct rm_cache *cache;    /* the process's cached Redis hold (cache.c), NULL: none */
 };
+
+/* The gate's holder while the cache keeper gives a cache back (no thread
+ * of the process has that number). */
+#define RM_GATE_KEEPER UINT64_MAX
 
 /* The lock of name, made on first use; one more reference (a handle's).
  * Returns 0, EINVAL for a bad name, ENOMEM. */
@@ -50,6 +56,19 @@ int rm_lock_gate_enter(struct rm_lock *l, struct rm_thread *self, const struct r
 void rm_lock_gate_leave(struct rm_lock *l);
 /* The same with l->mu held by the caller. */
 void rm_lock_gate_leave_locked(struct rm_lock *l);
+
+/* A thread exits inside the process's cached hold of l (hold.c): take
+ * the cache off l (l->mu held), then, unlocked, let its lease run out as a
+ * thread's hold's would.  (cache.c: they are declared here, with the
+ * lock's other state, because the hold layer below the cache calls them.) */
+struct rm_cache *rm_cache_detach_locked(struct rm_lock *l);
+void rm_cache_abandon(struct rm_cache *c);
+
+/* Fencing tokens (fence.c): take count of them for acquisition acq of
+ * owner's hold of l, while that hold is in Redis; *token is the last.  0,
+ * EPERM when the hold is gone, or the call's error. */
+int rm_fence_take(struct rm_lock *l, const char *owner, size_t owner_len, uint64_t acq,
+                  unsigned count, uint64_t *token);
 
 /* fork(): -1 lock the registry, 0 unlock, 1 child: every lock forgets its
  * gate, its waiters and its hold. */

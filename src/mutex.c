@@ -81,6 +81,10 @@ static int create(rmutex_t *m, const char *name, int kind, unsigned long lease_m
         rm_detail("a cached mutex needs a renewed lease (lease 0)");
         return EINVAL;
     }
+    if ((kind & RMUTEX_FLAG_CACHE) && (kind & RMUTEX_FLAG_FAIR)) {
+        rm_detail("lock caching is not available for fair mutexes yet");
+        return ENOTSUP;
+    }
     struct rm_mutex *mx = calloc(1, sizeof *mx);
     if (!mx) {
         rm_detail("out of memory");
@@ -260,6 +264,7 @@ static void release_at_exit(struct rm_lock *l, void *arg)
     struct exit_release *x = arg;
     pthread_mutex_lock(&l->mu);
     struct rm_hold *h = l->hold;
+    if (h && h->shared) h = NULL; /* the cache's: rm_cache_release_all gave it back */
     struct rm_watchdog_entry *wd = h ? h->wd : NULL;
     struct rm_mutex *via = h ? h->via : NULL;
     uint64_t owner = h ? h->tid : 0, acq = h ? h->acq : 0;

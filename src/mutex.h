@@ -58,6 +58,10 @@ struct rm_mutex {
  * with EINVAL in *err for a NULL, zeroed or destroyed m. */
 struct rm_mutex *rm_mutex_get(rmutex_t *m, int *err);
 
+/* The handle m and the calling thread, for a call that only reads or
+ * fences the hold (api.c): NULL with *r set when m or out is bad. */
+struct rm_mutex *rm_api_query(rmutex_t *m, const void *out, struct rm_thread **self, int *r);
+
 /* Create m's state from a name and attributes; destroy it. */
 int rm_mutex_init(rmutex_t *m, const char *name, int kind, unsigned long lease_ms);
 int rm_mutex_destroy(rmutex_t *m);
@@ -91,6 +95,12 @@ void rm_mutex_atfork(int who);
 void rm_mutex_release_all_at_exit(struct rm_endpoint *ep);
 
 extern const struct rm_lock_ops rm_nonfair_ops;
+
+/* release.lua for acquisition acq (0: any) of owner's hold of k, as an
+ * unlock returns it (rm_call_unlock): 0, EPERM or the error. */
+int rm_nonfair_release(struct rm_endpoint *ep, const struct rm_keys *k, int robust,
+                       const char *owner, size_t owner_len, int notrec, uint64_t acq,
+                       rm_nsec deadline, rm_nsec give_up_at);
 extern const struct rm_lock_ops rm_fair_ops;
 
 #endif

@@ -40,7 +40,14 @@
  * sent, so no renewal follows an unlock.  If the watchdog had already found
  * the hold lost, nothing is sent and the unlock returns EPERM.  When Redis
  * cannot be reached in the command timeout the release is handed to the
- * watchdog to retry until the lease would have run out anyway. */
+ * watchdog to retry until the lease would have run out anyway.
+ *
+ * Caching (cache.c): a handle made with rmutexattr_setcache acquires as the
+ * process ("<uuid>:0") and the cache keeps the hold between its threads'
+ * holds; a thread in the gate that finds the cache makes its hold from it
+ * with no round trip.  A busy answer for a lock whose holder is a caching
+ * process also asks that holder for it (acquire.lua publishes "2"). */
+#include "cache.h"
 #include "call.h"
 #include "conn.h"
 #include "hold.h"
@@ -78,58 +85,69 @@ struct release_req {
 
 _Static_assert(10 <= RM_WATCHDOG_MAXARGS, "release.lua's calls must fit a deferred call");
 
-/* The release of owner's hold (only of acquisition acq when not 0). */
-static void release_req_make(struct release_req *q, const struct rm_mutex *mx,
+/* The release of owner's hold of k (only of acquisition acq when not 0). */
+static void release_req_make(struct release_req *q, const struct rm_keys *k, int robust,
                              struct rm_endpoint *ep, const char *owner, size_t owner_len,
                              int notrec, uint64_t acq)
 {
     q->acq[0] = 0;
     if (acq) snprintf(q->acq, sizeof q->acq, "%llu", (unsigned long long)acq);
-    const char *v[] = { mx->keys.lock, mx->keys.channel, mx->keys.owner, mx->keys.notrec,
+    const char *v[] = { k->lock, k->channel, k->owner, k->notrec,
                         owner, notrec ? "1" : "0", RM_CALL_NOTREC_MS, q->acq,
-                        rm_endpoint_publish(ep), mx->robust ? "1" : "0" };
+                        rm_endpoint_publish(ep), robust ? "1" : "0" };
     memcpy(q->argv, v, sizeof v);
     for (int i = 0; i < 10; i++) q->lens[i] = strlen(v[i]);
     q->lens[4] = owner_len;
 }
 
-static int release(struct rm_endpoint *ep, const struct release_req *q, rm_nsec deadline,
-                   rm_nsec give_up_at)
+int rm_nonfair_release(struct rm_endpoint *ep, const struct rm_keys *k, int robust,
+                       const char *owner, size_t owner_len, int notrec, uint64_t acq,
+                       rm_nsec deadline, rm_nsec give_up_at)
 {
-    return rm_call_unlock(ep, RM_SCRIPT_RELEASE, 4, 10, q->argv, q->lens, deadline, give_up_at);
+    struct release_req q;
+    release_req_make(&q, k, robust, ep, owner, owner_len, notrec, acq);
+    return rm_call_unlock(ep, RM_SCRIPT_RELEASE, 4, 10, q.argv, q.lens, deadline, give_up_at);
 }
 
-
-/* Give back (or have the watchdog give back) acquisition acq of self.
+/* Give back (or have the watchdog give back) acquisition acq of owner.
  * Returns what rm_call_release returns. */
-static int give_back(struct rm_mutex *mx, struct rm_thread *self, struct rm_endpoint *ep,
-                     uint64_t acq, rm_nsec deadline)
+static int give_back(struct rm_mutex *mx, const char *owner, size_t owner_len,
+                     struct rm_endpoint *ep, uint64_t acq, rm_nsec deadline)
 {
     struct release_req q;
     long long answer;
-    release_req_make(&q, mx, ep, self->owner, self->owner_len, 0, acq);
+    release_req_make(&q, &mx->keys, mx->robust, ep, owner, owner_len, 0, acq);
     return rm_call_release(ep, RM_SCRIPT_RELEASE, 4, 10, q.argv, q.lens, deadline,
                            rm_clock_after(RM_MSEC(rm_mutex_lease(mx))), &answer);
 }
 
 /* ---- acquire.lua ---- */
 
+/* Who acquires: a thread, or (for a cached lock) the process. */
+struct who {
+    const char *owner;
+    size_t owner_len;
+    uint64_t acq;      /* the acquisition's number */
+};
+
 /* One attempt.  Returns 0 with g filled when Redis answered, else the
  * status (RM_E_*, or an errno from an error reply). */
-static int attempt(struct rm_mutex *mx, struct rm_thread *self, struct rm_endpoint *ep,
-                   uint64_t acq, rm_nsec deadline, int flags, struct grant *g)
+static int attempt(struct rm_mutex *mx, const struct who *me, struct rm_endpoint *ep,
+                   rm_nsec deadline, int flags, struct grant *g)
 {
     char lease[24], acqs[24];
-    const char *argv[] = { mx->keys.lock, mx->keys.owner, mx->keys.notrec,
-                           lease, self->owner, mx->robust ? "1" : "0", acqs };
-    size_t lens[] = { strlen(argv[0]), strlen(argv[1]), strlen(argv[2]),
+    const char *argv[] = { mx->keys.lock, mx->keys.owner, mx->keys.notrec, mx->keys.channel,
+                           lease, me->owner, mx->robust ? "1" : "0", acqs,
+                           rm_endpoint_publish(ep) };
+    size_t lens[] = { strlen(argv[0]), strlen(argv[1]), strlen(argv[2]), strlen(argv[3]),
                       (size_t)snprintf(lease, sizeof lease, "%lu", rm_mutex_lease(mx)),
-                      self->owner_len, 1,
-                      (size_t)snprintf(acqs, sizeof acqs, "%llu", (unsigned long long)acq) };
+                      me->owner_len, 1,
+                      (size_t)snprintf(acqs, sizeof acqs, "%llu", (unsigned long long)me->acq),
+                      strlen(argv[8]) };
     redisReply *reply;
     struct rm_ack ack;
     g->sent = rm_clock_now();
-    int r = rm_call(ep, RM_SCRIPT_ACQUIRE, 3, 7, argv, lens, deadline, flags, &reply, &ack);
+    int r = rm_call(ep, RM_SCRIPT_ACQUIRE, 4, 9, argv, lens, deadline, flags, &reply, &ack);
     if (r) return r;
     redisReply **e = reply->element;
     if (reply->type != REDIS_REPLY_ARRAY || reply->elements < 1 || e[0]->type != REDIS_REPLY_INTEGER ||
@@ -147,21 +165,22 @@ static int attempt(struct rm_mutex *mx, struct rm_thread *self, struct rm_endpoi
     }
     freeReplyObject(reply);
     if (g->state == RM_CALL_ACQUIRED && rm_ack_short(&ack)) {
-        rm_ack_shortfall_detail(&ack, mx->keys.lock, give_back(mx, self, ep, acq, rm_call_deadline()));
+        rm_ack_shortfall_detail(&ack, mx->keys.lock,
+                                give_back(mx, me->owner, me->owner_len, ep, me->acq, rm_call_deadline()));
         g->state = SHORTFALL;
     }
     return 0;
 }
 
 static int acquire(struct rm_mutex *mx, struct rm_thread *self, struct rm_endpoint *ep,
-                   struct rm_wait *w, uint64_t acq, struct grant *g)
+                   struct rm_wait *w, const struct who *me, struct grant *g)
 {
     struct rm_waiter waiter;
     struct rm_attempts at = { 0 };
     int joined = 0, r;
 
     for (int first = 1;; first = 0) {
-        r = attempt(mx, self, ep, acq, rm_wait_io_deadline(w, first),
+        r = attempt(mx, me, ep, rm_wait_io_deadline(w, first),
                     w->mode == RM_WAIT_TRY ? RM_POOL_FAILFAST : 0, g);
         if (r) {
             if (r == RM_E_LOST) rm_log("reply to acquire of %s lost; asking again", mx->keys.lock);
@@ -208,7 +227,7 @@ static int acquire(struct rm_mutex *mx, struct rm_thread *self, struct rm_endpoi
      * knowing; let the watchdog release that acquisition, if it happened. */
     if (r && at.unknown) {
         struct release_req q;
-        release_req_make(&q, mx, ep, self->owner, self->owner_len, 0, acq);
+        release_req_make(&q, &mx->keys, mx->robust, ep, me->owner, me->owner_len, 0, me->acq);
         rm_watchdog_defer(ep, RM_SCRIPT_RELEASE, 4, 10, q.argv, q.lens, rm_clock_after(RM_MSEC(rm_mutex_lease(mx))));
     }
     if (joined > 0) rm_sub_leave(&waiter);
@@ -227,15 +246,33 @@ static int nf_lock(struct rm_mutex *mx, struct rm_thread *self, struct rm_endpoi
                                   mx->keys.lock);
         return r;
     }
+    /* The process's cache of the lock, if it has one: no round trip. */
+    if (rm_cache_lock(mx, self, ep, &r)) {
+        if (r && r != EOWNERDEAD) rm_lock_gate_leave(mx->lock);
+        return r;
+    }
+    char process[64];
+    struct who me = { self->owner, self->owner_len, 0 };
+    int cached = mx->cache && rm_cache_can_start();
+    if (cached) {
+        me.owner_len = rm_thread_owner_of(0, process, sizeof process);
+        me.owner = process;
+        me.acq = rm_cache_next_acq();
+    } else {
+        me.acq = ++self->seq;
+    }
     struct grant g = { 0 };
-    uint64_t acq = ++self->seq;
     rm_nsec lease = RM_MSEC(rm_mutex_lease(mx));
-    if (!(r = acquire(mx, self, ep, w, acq, &g))) {
-        struct rm_hold_terms terms = rm_mutex_terms(mx);
+    if (!(r = acquire(mx, self, ep, w, &me, &g))) {
         /* No token yet: rmutex_fence takes one when asked. */
-        struct rm_grant held = { 0, g.dead, g.sent + lease, g.sent + lease / 3, acq };
-        r = rm_hold_take(mx->lock, &terms, self, ep, &held);
-        if (r == ENOMEM) give_back(mx, self, ep, acq, rm_call_deadline());
+        struct rm_grant held = { 0, g.dead, g.sent + lease, g.sent + lease / 3, me.acq };
+        if (cached) {
+            r = rm_cache_start(mx, self, ep, &held);
+        } else {
+            struct rm_hold_terms terms = rm_mutex_terms(mx);
+            r = rm_hold_take(mx->lock, &terms, self, ep, &held);
+            if (r == ENOMEM) give_back(mx, me.owner, me.owner_len, ep, me.acq, rm_call_deadline());
+        }
     }
     if (r && r != EOWNERDEAD) rm_lock_gate_leave(mx->lock);
     return r;
@@ -247,11 +284,10 @@ static int nf_unlock(struct rm_mutex *mx, struct rm_thread *self, struct rm_endp
     rm_nsec lease_end;
     uint64_t acq;
     int r = EPERM;
-    if (!rm_hold_drop(mx->lock, self, &lease_end, &acq)) {
-        struct release_req q;
-        release_req_make(&q, mx, ep, self->owner, self->owner_len, notrec, acq);
-        r = release(ep, &q, rm_call_deadline(), lease_end);
-    }
+    if (rm_cache_holding(mx->lock, self)) return rm_cache_unlock(mx, self, ep, notrec);
+    if (!rm_hold_drop(mx->lock, self, &lease_end, &acq))
+        r = rm_nonfair_release(ep, &mx->keys, mx->robust, self->owner, self->owner_len, notrec,
+                               acq, rm_call_deadline(), lease_end);
     rm_lock_gate_leave(mx->lock);
     return r;
 }
@@ -259,9 +295,7 @@ static int nf_unlock(struct rm_mutex *mx, struct rm_thread *self, struct rm_endp
 static void nf_release_owner(struct rm_mutex *mx, struct rm_endpoint *ep, const char *owner,
                              size_t owner_len, uint64_t acq, rm_nsec deadline)
 {
-    struct release_req q;
-    release_req_make(&q, mx, ep, owner, owner_len, 0, acq);
-    release(ep, &q, deadline, deadline);
+    rm_nonfair_release(ep, &mx->keys, mx->robust, owner, owner_len, 0, acq, deadline, deadline);
 }
 
 const struct rm_lock_ops rm_nonfair_ops = { nf_lock, nf_unlock, nf_release_owner };

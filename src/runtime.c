@@ -26,6 +26,8 @@
  * exit(): an atexit handler releases the holds the process still has, so
  * other processes need not wait for their leases to run out. */
 #include "runtime.h"
+#include "cache.h"
+#include "call.h"
 #include "thread.h"
 #include "internal.h"
 #include "lock.h"
@@ -57,6 +59,7 @@ static void at_exit(void)
 {
     struct rm_endpoint *ep;
     if (atomic_load(&rt.state) == RUNNING && !rm_runtime_enter(&ep)) {
+        rm_cache_release_all(ep, rm_clock_after(RM_MSEC(1000)), 0);
         rm_mutex_release_all_at_exit(ep);
         rm_runtime_leave();
     }
@@ -147,6 +150,8 @@ int rm_runtime_shutdown(void)
         rm_detail("a thread still holds or waits for a mutex");
         return EBUSY;
     }
+    /* Caches nobody is inside (held is 0) are given back first. */
+    rm_cache_release_all(rt.ep, rm_call_deadline(), 1);
     rm_watchdog_stop();
     rm_endpoint_destroy(rt.ep);
     rt.ep = NULL;
@@ -179,6 +184,7 @@ static void fork_parent(void)
 static void fork_child(void)
 {
     rm_thread_atfork_child();
+    rm_cache_atfork_child();
     if (rt.ep) rm_endpoint_atfork(rt.ep, 1);
     rm_watchdog_atfork(1);
     rm_lock_atfork(1);

@@ -32,7 +32,9 @@
  * this process; a waiter registered with a match is woken only by exactly
  * that message (the fair lock names the thread it hands the lock to, a
  * condition's signal the waiter it picked), and a condition's broadcast
- * ("*" and the cut) wakes every waiter of its channel.
+ * ("*" and the cut) wakes every waiter of its channel.  A notified waiter
+ * (a cached lock's ear for requests, cache.c) is not a sleeping thread:
+ * its wake-ups are calls of its notify function, made under the lock.
  *
  * The connection is kept alive with PING (every 5 s, dropped if no answer
  * within 5 s) and re-dialled with jittered backoff (20 ms doubling to 1 s)
@@ -232,6 +234,10 @@ void rm_sub_destroy(struct rm_sub *s)
 
 static void wake(struct rm_waiter *w, int why)
 {
+    if (w->notify) {
+        w->notify(w->notify_arg, why);
+        return;
+    }
     if (w->woken == RM_WAKE_MESSAGE) return;
     w->woken = why;
     pthread_cond_signal(&w->cv);
@@ -569,11 +575,20 @@ static int start_locked(struct rm_sub *s)
 int rm_sub_join(struct rm_sub *s, const char *channel, struct rm_waiter *w, const char *match,
                 size_t match_len)
 {
+    return rm_sub_join_notify(s, channel, w, match, match_len, NULL, NULL);
+}
+
+int rm_sub_join_notify(struct rm_sub *s, const char *channel, struct rm_waiter *w,
+                       const char *match, size_t match_len, void (*notify)(void *arg, int why),
+                       void *arg)
+{
     size_t len = strlen(channel);
     memset(w, 0, sizeof *w);
     w->sub = s;
     w->match = match;
     w->match_len = match_len;
+    w->notify = notify;
+    w->notify_arg = arg;
     if (rm_clock_cond_init(&w->cv)) return ENOMEM;
 
     pthread_mutex_lock(&s->mu);
@@ -606,7 +621,10 @@ int rm_sub_join(struct rm_sub *s, const char *channel, struct rm_waiter *w, cons
     }
     ch->refs++;
     w->ch = ch;
-    if (ch->state == CH_REFUSED) w->woken = RM_WAKE_REFUSED;
+    if (ch->state == CH_REFUSED) {
+        if (notify) notify(arg, RM_WAKE_REFUSED);
+        else w->woken = RM_WAKE_REFUSED;
+    }
     w->prev = ch->tail;
     if (ch->tail) ch->tail->next = w;
     else ch->head = w;

@@ -47,6 +47,11 @@ struct rm_waiter {
                           for a broadcast "*..."); NULL: for "0" */
     size_t match_len;
     char msg[128];     /* the message that woke it (match only), NUL-ended */
+    /* A notified waiter (rm_sub_join_notify) sleeps nowhere: each wake-up
+     * calls notify(arg, why) instead, on the multiplexer's thread with its
+     * lock held -- it must only set state and signal, never block. */
+    void (*notify)(void *arg, int why);
+    void *notify_arg;
 };
 
 /* A multiplexer for the server at addr (kept by reference: it must outlive
@@ -67,6 +72,13 @@ void rm_sub_destroy(struct rm_sub *sub);
  * into w->msg.  Returns 0, ENOMEM or EAGAIN. */
 int rm_sub_join(struct rm_sub *sub, const char *channel, struct rm_waiter *w, const char *match,
                 size_t match_len);
+
+/* The same for a waiter that is told instead of woken: notify(arg, why)
+ * for each message that matches and each RM_WAKE_* event, until
+ * rm_sub_leave (after which it is never called again). */
+int rm_sub_join_notify(struct rm_sub *sub, const char *channel, struct rm_waiter *w,
+                       const char *match, size_t match_len, void (*notify)(void *arg, int why),
+                       void *arg);
 
 /* The server is no longer the primary: wake every waiter with
  * RM_WAKE_MOVED, to re-check and join again where the lock is served. */

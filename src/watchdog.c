@@ -387,6 +387,13 @@ int rm_watchdog_cancel(struct rm_watchdog_entry *e)
     return lost;
 }
 
+void rm_watchdog_set_user(struct rm_watchdog_entry *e, rmutex_t *m)
+{
+    pthread_mutex_lock(&wd.mu);
+    e->m = m;
+    pthread_mutex_unlock(&wd.mu);
+}
+
 int rm_watchdog_lost(const struct rm_watchdog_entry *e) { return atomic_load(&e->lost); }
 
 rm_nsec rm_watchdog_valid_until(const struct rm_watchdog_entry *e)
@@ -645,7 +652,7 @@ static void settle_locked(struct rm_watchdog_entry **e, const int *res, size_t n
     }
     for (size_t i = 0; i < n; i++) {
         struct rm_watchdog_entry *x = e[i];
-        if (!x || !wd.cb) continue;
+        if (!x || !wd.cb || (x->kind == KIND_HOLD && !x->m)) continue;
         rmutex_lost_fn cb = wd.cb;
         void *cb_arg = wd.cb_arg;
         x->cb_running = 1;

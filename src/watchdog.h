@@ -37,6 +37,10 @@ struct rm_watchdog_entry *rm_watchdog_waiter(struct rm_endpoint *ep, const char 
  * that is running.  Returns 1 if the watchdog had found the hold lost. */
 int rm_watchdog_cancel(struct rm_watchdog_entry *e);
 
+/* The handle passed to e's lost-lock callback from now on; NULL: no
+ * callback (a cached hold nobody is inside). */
+void rm_watchdog_set_user(struct rm_watchdog_entry *e, rmutex_t *m);
+
 /* 1 if the watchdog has found e's hold lost.  Lock-free. */
 int rm_watchdog_lost(const struct rm_watchdog_entry *e);
 

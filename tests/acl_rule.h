@@ -19,7 +19,7 @@ inline const std::vector<std::string> &acl_rule()
         "-@all", "+evalsha", "+eval", "+subscribe", "+unsubscribe", "+ping", "+client|setname",
         "+select", "+wait",
         /* called by the scripts */
-        "+del", "+exists", "+get", "+hexists", "+hset", "+incr", "+pexpire", "+pttl", "+publish",
+        "+del", "+exists", "+get", "+hexists", "+hset", "+incr", "+incrby", "+pexpire", "+pttl", "+publish",
         "+set", "+time", "+type", "+zadd", "+zcard", "+zrange", "+zrangebyscore", "+zrem",
         "+zscore",
         /* and by the condition variables' */

@@ -73,8 +73,12 @@
  * releases the mutex's name and its local mutex and takes both back (name
  * first); waiting while holding another mutex of the same name is EINVAL.
  *
- * Other extensions: rmutex_pthread_mutexattr_setfair(), _setlease() (as
- * rmutexattr_setfair/setlease).
+ * Other extensions: rmutex_pthread_mutexattr_setfair(), _setlease(),
+ * _setcache() (as rmutexattr_setfair/setlease/setcache).  Lock caching for
+ * every mutex of the program: RMUTEX_CACHE=1 in the environment (a mutex
+ * whose attribute says _setcache(0) is not cached) -- a ported program
+ * whose threads lock a mutex many times in a row then pays no round trip
+ * for a relock while no other process wants it (rmutexattr_setcache).
  *
  * Deviations from pthreads: see rm_dm (shim/dmutex.c) and README.md.  An
  * unlock by a thread that does not hold the mutex returns EPERM for every
@@ -133,6 +137,7 @@ typedef struct rmutex_pthread_mutexattr {
     pthread_mutexattr_t __attr;
     const char *__name;
     int __fair;
+    int __cache;             /* -1: as RMUTEX_CACHE says; 0 or 1 */
     unsigned long __lease_ms;
 } rmutex_pthread_mutexattr_t;
 
@@ -196,11 +201,12 @@ int rmutex_pthread_mutexattr_setprioceiling(rmutex_pthread_mutexattr_t *a, int c
 int rmutex_pthread_mutexattr_getprioceiling(const rmutex_pthread_mutexattr_t *a, int *ceiling);
 
 /* Extensions.  setname: the lock name (copied by pthread_mutex_init; NULL:
- * back to the call site's name).  setfair: 0 or 1.  setlease: as
+ * back to the call site's name).  setfair, setcache: 0 or 1.  setlease: as
  * rmutexattr_setlease.  Return 0 or EINVAL. */
 int rmutex_pthread_mutexattr_setname(rmutex_pthread_mutexattr_t *a, const char *name);
 int rmutex_pthread_mutexattr_setfair(rmutex_pthread_mutexattr_t *a, int fair);
 int rmutex_pthread_mutexattr_setlease(rmutex_pthread_mutexattr_t *a, unsigned long lease_ms);
+int rmutex_pthread_mutexattr_setcache(rmutex_pthread_mutexattr_t *a, int cache);
 
 int rmutex_pthread_cond_init(rmutex_pthread_cond_t *c, const pthread_condattr_t *attr,
                              const char *site);

@@ -69,6 +69,22 @@ TEST(ShimConfig, CondMarksAConditionVariableAndTakesNoOtherOption)
     }
 }
 
+TEST(ShimConfig, CacheIsParsedAndRefusedWithFairOrAFixedLease)
+{
+    auto p = parse("app: counter_lock=jobs;cache, other;robust;cache");
+    ASSERT_EQ(0, p->rc) << (p->errors.empty() ? "" : p->errors[0]);
+    ASSERT_EQ(2u, p->v.size());
+    EXPECT_EQ(1, p->v[0].cache);
+    EXPECT_EQ(1, p->v[1].cache);
+    EXPECT_EQ(1, p->v[1].robust);
+    for (const char *bad : { "app: m;cache;fair", "app: m;lease=500;cache", "app: cv;cond;cache" }) {
+        auto q = parse(bad);
+        EXPECT_EQ(1, q->rc) << bad;
+        EXPECT_TRUE(q->v.empty()) << bad;
+        ASSERT_EQ(1u, q->errors.size()) << bad;
+    }
+}
+
 TEST(ShimConfig, ObjectRobustAndLeaseAreParsed)
 {
     auto p = parse(" app : libfoo.so.1:cache_lock = cache:{user}:1 ; robust ; lease=2500 ");

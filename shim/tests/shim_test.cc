@@ -90,7 +90,8 @@ class Shim : public RedisTest {
 
     /* procs shimprogs of threads threads each add iters to a file's counter
      * under the listed counter_lock (extra: more words for "count"). */
-    void count_under_shim(int procs, int threads, int iters, const std::vector<std::string> &extra)
+    void count_under_shim(int procs, int threads, int iters, const std::vector<std::string> &extra,
+                          const std::string &options = "")
     {
         TempDir dir;
         std::string counter = dir / "counter";
@@ -100,7 +101,7 @@ class Shim : public RedisTest {
         args.insert(args.end(), extra.begin(), extra.end());
         std::vector<std::unique_ptr<Proc>> ps;
         for (int i = 0; i < procs; i++)
-            ps.push_back(run(args, "shimprog: counter_lock=" + n("counter")));
+            ps.push_back(run(args, "shimprog: counter_lock=" + n("counter") + options));
         for (auto &p : ps) {
             EXPECT_TRUE(p->expect_line("done", ms(60000))) << p->err();
             EXPECT_EQ(0, p->wait(ms(10000))) << "a stack overflow ends it with SIGSEGV";
@@ -176,6 +177,14 @@ TEST_F(Shim, ListedMutexExcludesAcrossProcesses) { count_under_shim(4, 2, 20, {}
 /* The same on threads with a PTHREAD_STACK_MIN stack, on which the shim's
  * set-up and rmutex's first connection run too. */
 TEST_F(Shim, ListedMutexWorksOnSmallStackThreads) { count_under_shim(2, 3, 10, { "small" }); }
+
+/* ";cache": the processes cache the lock between their threads' holds,
+ * hand it over on request, and give it back when they exit (the count
+ * ends with the lock free). */
+TEST_F(Shim, CachedEntryExcludesAcrossProcessesAndIsGivenBackAtExit)
+{
+    count_under_shim(3, 2, 40, {}, ";cache");
+}
 
 /* A holder in one process; trylock, timedlock and clocklock (all bound to
  * @GLIBC_2.34 in shimprog) in another see it. */

@@ -104,7 +104,9 @@ TEST_F(SwapRmutex, ProcessSharedIsRefused)
 /* swapprog (C, built with the swap header) in three processes; mode (see
  * swapprog.c) "small", "zero", "heap" or "".  Returns the final count. */
 static long count_in_processes(const std::string &url, const std::string &mode, int procs = 3,
-                               std::string *stderr_of_first = nullptr)
+                               std::string *stderr_of_first = nullptr,
+                               const std::map<std::string, std::string> &env = {},
+                               std::vector<std::string> *done_lines = nullptr)
 {
     char dir[] = "/tmp/rmutex-swap-test.XXXXXX";
     if (!mkdtemp(dir)) return -1;
@@ -115,9 +117,15 @@ static long count_in_processes(const std::string &url, const std::string &mode, 
         ps.push_back(std::make_unique<rmt::Child>(
             mode.empty() ? std::vector<std::string>{ SWAP_PROG, counter, "20" }
                          : std::vector<std::string>{ SWAP_PROG, counter, "20", mode },
-            std::map<std::string, std::string>{ { "RMUTEX_URL", url } }));
+            [&] {
+                auto e = env;
+                e["RMUTEX_URL"] = url;
+                return e;
+            }()));
     for (auto &p : ps) {
-        EXPECT_TRUE(p->expect_line("done", ms(60000))) << p->err();
+        auto line = p->expect_line("done", ms(60000));
+        EXPECT_TRUE(line) << p->err();
+        if (line && done_lines) done_lines->push_back(*line);
         EXPECT_EQ(0, p->wait(ms(10000))) << "a stack overflow ends it with SIGSEGV";
     }
     if (stderr_of_first) *stderr_of_first = ps[0]->err();
@@ -131,6 +139,24 @@ static long count_in_processes(const std::string &url, const std::string &mode, 
 TEST_F(SwapRmutex, ExcludesAcrossProcesses) { EXPECT_EQ(60, count_in_processes(url(), "")); }
 
 TEST_F(SwapRmutex, WorksOnASmallStack) { EXPECT_EQ(60, count_in_processes(url(), "small")); }
+
+/* RMUTEX_CACHE=1: every mutex of the program is cached (a static
+ * initializer's too); exclusion holds across processes, relocks are served
+ * by the cache, and a normal exit gives the cached hold back. */
+TEST_F(SwapRmutex, RmutexCacheCachesEveryMutexAndStillExcludes)
+{
+    std::vector<std::string> done;
+    EXPECT_EQ(60, count_in_processes(url(), "", 3, nullptr, { { "RMUTEX_CACHE", "1" } }, &done));
+    long hits = 0;
+    for (auto &l : done) hits += std::stol(rmt::field(l, "cache_hits"));
+    EXPECT_GT(hits, 0) << "no lock was served by a cache";
+    rmt::Reply keys = redis().cmd({ "KEYS", "*swapprog.c*" });
+    EXPECT_EQ(0u, keys->elements) << "an exited process left its cached hold";
+    /* Without it, nothing is cached. */
+    done.clear();
+    EXPECT_EQ(60, count_in_processes(url(), "", 3, nullptr, {}, &done));
+    for (auto &l : done) EXPECT_EQ("0", rmt::field(l, "cache_hits"));
+}
 
 /* "static pthread_mutex_t m;" (all zeros: glibc's initializer) is named
  * after its symbol on first use and excludes across processes. */

@@ -7,8 +7,12 @@
 --                                     lapses and the next robust taker
 --                                     learns its owner died (EOWNERDEAD)
 -- KEYS[3] rmutex_notrecoverable:{NAME} set when robust state was abandoned
--- ARGV[1] lease in ms, ARGV[2] owner "<uuid>:<thread>", ARGV[3] "1" if
--- robust, ARGV[4] the acquisition's number (the owner's request id)
+-- KEYS[4] redisson_lock__channel:{NAME} gets "2" -- a request for the lock
+--                                     -- when the holder is a caching process
+-- ARGV[1] lease in ms, ARGV[2] owner "<uuid>:<thread>" ("<uuid>:0": the
+-- process, for a cached lock), ARGV[3] "1" if robust, ARGV[4] the
+-- acquisition's number (the owner's request id), ARGV[5] the publishing
+-- command ("publish" or "spublish")
 --
 -- Returns {0, dead} acquired (dead = 1: robust, and the previous holder's
 -- lease ran out without an unlock), {1, pttl} held by somebody else, {2}
@@ -29,10 +33,23 @@
 -- this acquisition: the client asks only when it holds nothing.
 local L, lease, me, acq = KEYS[1], ARGV[1], ARGV[2], ARGV[4]
 
+-- Busy.  A holder whose field ends in ":0" is a process caching the lock
+-- (rmutexattr_setcache): ask it for the lock.  Its other holders (threads
+-- of rmutex, Redisson's) end in their thread's number, never 0.
+local function busy(pttl)
+  for _, f in ipairs(redis.call('hkeys', L)) do
+    if string.sub(f, -2) == ':0' then
+      redis.call(ARGV[5], KEYS[4], '2')
+      break
+    end
+  end
+  return {1, pttl}
+end
+
 if ARGV[3] ~= '1' then
   local pttl = redis.call('pttl', L)
   if pttl ~= -2 and not redis.call('hget', L, me) then
-    return {1, pttl}
+    return busy(pttl)
   end
   redis.call('hset', L, me, acq)
   redis.call('pexpire', L, lease)
@@ -49,7 +66,7 @@ local pttl = redis.call('pttl', L)
 local dead
 if pttl ~= -2 then
   if not redis.call('hget', L, me) then
-    return {1, pttl}
+    return busy(pttl)
   end
   -- Ours: this very acquisition asked again keeps what it was told.
   local mark = redis.call('get', O)

@@ -338,11 +338,19 @@ TEST_F(RmutexConfigure, RejectsMalformedUrls)
                             "redis://" + hp + "?lease=-5", "redis://" + hp + "?pool=0",
                             "redis://" + hp + "?pool=100000", "redis://" + hp + "?poll=x",
                             "redis://" + hp + "?replicas=autox", "redis://" + hp + "?replicas=Auto",
-                            "redis://" + hp + "?min_replicas=auto", "redis://" + hp + "?min_replicas=1001"}) {
+                            "redis://" + hp + "?min_replicas=auto", "redis://" + hp + "?min_replicas=1001",
+                            "redis://" + hp + "?cache_idle=0", "redis://" + hp + "?cache_min_hold=x",
+                            "redis://" + hp + "?cache_idle=3600001"}) {
         EXPECT_RC(EINVAL, rmutex_configure(bad.c_str())) << "URL \"" << bad << "\"";
         EXPECT_STRNE("", rmutex_detail()) << "URL \"" << bad << "\"";
     }
     /* None of them counted as a use: a good URL is still accepted. */
+    ASSERT_RC(0, rmutex_configure(url().c_str()));
+}
+
+TEST_F(RmutexConfigure, AcceptsTheCacheOptions)
+{
+    ASSERT_RC(0, rmutex_configure((base_url() + "?cache_min_hold=0&cache_idle=1").c_str()));
     ASSERT_RC(0, rmutex_configure(url().c_str()));
 }
 

@@ -1,0 +1,496 @@
+/* cache.c -- lock caching (rmutexattr_setcache).
+ *
+ * DESIGN
+ * ------
+ * A cached lock is acquired in Redis by the process, not by a thread: its
+ * field is "<process-uuid>:0" (no thread has number 0), and the process
+ * keeps it after its threads' unlocks for as long as nobody else wants it.
+ * The cache (struct rm_cache, hung on the lock as l->cache) owns that
+ * Redis hold: one watchdog entry renews it, whether a thread is inside or
+ * not.  A thread's lock of a cached lock goes through the local gate as
+ * always (FIFO within the process) and, finding the cache, makes its hold
+ * from it: a struct rm_hold that shares the cache's watchdog entry, no
+ * round trip.  Exclusion in Redis never lapses while a thread is inside:
+ * the Redis hold outlives every local hold taken from it.
+ *
+ * Demand.  A process that finds the lock busy and held by a field ending
+ * in ":0" publishes "2" on the lock's channel (acquire.lua; Redisson's
+ * listeners ignore anything but 0 and 1, rmutex's waiters anything but 0).
+ * The caching process hears it through its multiplexer: the cache's
+ * waiter on the channel is a notified one (sub.h), whose call only sets
+ * c->demanded and pokes the keeper thread.  Then:
+ *
+ *   - a thread inside gives the lock back at its unlock (release.lua, which
+ *     publishes the usual "0" that wakes the asker), once the cache has held
+ *     it for the minimum hold time (cache_min_hold, 5 ms): two processes
+ *     that both want it take turns in batches, never one round trip per
+ *     turn, so caching is never slower than no caching under contention;
+ *   - with nobody inside, the keeper gives it back at once (or when the
+ *     minimum hold time is up).
+ *
+ * A demand message is lost when the pub/sub connection drops or before the
+ * cache's subscription is confirmed: the asker's poll (the lock's PTTL, at
+ * most the poll cap) asks again, so a lost demand costs time, never
+ * liveness.  A client that never asks (Redisson's RLock) gets the lock
+ * when the cache has been unused for the idle time (cache_idle, 100 ms):
+ * the keeper gives back any cache idle that long, and the release's "0"
+ * wakes every kind of waiter.
+ *
+ * The keeper is one thread per process (signals blocked, started with the
+ * first cache).  It sleeps until the earliest deadline of any cache (the
+ * end of a minimum hold with demand pending, the end of an idle time) or a
+ * poke, then looks at each cache under its lock's mu: a cache with nobody
+ * inside and a reason to go is taken off the lock, and the keeper holds
+ * the gate (RM_GATE_KEEPER) while it releases it in Redis, so that no
+ * local thread slips in between; the threads queued meanwhile then go to
+ * Redis as for any lock.
+ *
+ * Fencing: each thread's hold of a cached lock is a new owner and gets a
+ * greater token.  The cache reserves a range of RANGE tokens from the
+ * counter (fence.lua INCRBY, only while its Redis hold is there) when its
+ * first holder asks and hands them out locally; a later owner elsewhere
+ * INCRs past the range.
+ *
+ * What stays as without caching: a lost hold (the watchdog's renewal
+ * finds the field gone) is EPERM at the unlock of the thread inside and
+ * ends the cache; a thread that exits inside ends the cache too and lets
+ * its lease run out (robust: the next taker gets EOWNERDEAD); an
+ * EOWNERDEAD holder's unlock without rmutex_consistent gives the lock back
+ * marked not recoverable.  One thing differs: a process that dies while
+ * caching a robust lock, even with nobody inside, leaves EOWNERDEAD to the
+ * next robust taker (Redis does not hear of local unlocks).  fork(): the
+ * child caches nothing; the parent's caches stay the parent's.
+ *
+ * Lock order: a lock's mu, then the watchdog, the multiplexer, and the
+ * keeper's mu last (the multiplexer's notify takes it, under its own). */
+#include "cache.h"
+#include "call.h"
+#include "endpoint.h"
+#include "hold.h"
+#include "internal.h"
+#include "lock.h"
+#include "mutex.h"
+#include "script.h"
+#include "sub.h"
+#include "thread.h"
+#include "watchdog.h"
+
+#include <errno.h>
+#include <hiredis/hiredis.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* Tokens a cache reserves at a time. */
+#define RANGE 64
+
+struct rm_cache {
+    struct rm_cache *next, *prev; /* the keeper's list (kp.mu) */
+    _Atomic unsigned refs;     /* the lock's link, the keeper's list, pins */
+    struct rm_lock *lock;      /* a reference */
+    struct rm_endpoint *ep;
+    struct rm_watchdog_entry *wd; /* renews "<uuid>:0" */
+    struct rm_waiter ear;      /* notified of requests ("2") */
+    int joined;                /* ear is on the channel */
+    _Atomic int demanded;      /* another process asked, or the channel moved */
+    int robust;
+    unsigned long lease_ms;
+    uint64_t acq;              /* the Redis acquisition it keeps */
+    /* Under the lock's mu: */
+    rm_nsec taken_at;          /* when it was acquired in Redis */
+    rm_nsec last_used;         /* the last local unlock */
+    uint64_t tok_next, tok_end; /* reserved tokens: (tok_next, tok_end] are free */
+};
+
+static struct {
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    int started, stop, poked, failed;
+    pthread_t thread;
+    struct rm_cache *head;
+} kp = { .mu = PTHREAD_MUTEX_INITIALIZER };
+
+static _Atomic uint64_t next_acq;
+
+static pthread_once_t cv_once = PTHREAD_ONCE_INIT;
+static void init_cv(void) { rm_clock_cond_init(&kp.cv); }
+
+uint64_t rm_cache_next_acq(void) { return atomic_fetch_add(&next_acq, 1) + 1; }
+
+static void cache_put(struct rm_cache *c)
+{
+    if (atomic_fetch_sub(&c->refs, 1) != 1) return;
+    rm_lock_put(c->lock);
+    free(c);
+}
+
+static void poke(void)
+{
+    pthread_mutex_lock(&kp.mu);
+    kp.poked = 1;
+    pthread_cond_signal(&kp.cv);
+    pthread_mutex_unlock(&kp.mu);
+}
+
+/* The multiplexer's call, under its lock: a request, or the channel is no
+ * longer heard here (moved, refused) -- then give the lock back as soon as
+ * allowed too, rather than keep it with no ear. */
+static void heard(void *arg, int why)
+{
+    struct rm_cache *c = arg;
+    if (why == RM_WAKE_SUBSCRIBED || why == RM_WAKE_TIMEOUT) return;
+    atomic_store(&c->demanded, 1);
+    poke();
+}
+
+static int list_remove(struct rm_cache *c)
+{
+    pthread_mutex_lock(&kp.mu);
+    int listed = c->prev || kp.head == c;
+    if (listed) {
+        if (c->prev) c->prev->next = c->next;
+        else kp.head = c->next;
+        if (c->next) c->next->prev = c->prev;
+        c->next = c->prev = NULL;
+    }
+    pthread_mutex_unlock(&kp.mu);
+    return listed;
+}
+
+/* c is off its lock: stop renewing it, stop listening, give it back in
+ * Redis unless lost or abandoned (then its lease runs out).  Drops the
+ * list's and the lock's references.  Returns the release's answer, EPERM
+ * when it was found lost. */
+static int finish(struct rm_cache *c, int release, int notrec)
+{
+    if (list_remove(c)) cache_put(c);
+    int lost = c->wd ? rm_watchdog_cancel(c->wd) : 1;
+    int r = 0;
+    if (lost) {
+        r = EPERM; /* (rm_hold_drop said why, for an unlock) */
+    } else if (release) {
+        char owner[64];
+        size_t n = rm_thread_owner_of(0, owner, sizeof owner);
+        r = rm_nonfair_release(c->ep, &c->lock->keys, c->robust, owner, n, notrec, c->acq,
+                               rm_call_deadline(), rm_clock_after(RM_MSEC(c->lease_ms)));
+    }
+    if (c->joined) rm_sub_leave(&c->ear);
+    cache_put(c);
+    return r;
+}
+
+/* ---- the keeper ---- */
+
+/* Look at c (pinned): give it back if nobody is inside and it should go.
+ * Returns when to look again. */
+static rm_nsec look_at(struct rm_cache *c, rm_nsec now)
+{
+    struct rm_lock *l = c->lock;
+    pthread_mutex_lock(&l->mu);
+    if (l->cache != c) {
+        pthread_mutex_unlock(&l->mu);
+        return RM_FOREVER;
+    }
+    int idle = !l->hold && !l->gate && !l->gq_head;
+    int asked = atomic_load(&c->demanded);
+    rm_nsec min_end = c->taken_at + RM_MSEC(RM_SETTING(cache_min_hold_ms));
+    rm_nsec idle_end = c->last_used + RM_MSEC(RM_SETTING(cache_idle_ms));
+    int lost = rm_watchdog_lost(c->wd);
+    if (idle && (lost || (asked && now >= min_end) || now >= idle_end)) {
+        l->cache = NULL;
+        l->gate = RM_GATE_KEEPER;
+        pthread_mutex_unlock(&l->mu);
+        rm_log("giving back the cached %s (%s)", l->keys.lock,
+               lost ? "lost" : asked ? "asked for" : "idle");
+        finish(c, 1, 0);
+        rm_lock_gate_leave(l);
+        return RM_FOREVER;
+    }
+    pthread_mutex_unlock(&l->mu);
+    if (!idle) return now + RM_MSEC(RM_SETTING(cache_idle_ms)); /* its unlock may leave it idle */
+    return asked && min_end < idle_end ? min_end : idle_end;
+}
+
+static void *keeper_main(void *arg)
+{
+    RM_UNUSED(arg);
+    struct rm_cache **pinned = NULL;
+    size_t cap = 0;
+    rm_nsec wake = RM_FOREVER;
+    pthread_mutex_lock(&kp.mu);
+    while (!kp.stop) {
+        while (!kp.poked && !kp.stop && rm_clock_now() < wake)
+            if (rm_clock_cond_wait_until(&kp.cv, &kp.mu, wake) == ETIMEDOUT) break;
+        if (kp.stop) break;
+        kp.poked = 0;
+        size_t n = 0;
+        for (struct rm_cache *c = kp.head; c; c = c->next) n++;
+        if (n > cap) {
+            struct rm_cache **p = realloc(pinned, n * sizeof *p);
+            if (!p) { /* look again soon */
+                wake = rm_clock_after(RM_MSEC(100));
+                continue;
+            }
+            pinned = p;
+            cap = n;
+        }
+        n = 0;
+        for (struct rm_cache *c = kp.head; c; c = c->next) {
+            atomic_fetch_add(&c->refs, 1);
+            pinned[n++] = c;
+        }
+        pthread_mutex_unlock(&kp.mu);
+        wake = RM_FOREVER;
+        rm_nsec now = rm_clock_now();
+        for (size_t i = 0; i < n; i++) {
+            rm_nsec t = look_at(pinned[i], now);
+            if (t < wake) wake = t;
+            cache_put(pinned[i]);
+        }
+        pthread_mutex_lock(&kp.mu);
+    }
+    pthread_mutex_unlock(&kp.mu);
+    free(pinned);
+    return NULL;
+}
+
+int rm_cache_can_start(void)
+{
+    pthread_once(&cv_once, init_cv);
+    pthread_mutex_lock(&kp.mu);
+    if (!kp.started && !kp.stop) {
+        sigset_t all, old;
+        sigfillset(&all);
+        pthread_sigmask(SIG_SETMASK, &all, &old);
+        kp.started = !pthread_create(&kp.thread, NULL, keeper_main, NULL);
+        pthread_sigmask(SIG_SETMASK, &old, NULL);
+        if (!kp.started) rm_log("cannot start the cache keeper; not caching");
+    }
+    int ok = kp.started && !kp.stop;
+    pthread_mutex_unlock(&kp.mu);
+    return ok;
+}
+
+/* ---- a thread's lock and unlock ---- */
+
+int rm_cache_lock(struct rm_mutex *mx, struct rm_thread *self, struct rm_endpoint *ep, int *r)
+{
+    struct rm_lock *l = mx->lock;
+    RM_UNUSED(ep);
+    pthread_mutex_lock(&l->mu);
+    struct rm_cache *c = l->cache;
+    if (!c) {
+        pthread_mutex_unlock(&l->mu);
+        return 0;
+    }
+    if (rm_watchdog_lost(c->wd)) { /* gone in Redis: go there as for any lock */
+        l->cache = NULL;
+        pthread_mutex_unlock(&l->mu);
+        finish(c, 0, 0);
+        return 0;
+    }
+    pthread_mutex_unlock(&l->mu);
+    /* self has the gate: nobody else takes c off the lock meanwhile. */
+    struct rm_hold_terms terms = rm_mutex_terms(mx);
+    terms.shared_wd = c->wd;
+    struct rm_grant g = { 0, 0, 0, 0, c->acq };
+    rm_watchdog_set_user(c->wd, mx->user);
+    *r = rm_hold_take(l, &terms, self, ep, &g);
+    RM_COUNT(cache_hits);
+    return 1;
+}
+
+int rm_cache_start(struct rm_mutex *mx, struct rm_thread *self, struct rm_endpoint *ep,
+                   const struct rm_grant *g)
+{
+    struct rm_lock *l = mx->lock;
+    char owner[64];
+    size_t n = rm_thread_owner_of(0, owner, sizeof owner);
+    struct rm_cache *c = calloc(1, sizeof *c);
+    if (c) {
+        c->wd = rm_watchdog_hold(ep, &l->keys, mx->robust, owner, n, rm_mutex_lease(mx),
+                                 g->valid_until, g->due, mx->user);
+        if (!c->wd) free(c), c = NULL;
+    }
+    if (!c) {
+        rm_nonfair_release(ep, &l->keys, mx->robust, owner, n, 0, g->acq, rm_call_deadline(),
+                           g->valid_until);
+        rm_detail("out of memory");
+        return ENOMEM;
+    }
+    rm_lock_ref(l);
+    c->lock = l;
+    c->ep = ep;
+    c->robust = mx->robust;
+    c->lease_ms = rm_mutex_lease(mx);
+    c->acq = g->acq;
+    c->refs = 2; /* the lock's link and the list's */
+    c->taken_at = c->last_used = rm_clock_now();
+    /* Without an ear nobody's request is heard: give it back at the unlock. */
+    c->joined = !rm_endpoint_join_notify(ep, l->keys.slot, l->keys.channel, &c->ear, "2", 1,
+                                         heard, c);
+    if (!c->joined) c->demanded = 1;
+    pthread_mutex_lock(&l->mu);
+    l->cache = c;
+    pthread_mutex_unlock(&l->mu);
+    pthread_mutex_lock(&kp.mu);
+    c->next = kp.head;
+    if (kp.head) kp.head->prev = c;
+    kp.head = c;
+    kp.poked = 1;
+    pthread_cond_signal(&kp.cv);
+    pthread_mutex_unlock(&kp.mu);
+    RM_COUNT(cache_starts);
+
+    struct rm_hold_terms terms = rm_mutex_terms(mx);
+    terms.shared_wd = c->wd;
+    int r = rm_hold_take(l, &terms, self, ep, g);
+    if (r == ENOMEM) {
+        pthread_mutex_lock(&l->mu);
+        l->cache = NULL;
+        pthread_mutex_unlock(&l->mu);
+        finish(c, 1, 0);
+    }
+    return r;
+}
+
+int rm_cache_holding(struct rm_lock *l, struct rm_thread *self)
+{
+    pthread_mutex_lock(&l->mu);
+    struct rm_hold *h = rm_hold_of(l, self);
+    int shared = h && h->shared;
+    pthread_mutex_unlock(&l->mu);
+    return shared;
+}
+
+int rm_cache_unlock(struct rm_mutex *mx, struct rm_thread *self, struct rm_endpoint *ep,
+                    int notrec)
+{
+    struct rm_lock *l = mx->lock;
+    rm_nsec lease_end;
+    uint64_t acq;
+    RM_UNUSED(ep);
+    int lost = rm_hold_drop(l, self, &lease_end, &acq);
+    pthread_mutex_lock(&l->mu);
+    struct rm_cache *c = l->cache;
+    int give = 0, asked = 0, r = 0;
+    if (c) {
+        rm_nsec now = rm_clock_now();
+        asked = atomic_load(&c->demanded);
+        give = lost || notrec ||
+               (asked && now >= c->taken_at + RM_MSEC(RM_SETTING(cache_min_hold_ms)));
+        if (give) {
+            l->cache = NULL;
+        } else {
+            c->last_used = now;
+            rm_watchdog_set_user(c->wd, NULL); /* lost while unused: nobody to tell */
+        }
+    }
+    pthread_mutex_unlock(&l->mu);
+    if (!c) { /* ended by the process's exit */
+        rm_detail("%s is no longer held (the process is exiting)", l->keys.lock);
+        r = EPERM;
+    } else if (give) {
+        r = finish(c, 1, notrec);
+        RM_COUNT(cache_returns);
+    } else if (asked) {
+        poke(); /* the keeper gives it back when the minimum hold is up */
+    }
+    rm_lock_gate_leave(l);
+    return r;
+}
+
+/* ---- fencing ---- */
+
+int rm_cache_token_locked(struct rm_lock *l, struct rm_thread *self, struct rm_hold *h)
+{
+    struct rm_cache *c = l->cache;
+    if (!c) {
+        rm_detail("%s is no longer held (the process is exiting)", l->keys.lock);
+        return EPERM;
+    }
+    if (c->tok_next < c->tok_end) {
+        h->token = ++c->tok_next;
+        return 0;
+    }
+    /* Only the thread inside asks, and it cannot leave meanwhile: c stays. */
+    uint64_t acq = c->acq, top = 0;
+    char owner[64];
+    size_t n = rm_thread_owner_of(0, owner, sizeof owner);
+    pthread_mutex_unlock(&l->mu);
+    int r = rm_fence_take(l, owner, n, acq, RANGE, &top);
+    pthread_mutex_lock(&l->mu);
+    if (r) return r;
+    if (l->cache == c && rm_hold_of(l, self) == h) {
+        c->tok_end = top;
+        c->tok_next = top - RANGE + 1;
+        h->token = c->tok_next;
+    }
+    return 0;
+}
+
+/* ---- exit, shutdown, fork ---- */
+
+struct rm_cache *rm_cache_detach_locked(struct rm_lock *l)
+{
+    struct rm_cache *c = l->cache;
+    l->cache = NULL;
+    return c;
+}
+
+void rm_cache_abandon(struct rm_cache *c)
+{
+    rm_log("a thread exited inside the cached %s; its lease will run out", c->lock->keys.lock);
+    finish(c, 0, 0);
+}
+
+void rm_cache_release_all(struct rm_endpoint *ep, rm_nsec deadline, int stop)
+{
+    RM_UNUSED(ep);
+    pthread_once(&cv_once, init_cv);
+    pthread_mutex_lock(&kp.mu);
+    int join = stop && kp.started;
+    if (stop) {
+        kp.stop = 1;
+        pthread_cond_signal(&kp.cv);
+    }
+    pthread_mutex_unlock(&kp.mu);
+    if (join) pthread_join(kp.thread, NULL);
+    for (;;) {
+        pthread_mutex_lock(&kp.mu);
+        struct rm_cache *c = kp.head;
+        if (c) atomic_fetch_add(&c->refs, 1);
+        pthread_mutex_unlock(&kp.mu);
+        if (!c) break;
+        struct rm_lock *l = c->lock;
+        pthread_mutex_lock(&l->mu);
+        int mine = l->cache == c;
+        if (mine) {
+            l->cache = NULL;
+            /* A thread still inside (the process is exiting) finds its
+             * hold gone at its unlock: EPERM. */
+            if (l->hold && l->hold->shared) l->hold->wd = NULL;
+        }
+        pthread_mutex_unlock(&l->mu);
+        if (mine) finish(c, rm_clock_now() < deadline, 0);
+        else list_remove(c) ? cache_put(c) : (void)0;
+        cache_put(c);
+    }
+    if (stop) {
+        pthread_mutex_lock(&kp.mu);
+        kp.started = kp.stop = 0;
+        pthread_mutex_unlock(&kp.mu);
+    }
+}
+
+void rm_cache_atfork_child(void)
+{
+    /* The keeper and the caches are the parent's: forget them (freed by
+     * nobody; only what is async-signal-safe happens here). */
+    memset(&kp.mu, 0, sizeof kp.mu);
+    pthread_mutex_init(&kp.mu, NULL);
+    rm_clock_cond_init(&kp.cv);
+    kp.started = kp.stop = kp.poked = 0;
+    kp.head = NULL;
+}

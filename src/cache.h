@@ -1,0 +1,58 @@
+/* cache.h -- lock caching: a process keeps a lock's Redis hold between its
+ * threads' holds (rmutexattr_setcache). */
+#ifndef RM_CACHE_H
+#define RM_CACHE_H
+
+#include <stdint.h>
+
+#include "clock.h"
+
+struct rm_cache;
+struct rm_endpoint;
+struct rm_grant;
+struct rm_lock;
+struct rm_mutex;
+struct rm_thread;
+
+/* The non-fair lock, with self in the gate: if the process caches mx's
+ * lock, self's hold is made from the cache (no round trip) and 1 is
+ * returned with *r = 0 or ENOMEM; else 0 (a cache found lost is ended
+ * first). */
+int rm_cache_lock(struct rm_mutex *mx, struct rm_thread *self, struct rm_endpoint *ep, int *r);
+
+/* May a cache start now (its keeper thread runs or can be started)? */
+int rm_cache_can_start(void);
+
+/* The next acquisition number of the process's owner field ("<uuid>:0"). */
+uint64_t rm_cache_next_acq(void);
+
+/* self acquired mx's lock in Redis as the process (grant g, owner
+ * "<uuid>:0"), in the gate: start caching it, and make self's hold of it.
+ * Returns what rm_hold_take returns; on ENOMEM the lock is given back. */
+int rm_cache_start(struct rm_mutex *mx, struct rm_thread *self, struct rm_endpoint *ep,
+                   const struct rm_grant *g);
+
+/* Is self's current hold of l one of the cache's? */
+int rm_cache_holding(struct rm_lock *l, struct rm_thread *self);
+
+/* The unlock of such a hold (its last level), in the gate: the cache
+ * keeps the lock unless another process asked for it (and the minimum
+ * hold time has passed), it was lost (EPERM), or notrec.  Leaves the gate. */
+int rm_cache_unlock(struct rm_mutex *mx, struct rm_thread *self, struct rm_endpoint *ep,
+                    int notrec);
+
+/* rmutex_fence for self's current shared hold h of l, which has no token
+ * yet: one from the cache's reserved range, reserving more when it is
+ * used up.  l->mu held (released across a round trip).  0 with h->token
+ * set, EPERM, or the call's error. */
+struct rm_hold;
+int rm_cache_token_locked(struct rm_lock *l, struct rm_thread *self, struct rm_hold *h);
+
+/* Give back every cache now (rmutex_shutdown, the process's exit), on ep,
+ * within deadline.  Stops the keeper thread first when stop. */
+void rm_cache_release_all(struct rm_endpoint *ep, rm_nsec deadline, int stop);
+
+/* fork(): 1 in the child: no thread, no cache (the parent's are its). */
+void rm_cache_atfork_child(void);
+
+#endif

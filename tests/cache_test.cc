@@ -1,0 +1,435 @@
+/* cache_test.cc -- lock caching (rmutexattr_setcache), against a real
+ * redis-server.
+ *
+ * A cached mutex keeps its Redis hold (field "<uuid>:0") between its
+ * threads' holds; another process that finds it busy asks for it, and the
+ * holder gives it back at its unlock (after the minimum hold time) or at
+ * once when nobody is inside; an unused cache goes after the idle time.
+ * What is asserted is behaviour -- who gets in, when not, what Redis holds
+ * -- never speed (bench W11 measures that).  Leases are 2 s so that the
+ * crash tests end quickly; the idle time is long (60 s) unless a test is
+ * about it, so that only a request can move the lock. */
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <thread>
+
+#include "harness.h"
+#include "redisson_client.h"
+
+namespace {
+
+using namespace rmt;
+
+constexpr int kLease = 2000;
+
+rmutex_t *cached_mutex(rmutex_t *m, const std::string &name, int robust = RMUTEX_STALLED,
+                       int type = RMUTEX_NORMAL)
+{
+    rmutexattr_t a;
+    rmutexattr_init(&a);
+    rmutexattr_setcache(&a, 1);
+    rmutexattr_setrobust(&a, robust);
+    rmutexattr_settype(&a, type);
+    int rc = rmutex_init(m, name.c_str(), &a);
+    rmutexattr_destroy(&a);
+    EXPECT_RC(0, rc);
+    return m;
+}
+
+/* The field of the process's cached hold: "<uuid>:0". */
+std::string process_field()
+{
+    char owner[96];
+    EXPECT_RC(0, rmutex_owner_id(owner, sizeof owner));
+    std::string s = owner;
+    return s.substr(0, s.rfind(':')) + ":0";
+}
+
+class Cache : public RedisTest {
+  protected:
+    explicit Cache(std::string opts = "lease=2000&cache_idle=60000") : RedisTest(false, std::move(opts)) {}
+};
+
+class CacheIdle : public Cache {
+  protected:
+    CacheIdle() : Cache("lease=2000&cache_idle=300") {}
+};
+
+TEST(CacheAttr, SetGetAndBadValues)
+{
+    rmutexattr_t a;
+    int v = -1;
+    ASSERT_RC(0, rmutexattr_init(&a));
+    EXPECT_RC(0, rmutexattr_getcache(&a, &v));
+    EXPECT_EQ(0, v) << "caching is opt-in";
+    EXPECT_RC(0, rmutexattr_setcache(&a, 1));
+    EXPECT_RC(0, rmutexattr_getcache(&a, &v));
+    EXPECT_EQ(1, v);
+    EXPECT_RC(EINVAL, rmutexattr_setcache(&a, 2));
+    EXPECT_RC(EINVAL, rmutexattr_setcache(nullptr, 1));
+    EXPECT_RC(EINVAL, rmutexattr_getcache(&a, nullptr));
+    EXPECT_RC(0, rmutexattr_getcache(&a, &v));
+    EXPECT_EQ(1, v) << "a refused value changed nothing";
+    rmutexattr_t fixed;
+    rmutexattr_init(&fixed);
+    rmutexattr_setcache(&fixed, 1);
+    rmutexattr_setlease(&fixed, 5000);
+    rmutex_t m;
+    EXPECT_RC(EINVAL, rmutex_init(&m, "rmt:cache:fixed", &fixed)) << "a cache needs a renewed lease";
+    rmutexattr_t fair;
+    rmutexattr_init(&fair);
+    rmutexattr_setcache(&fair, 1);
+    rmutexattr_setfair(&fair, 1);
+    EXPECT_RC(ENOTSUP, rmutex_init(&m, "rmt:cache:fair", &fair)) << "fair caching is not built yet";
+}
+
+TEST_F(Cache, RelockWithNobodyElseInterestedIsLocalAndTheHoldStaysInRedis)
+{
+    std::string name = lock_name();
+    rmutex_t m;
+    cached_mutex(&m, name);
+    ASSERT_RC(0, rmutex_lock(&m));
+    ASSERT_RC(0, rmutex_unlock(&m));
+    auto held = redis().hgetall(name);
+    ASSERT_EQ(1u, held.size());
+    EXPECT_EQ(process_field(), held.begin()->first) << "the process, not the thread, holds it";
+    rmutex_stats_t before = stats();
+    for (int i = 0; i < 1000; i++) {
+        ASSERT_RC(0, rmutex_lock(&m));
+        ASSERT_RC(0, rmutex_unlock(&m));
+    }
+    rmutex_stats_t after = stats();
+    EXPECT_LE(after.round_trips - before.round_trips, 5u) << "1000 pairs should need no round trip";
+    EXPECT_GE(after.cache_hits - before.cache_hits, 1000u);
+    /* Kept alive by the watchdog while unused: still there after a lease. */
+    std::this_thread::sleep_for(ms(kLease + 500)); // the span the lease would have run out in
+    EXPECT_TRUE(redis().exists(name)) << "the cached hold was not renewed";
+    EXPECT_GT(redis().pttl(name), 0);
+    ASSERT_RC(0, rmutex_lock(&m));
+    unsigned count = 9;
+    EXPECT_RC(0, rmutex_holdcount(&m, &count));
+    EXPECT_EQ(1u, count);
+    EXPECT_RC(0, rmutex_unlock(&m));
+    EXPECT_RC(EPERM, rmutex_unlock(&m)) << "an unlock without a hold is still EPERM";
+    EXPECT_RC(0, rmutex_destroy(&m)) << "an unused cache is not a hold";
+}
+
+TEST_F(Cache, ThreadsOfTheProcessTakeTurnsThroughTheCacheAndExcludeEachOther)
+{
+    std::string name = lock_name();
+    rmutex_t m;
+    cached_mutex(&m, name);
+    std::atomic<int> inside{0}, worst{0};
+    long counter = 0;
+    std::vector<std::thread> ts;
+    for (int t = 0; t < 4; t++)
+        ts.emplace_back([&] {
+            for (int i = 0; i < 2000; i++) {
+                if (rmutex_lock(&m)) return;
+                int now = ++inside;
+                if (now > worst) worst = now;
+                counter++;
+                --inside;
+                rmutex_unlock(&m);
+            }
+        });
+    for (auto &t : ts) t.join();
+    EXPECT_EQ(1, worst.load());
+    EXPECT_EQ(8000, counter);
+}
+
+TEST_F(Cache, AnotherProcessThatAsksGetsAnUnusedCacheWithoutWaitingForTheIdleTime)
+{
+    std::string name = lock_name();
+    rmutex_t m;
+    cached_mutex(&m, name);
+    ASSERT_RC(0, rmutex_lock(&m));
+    ASSERT_RC(0, rmutex_unlock(&m));
+    ASSERT_TRUE(redis().exists(name));
+    auto t0 = Clock::now();
+    Child c({"hold", name}, url());
+    auto line = c.expect_line("held", ms(5000));
+    ASSERT_TRUE(line) << "the other process never got the cached lock";
+    EXPECT_EQ("0", field(*line, "rc"));
+    /* Asked once (or twice, if the first request came before the cache
+     * listened): well within the 60 s idle time. */
+    EXPECT_LT(elapsed_ms(t0), scaled(ms(5000)).count());
+    /* The cache is gone: this process must now wait for the child. */
+    EXPECT_RC(EBUSY, rmutex_trylock(&m));
+    c.write_line("unlock");
+    ASSERT_TRUE(c.expect_line("unlocked rc=0", ms(3000)));
+    ASSERT_RC(0, rmutex_lock(&m));
+    EXPECT_RC(0, rmutex_unlock(&m));
+}
+
+TEST_F(Cache, AHolderInsideKeepsTheLockUntilItsUnlockThenGivesItBack)
+{
+    std::string name = lock_name();
+    rmutex_t m;
+    cached_mutex(&m, name);
+    ASSERT_RC(0, rmutex_lock(&m));
+    Child c({"hold", name}, url());
+    /* Asked for it; it must not move while we are inside. */
+    EXPECT_FALSE(c.read_line_unscaled(ms(800))) << "the other process got in while we held it";
+    EXPECT_EQ(process_field(), redis().hgetall(name).begin()->first);
+    auto t_unlock = Clock::now();
+    ASSERT_RC(0, rmutex_unlock(&m));
+    auto line = c.expect_line("held", ms(5000));
+    ASSERT_TRUE(line);
+    EXPECT_EQ("0", field(*line, "rc"));
+    EXPECT_LT(elapsed_ms(t_unlock), scaled(ms(3000)).count());
+    rmutex_stats_t s = stats();
+    EXPECT_GE(s.cache_returns, 1u) << "given back at the unlock, by the thread inside";
+    c.write_line("unlock");
+    ASSERT_TRUE(c.expect_line("unlocked rc=0", ms(3000)));
+}
+
+TEST_F(CacheIdle, AnUnusedCacheIsGivenBackAfterTheIdleTimeForClientsThatDoNotAsk)
+{
+    std::string name = lock_name();
+    rmutex_t m;
+    cached_mutex(&m, name);
+    ASSERT_RC(0, rmutex_lock(&m));
+    /* A Redisson client: it never publishes a request. */
+    RedissonClient rc(redis(), "5d1c6a52-0000-4000-8000-00000000beef", 7);
+    EXPECT_GT(rc.acquire(name, 30000), 0) << "busy while we are inside";
+    auto t_unlock = Clock::now();
+    ASSERT_RC(0, rmutex_unlock(&m));
+    /* Redisson waits for the "0" of a release; the release comes after the
+     * idle time (300 ms). */
+    Redis sub(host(), port());
+    sub.cmd({"SUBSCRIBE", "redisson_lock__channel:{" + name + "}"});
+    std::optional<std::pair<std::string, std::string>> msg;
+    do msg = sub.next_message(scaled(ms(3000)));
+    while (msg && msg->second != "0");
+    ASSERT_TRUE(msg) << "no release was published";
+    EXPECT_GE(elapsed_ms(t_unlock), 250) << "given back before the idle time";
+    EXPECT_EQ(-1, rc.acquire(name, 30000)) << "Redisson's client gets it once released";
+    EXPECT_RC(EBUSY, rmutex_trylock(&m));
+    EXPECT_EQ(1, rc.unlock(name));
+    ASSERT_RC(0, rmutex_lock(&m));
+    EXPECT_RC(0, rmutex_unlock(&m));
+}
+
+TEST_F(Cache, FencingTokensGrowWithEveryNewOwnerAlsoThreadsOfTheCachingProcess)
+{
+    std::string name = lock_name();
+    rmutex_t m;
+    cached_mutex(&m, name);
+    uint64_t last = 0;
+    for (int i = 0; i < 100; i++) { /* more than one reserved range */
+        uint64_t t = 0;
+        std::thread th([&] {
+            ASSERT_RC(0, rmutex_lock(&m));
+            ASSERT_RC(0, rmutex_fence(&m, &t));
+            uint64_t again = 0;
+            EXPECT_RC(0, rmutex_fence(&m, &again));
+            EXPECT_EQ(t, again) << "one hold, one token";
+            ASSERT_RC(0, rmutex_unlock(&m));
+        });
+        th.join();
+        EXPECT_GT(t, last) << "round " << i;
+        last = t;
+    }
+    /* Another process next: greater still. */
+    Child c({"hold", name}, url());
+    auto line = c.expect_line("held", ms(5000));
+    ASSERT_TRUE(line);
+    EXPECT_GT(std::stoull(field(*line, "fence")), last);
+    c.write_line("unlock");
+    ASSERT_TRUE(c.expect_line("unlocked rc=0", ms(3000)));
+    ASSERT_RC(0, rmutex_lock(&m));
+    uint64_t t = 0;
+    ASSERT_RC(0, rmutex_fence(&m, &t));
+    EXPECT_GT(t, std::stoull(field(*line, "fence")));
+    EXPECT_RC(0, rmutex_unlock(&m));
+}
+
+TEST_F(Cache, ExclusionAcrossCachingProcessesWhileTheirPubSubConnectionsAreKilled)
+{
+    std::string name = lock_name(), key = lock_name("counter");
+    redis().cmd({"SET", key, "0"});
+    std::atomic<bool> stop{false};
+    std::thread killer([&] {
+        Redis admin(host(), port());
+        while (!stop) {
+            admin.cmd({"CLIENT", "KILL", "TYPE", "pubsub"});
+            std::this_thread::sleep_for(ms(100));
+        }
+    });
+    std::vector<std::unique_ptr<Child>> cs;
+    for (int i = 0; i < 3; i++)
+        cs.push_back(std::make_unique<Child>(
+            std::vector<std::string>{"counter", name, host(), std::to_string(port()), key, "2", "150", "--cache"},
+            url()));
+    for (auto &c : cs) {
+        auto line = c->expect_line("done", ms(120000));
+        ASSERT_TRUE(line) << "a caching process starved";
+        EXPECT_EQ("0", field(*line, "errors"));
+    }
+    stop = true;
+    killer.join();
+    EXPECT_EQ("900", *redis().get(key)) << "increments were lost: two holders at once";
+}
+
+TEST_F(Cache, ACachingProcessKilledWithKill9LeavesTheLockForItsLeaseOnly)
+{
+    std::string name = lock_name();
+    Child c({"hold", name, "--cache"}, url());
+    ASSERT_TRUE(c.expect_line("held rc=0", ms(5000)));
+    c.write_line("unlock");
+    ASSERT_TRUE(c.expect_line("unlocked rc=0", ms(3000)));
+    ASSERT_TRUE(redis().exists(name)) << "the child caches it after its unlock";
+    c.kill(SIGKILL);
+    c.wait(ms(5000));
+    auto t_kill = Clock::now();
+    long long pttl = redis().pttl(name);
+    ASSERT_GT(pttl, 0);
+    rmutex_t m;
+    init_mutex(&m, name);
+    ASSERT_RC(0, rmutex_lock(&m));
+    EXPECT_GE(elapsed_ms(t_kill), pttl - 50) << "got in before the dead cache's lease ran out";
+    EXPECT_LE(elapsed_ms(t_kill), pttl + scaled(ms(2500)).count());
+    EXPECT_RC(0, rmutex_unlock(&m));
+}
+
+TEST_F(Cache, ARobustCacheOfADeadProcessIsReportedAsEownerdead)
+{
+    std::string name = lock_name();
+    Child c({"hold", name, "--cache", "--robust"}, url());
+    ASSERT_TRUE(c.expect_line("held rc=0", ms(5000)));
+    c.write_line("unlock");
+    ASSERT_TRUE(c.expect_line("unlocked rc=0", ms(3000)));
+    c.kill(SIGKILL);
+    c.wait(ms(5000));
+    rmutex_t m;
+    init_mutex(&m, name, RMUTEX_NORMAL, RMUTEX_ROBUST);
+    /* Documented: Redis does not hear of local unlocks, so a process that
+     * dies caching a robust mutex is reported like one that died inside. */
+    EXPECT_RC(EOWNERDEAD, rmutex_lock(&m));
+    EXPECT_RC(0, rmutex_consistent(&m));
+    EXPECT_RC(0, rmutex_unlock(&m));
+}
+
+TEST_F(Cache, ANormalExitAndShutdownGiveTheCacheBackAtOnce)
+{
+    std::string name = lock_name();
+    Child c({"hold", name, "--cache"}, url());
+    ASSERT_TRUE(c.expect_line("held rc=0", ms(5000)));
+    c.write_line("unlock");
+    ASSERT_TRUE(c.expect_line("unlocked rc=0", ms(3000)));
+    c.write_line("exit");
+    c.wait(ms(5000));
+    EXPECT_FALSE(redis().exists(name)) << "exit left the cached hold for its lease";
+
+    rmutex_t m;
+    cached_mutex(&m, name);
+    ASSERT_RC(0, rmutex_lock(&m));
+    ASSERT_RC(0, rmutex_unlock(&m));
+    ASSERT_TRUE(redis().exists(name));
+    EXPECT_RC(0, rmutex_shutdown()) << "an unused cache does not keep the library busy";
+    EXPECT_FALSE(redis().exists(name));
+    ASSERT_RC(0, rmutex_lock(&m)) << "usable again after the shutdown";
+    EXPECT_RC(0, rmutex_unlock(&m));
+}
+
+TEST_F(Cache, ALostCacheIsEpermForTheThreadInsideAndTheNextLockGoesToRedis)
+{
+    std::string name = lock_name();
+    rmutex_t m;
+    cached_mutex(&m, name);
+    static std::atomic<int> lost_calls;
+    static std::atomic<rmutex_t *> lost_m;
+    lost_calls = 0;
+    rmutex_set_lost_callback([](rmutex_t *mm, const char *, void *) { lost_m = mm; ++lost_calls; },
+                             nullptr);
+    /* Lost while unused: nobody to tell; the next lock takes it again. */
+    ASSERT_RC(0, rmutex_lock(&m));
+    ASSERT_RC(0, rmutex_unlock(&m));
+    redis().cmd({"DEL", name});
+    std::this_thread::sleep_for(ms(kLease)); // a renewal finds it gone (every lease/3)
+    EXPECT_EQ(0, lost_calls.load()) << "nobody was inside";
+    ASSERT_RC(0, rmutex_lock(&m));
+    EXPECT_TRUE(redis().exists(name));
+    /* Lost while inside: the callback names the handle, the unlock is EPERM. */
+    redis().cmd({"DEL", name});
+    ASSERT_TRUE(wait_until([&] { return lost_calls.load() > 0; }, ms(kLease + 1000)));
+    EXPECT_EQ(&m, lost_m.load());
+    EXPECT_RC(EPERM, rmutex_unlock(&m));
+    ASSERT_RC(0, rmutex_lock(&m));
+    EXPECT_RC(0, rmutex_unlock(&m));
+    rmutex_set_lost_callback(nullptr, nullptr);
+}
+
+TEST_F(Cache, AThreadThatExitsInsideEndsTheCacheAndItsLeaseRunsOut)
+{
+    std::string name = lock_name();
+    rmutex_t m;
+    cached_mutex(&m, name, RMUTEX_ROBUST);
+    std::thread([&] { ASSERT_RC(0, rmutex_lock(&m)); }).join();
+    auto t_exit = Clock::now();
+    long long pttl = redis().pttl(name);
+    ASSERT_GT(pttl, 0);
+    /* Another process, robust: gets it when the lease ran out, EOWNERDEAD. */
+    Child c({"hold", name, "--robust", "--consistent"}, url());
+    auto line = c.expect_line("held", ms(kLease + 3000));
+    ASSERT_TRUE(line);
+    EXPECT_EQ(std::to_string(EOWNERDEAD), field(*line, "rc"));
+    EXPECT_GE(elapsed_ms(t_exit), pttl - 50);
+    c.write_line("unlock");
+    ASSERT_TRUE(c.expect_line("unlocked rc=0", ms(3000)));
+}
+
+TEST_F(Cache, AForkedChildCachesNothingOfItsParents)
+{
+    std::string name = lock_name();
+    rmutex_t m;
+    cached_mutex(&m, name);
+    ASSERT_RC(0, rmutex_lock(&m));
+    ASSERT_RC(0, rmutex_unlock(&m));
+    int fds[2];
+    ASSERT_EQ(0, pipe(fds));
+    struct timespec bound = abs_after(CLOCK_MONOTONIC, scaled(ms(5000)).count());
+    pid_t pid = fork();
+    if (pid == 0) {
+        /* Not the parent's cache: trylock finds it busy (and asks); the
+         * parent gives it back on request, long before the idle time. */
+        int code = rmutex_trylock(&m) == EBUSY ? 0 : 10;
+        if (!code) code = rmutex_clocklock(&m, CLOCK_MONOTONIC, &bound) == 0 ? 0 : 11;
+        char owner[96];
+        rmutex_owner_id(owner, sizeof owner);
+        if (!code) code = write(fds[1], owner, strlen(owner)) > 0 ? 0 : 12;
+        if (!code) code = rmutex_unlock(&m) == 0 ? 0 : 13;
+        _exit(code);
+    }
+    close(fds[1]);
+    int status = 0;
+    ASSERT_EQ(pid, waitpid(pid, &status, 0));
+    EXPECT_TRUE(WIFEXITED(status));
+    EXPECT_EQ(0, WEXITSTATUS(status));
+    char buf[96] = {0};
+    EXPECT_GT(read(fds[0], buf, sizeof buf - 1), 0);
+    close(fds[0]);
+    std::string child_owner = buf;
+    EXPECT_NE(process_field().substr(0, 36), child_owner.substr(0, 36)) << "a new identity";
+}
+
+TEST_F(Cache, TwoHandlesOfOneNameShareTheCache)
+{
+    std::string name = lock_name();
+    rmutex_t cached, plain;
+    cached_mutex(&cached, name, RMUTEX_STALLED, RMUTEX_ERRORCHECK);
+    init_mutex(&plain, name, RMUTEX_ERRORCHECK);
+    ASSERT_RC(0, rmutex_lock(&cached));
+    EXPECT_RC(EDEADLK, rmutex_lock(&plain)) << "one name, one hold";
+    ASSERT_RC(0, rmutex_unlock(&cached));
+    rmutex_stats_t before = stats();
+    ASSERT_RC(0, rmutex_lock(&plain));
+    EXPECT_EQ(before.round_trips, stats().round_trips) << "the plain handle used the process's cache";
+    EXPECT_RC(0, rmutex_unlock(&plain));
+}
+
+} // namespace
