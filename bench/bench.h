@@ -66,6 +66,7 @@ void w7_run(void);
 void w8_run(void);
 void w9_run(void);
 void w10_run(void);
+void w11_run(void);
 void w12_run(void);
 /* Stop the cluster W8 and W9 started, if any. */
 void bench_cluster_stop(void);
