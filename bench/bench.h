@@ -39,6 +39,10 @@ struct redisContext;
 double limit_loop(struct redisContext *c, int n, int eval, double *p50_us);
 /* Compute the final limit and add its rows to the report. */
 void limits_finish(void);
+/* The floor under any pub/sub wake-up: PUBLISH on c -> a forked subscriber
+ * process (plain hiredis, a connection of its own) has read the message,
+ * rounds times on channel.  The median in µs, or NAN on an error. */
+double pubsub_delivery_p50(struct redisContext *c, const char *channel, int rounds);
 
 /* rmutex_shutdown(), then rmutex_configure() with the server and opts. */
 int bench_configure(const char *opts);
@@ -47,6 +51,10 @@ rmutex_stats_t stats_now(void);
 int selected(const char *id);
 /* A lock name unique to this run: "bench:<pid>:<what>". */
 void lock_name(char *buf, size_t n, const char *what);
+/* Lock+unlock pairs of m until seconds have passed and n pairs are done
+ * (either may be 0); pairs/s to *rate (may be NULL).  0, or -1 with an
+ * error line naming workload id. */
+int lock_pairs(const char *id, rmutex_t *m, long n, double seconds, double *rate);
 
 void w1_run(void);
 void w2_run(void);
@@ -58,6 +66,7 @@ void w7_run(void);
 void w8_run(void);
 void w9_run(void);
 void w10_run(void);
+void w11_run(void);
 void w12_run(void);
 /* Stop the cluster W8 and W9 started, if any. */
 void bench_cluster_stop(void);

@@ -6,7 +6,9 @@
  * redis-benchmark -c 1 -P 1 and by a raw hiredis loop like the library's
  * own -- and the limit is the faster of the two (by median over the
  * repetitions).  main() measures before and after the workloads, so the
- * min-max shows how much the machine drifted during the run. */
+ * min-max shows how much the machine drifted during the run.  Also here,
+ * for the workloads that wait on pub/sub (W10, W11): one PUBLISH delivered
+ * to a subscriber in another process. */
 #include "bench.h"
 #include "clock.h"
 #include "proc.h"
@@ -14,9 +16,12 @@
 #include "server.h"
 
 #include <math.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 struct limits lim;
 
@@ -75,6 +80,61 @@ double limit_loop(redisContext *c, int n, int eval, double *p50_us)
         free(lat);
     }
     return rate;
+}
+
+double pubsub_delivery_p50(redisContext *c, const char *channel, int rounds)
+{
+    int fds[2];
+    double *lat = calloc((size_t)rounds, sizeof *lat);
+    if (!lat || pipe(fds)) {
+        free(lat);
+        return NAN;
+    }
+    fflush(NULL);
+    pid_t pid = fork();
+    if (pid == 0) {
+        close(fds[0]);
+        redisContext *s = server_connect();
+        redisReply *r = s ? rcmd(s, "SUBSCRIBE %s", channel) : NULL;
+        if (!r) _exit(1);
+        freeReplyObject(r);
+        for (int i = 0; i < rounds; i++) {
+            void *m;
+            if (redisGetReply(s, &m) != REDIS_OK) _exit(2);
+            int64_t t = now_ns();
+            freeReplyObject(m);
+            if (write(fds[1], &t, sizeof t) != (ssize_t)sizeof t) _exit(3);
+        }
+        _exit(0);
+    }
+    close(fds[1]); /* a subscriber that dies is an end of file */
+    int ok = pid > 0;
+    for (int64_t until = now_ns() + 5000000000LL; ok && now_ns() < until;) {
+        redisReply *r = rcmd(c, "PUBSUB NUMSUB %s", channel);
+        long long n = r && r->type == REDIS_REPLY_ARRAY && r->elements == 2 ? r->element[1]->integer : 0;
+        if (r) freeReplyObject(r);
+        if (n == 1) break;
+        sleep_ns(1000000);
+    }
+    for (int i = 0; ok && i < rounds; i++) {
+        int64_t t0 = now_ns(), t1;
+        redisReply *r = rcmd(c, "PUBLISH %s x", channel);
+        if (r) freeReplyObject(r);
+        ok = r && read(fds[0], &t1, sizeof t1) == (ssize_t)sizeof t1;
+        if (ok) lat[i] = (double)(t1 - t0) / 1e3;
+    }
+    if (pid > 0) {
+        if (!ok) kill(pid, SIGKILL);
+        waitpid(pid, NULL, 0);
+    }
+    close(fds[0]);
+    double p50 = NAN;
+    if (ok) {
+        sort_doubles(lat, (size_t)rounds);
+        p50 = quantile_sorted(lat, (size_t)rounds, 0.5);
+    }
+    free(lat);
+    return p50;
 }
 
 int limits_measure(int reps)

@@ -32,6 +32,7 @@
 #include "server.h"
 
 #include <errno.h>
+#include <math.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
@@ -175,52 +176,10 @@ static void raw_delivery(redisContext *c)
 {
     char ch[128];
     lock_name(ch, sizeof ch, "w10:raw");
-    int rounds = opt.quick ? 200 : 1000, fds[2];
     struct sample p50s = { .n = 0 };
-    double *lat = calloc((size_t)rounds, sizeof *lat);
-    if (!lat || pipe(fds)) {
-        free(lat);
-        return;
-    }
-    pid_t pid = fork();
-    if (pid == 0) {
-        redisContext *s = server_connect();
-        redisReply *r = s ? rcmd(s, "SUBSCRIBE %s", ch) : NULL;
-        if (!r) _exit(1);
-        freeReplyObject(r);
-        for (int i = 0; i < rounds; i++) {
-            void *m;
-            if (redisGetReply(s, &m) != REDIS_OK) _exit(2);
-            int64_t t = now_ns();
-            freeReplyObject(m);
-            if (write(fds[1], &t, sizeof t) != (ssize_t)sizeof t) _exit(3);
-        }
-        _exit(0);
-    }
-    int ok = 1;
-    for (int64_t until = now_ns() + 5000000000LL; now_ns() < until;) {
-        redisReply *r = rcmd(c, "PUBSUB NUMSUB %s", ch);
-        long long n = r && r->type == REDIS_REPLY_ARRAY && r->elements == 2 ? r->element[1]->integer : 0;
-        if (r) freeReplyObject(r);
-        if (n == 1) break;
-        sleep_ns(1000000);
-    }
-    for (int i = 0; ok && i < rounds; i++) {
-        int64_t t0 = now_ns(), t1;
-        redisReply *r = rcmd(c, "PUBLISH %s x", ch);
-        if (r) freeReplyObject(r);
-        ok = r && read(fds[0], &t1, sizeof t1) == (ssize_t)sizeof t1;
-        if (ok) lat[i] = (double)(t1 - t0) / 1e3;
-    }
-    if (!ok) kill(pid, SIGKILL);
-    waitpid(pid, NULL, 0);
-    if (ok) {
-        sort_doubles(lat, (size_t)rounds);
-        sample_add(&p50s, quantile_sorted(lat, (size_t)rounds, 0.5));
-    }
-    free(lat);
-    close(fds[0]);
-    close(fds[1]);
+    double p50 = pubsub_delivery_p50(c, ch, opt.quick ? 200 : 1000);
+    int ok = !isnan(p50);
+    if (ok) sample_add(&p50s, p50);
     struct row *r = report_row("W10", "floor: raw PUBLISH → a subscriber process read it, p50", "µs",
                                ok ? &p50s : NULL);
     row_limit_ref(r, &lim.eval_rtt_us, 1, "EVALSHA RTT");

@@ -33,23 +33,23 @@
 #include <stdio.h>
 #include <string.h>
 
-static int pairs(rmutex_t *m, double seconds, double *rate)
+int lock_pairs(const char *id, rmutex_t *m, long n, double seconds, double *rate)
 {
     int64_t t0 = now_ns(), until = t0 + (int64_t)(seconds * 1e9), t;
-    long n = 0;
+    long k = 0;
     do {
         int r = rmutex_lock(m);
         if (r) {
-            fprintf(stderr, "bench W1: lock: %s (%s)\n", strerror(r), rmutex_detail());
+            fprintf(stderr, "bench %s: lock: %s (%s)\n", id, strerror(r), rmutex_detail());
             return -1;
         }
         if ((r = rmutex_unlock(m))) {
-            fprintf(stderr, "bench W1: unlock: %s (%s)\n", strerror(r), rmutex_detail());
+            fprintf(stderr, "bench %s: unlock: %s (%s)\n", id, strerror(r), rmutex_detail());
             return -1;
         }
-        n++;
-    } while ((t = now_ns()) < until);
-    *rate = n / ((double)(t - t0) / 1e9);
+        k++;
+    } while ((t = now_ns()) < until || k < n);
+    if (rate) *rate = k / ((double)(t - t0) / 1e9);
     return 0;
 }
 
@@ -122,7 +122,7 @@ static void one(int fair)
     redisContext *c = server_connect();
     int ok = c && !bench_configure("") && !rmutex_init(&m, name, &a);
     double warm;
-    ok = ok && !pairs(&m, 0.2, &warm);
+    ok = ok && !lock_pairs("W1", &m, 0, 0.2, &warm);
     char rs_name[128];
     lock_name(rs_name, sizeof rs_name, "w1:redisson");
     for (int i = 0; ok && i < opt.reps; i++) {
@@ -134,7 +134,7 @@ static void one(int fair)
         }
         rmutex_stats_t s0 = stats_now();
         evalsha_totals(c, &calls0, &usec0);
-        if (pairs(&m, seconds, &v)) {
+        if (lock_pairs("W1", &m, 0, seconds, &v)) {
             ok = 0;
             break;
         }
