@@ -64,9 +64,27 @@ static int reserve(struct rm_conn *c, size_t more)
     return 0;
 }
 
+size_t rm_conn_uint(char *buf, unsigned long long v)
+{
+    char tmp[RM_CONN_UINT], *end = tmp + sizeof tmp, *p = end;
+    do *--p = (char)('0' + v % 10);
+    while (v /= 10);
+    size_t n = (size_t)(end - p);
+    memcpy(buf, p, n);
+    buf[n] = 0;
+    return n;
+}
+
+/* "*<n>\r\n" or "$<n>\r\n": written by hand, because a command has a
+ * dozen of them and sprintf costs as much as the rest of the call. */
 static void put_header(struct rm_conn *c, char kind, size_t n)
 {
-    c->wlen += (size_t)sprintf(c->wbuf + c->wlen, "%c%zu\r\n", kind, n);
+    char *p = c->wbuf + c->wlen;
+    *p++ = kind;
+    p += rm_conn_uint(p, n);
+    *p++ = '\r';
+    *p++ = '\n';
+    c->wlen = (size_t)(p - c->wbuf);
 }
 
 void rm_conn_append(struct rm_conn *c, int argc, const char *const *argv, const size_t *lens)
