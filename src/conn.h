@@ -21,6 +21,7 @@ struct rm_conn {
     size_t wlen, wcap;
     char *rbuf;            /* RM_CONN_RBUF bytes: recv() lands here */
     int broken;            /* an append ran out of memory */
+    rm_nsec recv_wait;     /* the socket's receive timeout; 0: none, never block */
     int count_round_trips; /* a calling thread's connection: count in stats */
     pid_t pid;             /* the process that dialled it */
     struct rm_conn *next, *prev; /* the owner's list of every connection */
