@@ -195,8 +195,11 @@ static struct rm_watchdog_entry *entry_new(int argc, const char *const *argv, co
 {
     size_t total = 0;
     for (int i = 0; i < argc; i++) total += lens[i] + 1;
-    struct rm_watchdog_entry *e = calloc(1, sizeof *e + total);
+    /* malloc, not calloc: glibc's calloc bypasses the thread cache, and an
+     * entry is made and freed on every lock and unlock. */
+    struct rm_watchdog_entry *e = malloc(sizeof *e + total);
     if (!e) return NULL;
+    memset(e, 0, sizeof *e);
     char *p = e->buf;
     for (int i = 0; i < argc; i++) {
         memcpy(p, argv[i], lens[i]);
