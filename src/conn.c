@@ -11,6 +11,17 @@
  * A connection is used by one thread at a time and is thrown away after
  * any I/O error: a stream whose state is unknown is never reused.
  *
+ * Waiting for a reply costs one system call, not two.  The socket is
+ * non-blocking while it connects and blocking afterwards, with a receive
+ * timeout (SO_RCVTIMEO) a margin short of the command timeout: a wait
+ * whose deadline is at least that far off -- the usual one, a call bounded
+ * by the command timeout -- is one recv() that sleeps until the reply
+ * comes, instead of a poll() and then a recv().  Every other wait, and the
+ * end of one whose recv() timed out, polls until the exact deadline as
+ * before (SO_RCVTIMEO counts in scheduler ticks, so it is kept a margin
+ * short of where it may end).  Everything else -- sends, and reads of what
+ * is already there -- passes MSG_DONTWAIT and never blocks.
+ *
  * Nothing large lives on the caller's stack: the receive buffer belongs to
  * the connection, because the calling thread may have been created with a
  * PTHREAD_STACK_MIN (16 KiB) stack, of which the library promises to use
@@ -19,6 +30,7 @@
 #include "internal.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <hiredis/hiredis.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
@@ -27,6 +39,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <sys/time.h>
 #include <unistd.h>
 
 static rm_nsec io_deadline(rm_nsec deadline)
@@ -64,9 +77,27 @@ static int reserve(struct rm_conn *c, size_t more)
     return 0;
 }
 
+size_t rm_conn_uint(char *buf, unsigned long long v)
+{
+    char tmp[RM_CONN_UINT], *end = tmp + sizeof tmp, *p = end;
+    do *--p = (char)('0' + v % 10);
+    while (v /= 10);
+    size_t n = (size_t)(end - p);
+    memcpy(buf, p, n);
+    buf[n] = 0;
+    return n;
+}
+
+/* "*<n>\r\n" or "$<n>\r\n": written by hand, because a command has a
+ * dozen of them and sprintf costs as much as the rest of the call. */
 static void put_header(struct rm_conn *c, char kind, size_t n)
 {
-    c->wlen += (size_t)sprintf(c->wbuf + c->wlen, "%c%zu\r\n", kind, n);
+    char *p = c->wbuf + c->wlen;
+    *p++ = kind;
+    p += rm_conn_uint(p, n);
+    *p++ = '\r';
+    *p++ = '\n';
+    c->wlen = (size_t)(p - c->wbuf);
 }
 
 void rm_conn_append(struct rm_conn *c, int argc, const char *const *argv, const size_t *lens)
@@ -97,7 +128,7 @@ int rm_conn_flush(struct rm_conn *c, rm_nsec deadline)
     deadline = io_deadline(deadline);
     if (c->count_round_trips) RM_COUNT(round_trips);
     while (off < c->wlen) {
-        ssize_t n = send(c->fd, c->wbuf + off, c->wlen - off, MSG_NOSIGNAL);
+        ssize_t n = send(c->fd, c->wbuf + off, c->wlen - off, MSG_NOSIGNAL | MSG_DONTWAIT);
         if (n > 0) {
             off += (size_t)n;
             continue;
@@ -150,17 +181,36 @@ int rm_conn_read(struct rm_conn *c, rm_nsec deadline, redisReply **out)
     return rm_conn_read_slow(c, io_deadline(deadline), out);
 }
 
+/* Wait for more of a reply until deadline and feed it to the parser: a
+ * blocking recv() when the socket's receive timeout ends before deadline
+ * (it may end early: the caller then looks again), else poll and read.
+ * Returns 0, or RM_E_LOST with the detail set. */
+static int receive(struct rm_conn *c, rm_nsec deadline)
+{
+    if (c->recv_wait && c->recv_wait <= deadline - rm_clock_now()) {
+        ssize_t n = recv(c->fd, c->rbuf, RM_CONN_RBUF, 0);
+        if (n > 0) {
+            if (redisReaderFeed(c->reader, c->rbuf, (size_t)n) != REDIS_OK) return RM_E_LOST;
+            return (size_t)n < RM_CONN_RBUF ? 0 : rm_conn_read_available(c);
+        }
+        if (n < 0 && (errno == EINTR || errno == EAGAIN || errno == EWOULDBLOCK)) return 0;
+        rm_detail("reading from Redis: %s", n < 0 ? strerror(errno) : "connection closed");
+        return RM_E_LOST;
+    }
+    int r = wait_fd(c->fd, POLLIN, deadline);
+    if (r) {
+        rm_detail("waiting for Redis's reply: %s", r == ETIMEDOUT ? "timed out" : strerror(r));
+        return RM_E_LOST;
+    }
+    return rm_conn_read_available(c);
+}
+
 int rm_conn_read_slow(struct rm_conn *c, rm_nsec deadline, redisReply **out)
 {
     for (;;) {
         int r = rm_conn_next_reply(c, out);
         if (r) return r > 0 ? 0 : r;
-        r = wait_fd(c->fd, POLLIN, deadline);
-        if (r) {
-            rm_detail("waiting for Redis's reply: %s", r == ETIMEDOUT ? "timed out" : strerror(r));
-            return RM_E_LOST;
-        }
-        if ((r = rm_conn_read_available(c))) return r;
+        if ((r = receive(c, deadline))) return r;
     }
 }
 
@@ -203,6 +253,24 @@ int rm_conn_reply_status(const redisReply *r)
     if (memmem(r->str, r->len, "WRONGTYPE", 9) || memmem(r->str, r->len, "not an integer", 14))
         return EINVAL;
     return EIO;
+}
+
+/* Make c's socket blocking, with a receive timeout a margin short of the
+ * command timeout (see the top of the file).  Without it (a command
+ * timeout too short for the margin, or a failed call) c stays
+ * non-blocking and every wait polls. */
+static void block_with_timeout(struct rm_conn *c)
+{
+    rm_nsec t = RM_MSEC(RM_SETTING(command_timeout_ms));
+    rm_nsec margin = rm_clock_max(t / 10, RM_MSEC(50));
+    if (t <= 2 * margin) return;
+    t -= margin;
+    struct timeval tv = { (time_t)(t / 1000000000), (suseconds_t)(t % 1000000000 / 1000) };
+    int fl = fcntl(c->fd, F_GETFL);
+    if (fl < 0 || setsockopt(c->fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv) ||
+        fcntl(c->fd, F_SETFL, fl & ~O_NONBLOCK))
+        return;
+    c->recv_wait = t;
 }
 
 static int handshake(struct rm_conn *c, const struct rm_server_addr *a, const char *role,
@@ -290,6 +358,7 @@ int rm_conn_dial(const struct rm_server_addr *a, const char *role, rm_nsec deadl
         setsockopt(c->fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
         setsockopt(c->fd, SOL_SOCKET, SO_KEEPALIVE, &one, sizeof one);
     }
+    block_with_timeout(c);
     if ((r = handshake(c, a, role, deadline))) {
         rm_conn_close(c);
         return r;

@@ -21,6 +21,7 @@ struct rm_conn {
     size_t wlen, wcap;
     char *rbuf;            /* RM_CONN_RBUF bytes: recv() lands here */
     int broken;            /* an append ran out of memory */
+    rm_nsec recv_wait;     /* the socket's receive timeout; 0: none, never block */
     int count_round_trips; /* a calling thread's connection: count in stats */
     pid_t pid;             /* the process that dialled it */
     struct rm_conn *next, *prev; /* the owner's list of every connection */
@@ -61,6 +62,12 @@ int rm_conn_read(struct rm_conn *c, rm_nsec deadline, struct redisReply **out);
 /* rm_conn_read for a command that is meant to take long (WAIT): deadline
  * is not cut to the command timeout. */
 int rm_conn_read_slow(struct rm_conn *c, rm_nsec deadline, struct redisReply **out);
+
+/* v in decimal at buf (RM_CONN_UINT bytes at least), NUL-terminated;
+ * returns its length.  For the numbers of a command's arguments, which
+ * are built on every call: snprintf costs far more. */
+enum { RM_CONN_UINT = 24 };
+size_t rm_conn_uint(char *buf, unsigned long long v);
 
 /* rm_conn_append + rm_conn_flush + rm_conn_read. */
 int rm_conn_call(struct rm_conn *c, int argc, const char *const *argv, const size_t *lens,

@@ -51,6 +51,7 @@
  * waiter's place.  Every wait is bounded by half the waiter lease, so a
  * lost grant message is noticed before the grant lapses. */
 #include "call.h"
+#include "conn.h"
 #include "hold.h"
 #include "thread.h"
 #include "internal.h"
@@ -63,7 +64,6 @@
 
 #include <errno.h>
 #include <hiredis/hiredis.h>
-#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -76,7 +76,7 @@ _Static_assert(NARGS <= RM_WATCHDOG_MAXARGS, "fair.lua's calls must fit a deferr
 struct fair_req {
     const char *argv[NARGS];
     size_t lens[NARGS];
-    char acq[24], hold[24], wlease[24];
+    char acq[RM_CONN_UINT], hold[RM_CONN_UINT], wlease[RM_CONN_UINT];
 };
 
 static void fair_req_make(struct fair_req *q, const struct rm_mutex *mx, struct rm_endpoint *ep,
@@ -84,9 +84,8 @@ static void fair_req_make(struct fair_req *q, const struct rm_mutex *mx, struct 
                           int try_only, int notrec)
 {
     const struct rm_keys *k = &mx->keys;
-    snprintf(q->acq, sizeof q->acq, "%llu", (unsigned long long)acq);
-    snprintf(q->hold, sizeof q->hold, "%lu", rm_mutex_lease(mx));
-    snprintf(q->wlease, sizeof q->wlease, "%lu", RM_SETTING(waiter_lease_ms));
+    size_t nacq = rm_conn_uint(q->acq, acq), nhold = rm_conn_uint(q->hold, rm_mutex_lease(mx));
+    size_t nwlease = rm_conn_uint(q->wlease, RM_SETTING(waiter_lease_ms));
     const char *v[NARGS] = {
         k->lock, k->queue, k->alive, k->seq, k->token, k->owner, k->notrec, k->fchannel,
         k->channel,
@@ -96,6 +95,9 @@ static void fair_req_make(struct fair_req *q, const struct rm_mutex *mx, struct 
     memcpy(q->argv, v, sizeof v);
     for (int i = 0; i < NARGS; i++) q->lens[i] = strlen(v[i]);
     q->lens[10] = owner_len;
+    q->lens[11] = nacq;
+    q->lens[12] = nhold;
+    q->lens[13] = nwlease;
 }
 
 
@@ -161,9 +163,11 @@ static int fair_lock(struct rm_mutex *mx, struct rm_thread *self, struct rm_endp
 {
     uint64_t acq = ++self->seq;
     int try_only = w->mode == RM_WAIT_TRY;
-    char member[96];
-    int mlen = snprintf(member, sizeof member, "%.*s|%llu", (int)self->owner_len, self->owner,
-                        (unsigned long long)acq);
+    /* The queue member: "<owner>|<acquisition>". */
+    char member[sizeof self->owner + 1 + RM_CONN_UINT];
+    memcpy(member, self->owner, self->owner_len);
+    member[self->owner_len] = '|';
+    size_t mlen = self->owner_len + 1 + rm_conn_uint(member + self->owner_len + 1, acq);
     struct rm_waiter waiter;
     struct rm_watchdog_entry *alive = NULL;
     struct outcome o = { 0 };
@@ -177,12 +181,14 @@ static int fair_lock(struct rm_mutex *mx, struct rm_thread *self, struct rm_endp
     if (!try_only) {
         /* On the heap: the caller's stack may be PTHREAD_STACK_MIN. */
         const char *colon = strrchr(self->owner, ':');
-        size_t n = strlen(mx->keys.fchannel) + (size_t)(colon - self->owner) + 2;
-        char *channel = malloc(n);
+        size_t f = strlen(mx->keys.fchannel), u = (size_t)(colon - self->owner);
+        char *channel = malloc(f + u + 2); /* "<fair channel>:<process uuid>" */
         if (channel) {
-            snprintf(channel, n, "%s:%.*s", mx->keys.fchannel, (int)(colon - self->owner),
-                     self->owner);
-            joined = rm_endpoint_join(ep, mx->keys.slot, channel, &waiter, member, (size_t)mlen) ? -1 : 1;
+            memcpy(channel, mx->keys.fchannel, f);
+            channel[f] = ':';
+            memcpy(channel + f + 1, self->owner, u);
+            channel[f + 1 + u] = 0;
+            joined = rm_endpoint_join(ep, mx->keys.slot, channel, &waiter, member, mlen) ? -1 : 1;
             free(channel);
         } else {
             joined = -1; /* poll */
@@ -212,7 +218,7 @@ static int fair_lock(struct rm_mutex *mx, struct rm_thread *self, struct rm_endp
             break;
         }
         rm_wait_begin(&at);
-        if (!alive && !(alive = rm_watchdog_waiter(ep, mx->keys.alive, mx->keys.queue, mx->keys.seq, member, (size_t)mlen, wlease))) {
+        if (!alive && !(alive = rm_watchdog_waiter(ep, mx->keys.alive, mx->keys.queue, mx->keys.seq, member, mlen, wlease))) {
             rm_detail("out of memory");
             r = ENOMEM;
             break;

@@ -10,7 +10,6 @@
 
 #include <errno.h>
 #include <hiredis/hiredis.h>
-#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -22,7 +21,7 @@ void rm_script_append(struct rm_conn *c, int id, int nkeys, int argc, const char
     const struct rm_script *s = &rm_scripts[id];
     const char *sv[STACK_ARGS], **v = sv;
     size_t sl[STACK_ARGS], *l = sl;
-    char nk[16];
+    char nk[RM_CONN_UINT];
 
     if (argc + 3 > STACK_ARGS) {
         v = malloc(sizeof *v * (size_t)(argc + 3));
@@ -38,7 +37,7 @@ void rm_script_append(struct rm_conn *c, int id, int nkeys, int argc, const char
     l[0] = strlen(v[0]);
     v[1] = eval ? s->body : s->sha;
     l[1] = eval ? s->len : 40;
-    l[2] = (size_t)snprintf(nk, sizeof nk, "%d", nkeys);
+    l[2] = rm_conn_uint(nk, (unsigned)nkeys);
     v[2] = nk;
     memcpy(v + 3, argv, sizeof *v * (size_t)argc);
     memcpy(l + 3, lens, sizeof *l * (size_t)argc);

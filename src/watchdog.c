@@ -195,8 +195,11 @@ static struct rm_watchdog_entry *entry_new(int argc, const char *const *argv, co
 {
     size_t total = 0;
     for (int i = 0; i < argc; i++) total += lens[i] + 1;
-    struct rm_watchdog_entry *e = calloc(1, sizeof *e + total);
+    /* malloc, not calloc: glibc's calloc bypasses the thread cache, and an
+     * entry is made and freed on every lock and unlock. */
+    struct rm_watchdog_entry *e = malloc(sizeof *e + total);
     if (!e) return NULL;
+    memset(e, 0, sizeof *e);
     char *p = e->buf;
     for (int i = 0; i < argc; i++) {
         memcpy(p, argv[i], lens[i]);
@@ -323,13 +326,12 @@ struct rm_watchdog_entry *rm_watchdog_hold(struct rm_endpoint *ep, const struct 
                                unsigned long lease_ms, rm_nsec valid_until, rm_nsec due,
                                rmutex_t *m)
 {
-    char lease[24];
+    char lease[RM_CONN_UINT];
     /* A robust hold's owner mark is renewed with it.  Other holds name no
      * mark: a script call that names a key missing on a migrating slot's
      * source gets TRYAGAIN, and the renewal must go on through a migration. */
     const char *argv[] = { k->lock, k->owner, owner, lease };
-    size_t lens[] = { strlen(k->lock), strlen(k->owner), owner_len,
-                      (size_t)snprintf(lease, sizeof lease, "%lu", lease_ms) };
+    size_t lens[] = { strlen(k->lock), strlen(k->owner), owner_len, rm_conn_uint(lease, lease_ms) };
     int skip = !robust;
     if (skip) argv[1] = k->lock, lens[1] = lens[0]; /* argv + 1: lock, owner, lease */
     struct rm_watchdog_entry *e = entry_new(4 - skip, argv + skip, lens + skip);
