@@ -80,7 +80,7 @@ struct grant {
 struct release_req {
     const char *argv[10]; /* all of it may be deferred to the watchdog */
     size_t lens[10];
-    char acq[24];
+    char acq[RM_CONN_UINT];
 };
 
 _Static_assert(10 <= RM_WATCHDOG_MAXARGS, "release.lua's calls must fit a deferred call");
@@ -91,7 +91,7 @@ static void release_req_make(struct release_req *q, const struct rm_keys *k, int
                              int notrec, uint64_t acq)
 {
     q->acq[0] = 0;
-    if (acq) snprintf(q->acq, sizeof q->acq, "%llu", (unsigned long long)acq);
+    if (acq) rm_conn_uint(q->acq, acq);
     const char *v[] = { k->lock, k->channel, k->owner, k->notrec,
                         owner, notrec ? "1" : "0", RM_CALL_NOTREC_MS, q->acq,
                         rm_endpoint_publish(ep), robust ? "1" : "0" };
@@ -135,14 +135,14 @@ struct who {
 static int attempt(struct rm_mutex *mx, const struct who *me, struct rm_endpoint *ep,
                    rm_nsec deadline, int flags, struct grant *g)
 {
-    char lease[24], acqs[24];
+    char lease[RM_CONN_UINT], acqs[RM_CONN_UINT];
     const char *argv[] = { mx->keys.lock, mx->keys.owner, mx->keys.notrec, mx->keys.channel,
                            lease, me->owner, mx->robust ? "1" : "0", acqs,
                            rm_endpoint_publish(ep) };
     size_t lens[] = { strlen(argv[0]), strlen(argv[1]), strlen(argv[2]), strlen(argv[3]),
-                      (size_t)snprintf(lease, sizeof lease, "%lu", rm_mutex_lease(mx)),
+                      rm_conn_uint(lease, rm_mutex_lease(mx)),
                       me->owner_len, 1,
-                      (size_t)snprintf(acqs, sizeof acqs, "%llu", (unsigned long long)me->acq),
+                      rm_conn_uint(acqs, me->acq),
                       strlen(argv[8]) };
     redisReply *reply;
     struct rm_ack ack;
