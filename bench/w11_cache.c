@@ -23,6 +23,8 @@
  *      per process.  Caching must not cost throughput here (it hands the
  *      lock over in batches after the minimum hold), nor starve a process:
  *      the fewest acquisitions of a process ÷ the mean, for the cached run.
+ *      The cached run is made once more with cache_min_hold=0 (no minimum
+ *      hold, no courtesy), to show what that rule buys.
  *      Exclusion is checked on the way: the critical section counts the
  *      threads inside in shared memory, and more than one aborts the
  *      repetition with an error line (the row of the most seen inside shows
@@ -466,6 +468,27 @@ static void contention(void)
         struct row *r = report_row("W11", fig, "share", ok ? &share[k] : NULL);
         if (k) row_target(r, "≥ 0.5", ON_VALUE, J_GE, 0.5, 1);
     }
+    /* What the minimum hold (and the courtesy that comes with it) buys:
+     * the cached run again without it. */
+    struct sample bare_rate = { .n = 0 }, bare_share = { .n = 0 };
+    ok = ok && !bench_configure("cache_min_hold=0");
+    for (int i = 0; ok && i < opt.reps; i++) {
+        double v, per[PROCS], sh, inside = 0;
+        char name[128];
+        w11_name(name, sizeof name, "crowd-bare", 1, i);
+        ok = !crowd(name, 1, seconds, &v, per, &sh, &inside);
+        sample_add(&most, inside);
+        if (!ok) break;
+        sample_add(&bare_rate, v);
+        sample_add(&bare_share, sh);
+        printf("  W11 %dx%d cached, cache_min_hold=0: %.0f acq/s, fewest ÷ mean %.2f\n", PROCS,
+               THREADS, v, sh);
+    }
+    bench_configure("");
+    snprintf(fig, sizeof fig, "%dx%d acquisitions/s, cached with cache_min_hold=0", PROCS, THREADS);
+    report_row("W11", fig, "acq/s", ok ? &bare_rate : NULL);
+    snprintf(fig, sizeof fig, "%dx%d fewest ÷ mean, cached with cache_min_hold=0", PROCS, THREADS);
+    report_row("W11", fig, "share", ok ? &bare_share : NULL);
     snprintf(fig, sizeof fig, "%dx%d most holders inside at once (exclusion check)", PROCS, THREADS);
     struct row *r = report_row("W11", fig, "threads", &most);
     row_target(r, "≤ 1", ON_VALUE, J_LE, 1, 1);

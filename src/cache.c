@@ -25,8 +25,16 @@
  *     it for the minimum hold time (cache_min_hold, 5 ms): two processes
  *     that both want it take turns in batches, never one round trip per
  *     turn, so caching is never slower than no caching under contention;
- *   - with nobody inside, the keeper gives it back at once (or when the
- *     minimum hold time is up).
+ *   - with nobody inside, the keeper gives it back at once -- unless its
+ *     last unlock was less than IN_USE (50 us) ago: a thread relocking in
+ *     a loop leaves it idle only for a moment, and the minimum hold applies
+ *     to it as to a thread inside;
+ *   - having given it back on request at an unlock (it was in use), the
+ *     process's own threads wait a courtesy (1 ms, at most the minimum
+ *     hold) before they go to Redis for it: the askers learn of the release
+ *     by pub/sub, a round trip behind a local thread that is already awake,
+ *     and would otherwise rarely win.  (A cache the keeper gave back was
+ *     unused: nobody here is racing for it.)
  *
  * A demand message is lost when the pub/sub connection drops or before the
  * cache's subscription is confirmed: the asker's poll (the lock's PTTL, at
@@ -73,6 +81,7 @@
 #include "script.h"
 #include "sub.h"
 #include "thread.h"
+#include "wait.h"
 #include "watchdog.h"
 
 #include <errno.h>
@@ -85,6 +94,16 @@
 /* Tokens a cache reserves at a time. */
 #define RANGE 64
 
+/* A cache with nobody inside counts as in use -- the minimum hold applies
+ * to it -- when its last unlock is more recent than this: a thread that
+ * relocks in a loop leaves it idle for a moment between two holds. */
+#define IN_USE RM_USEC(50)
+
+/* After giving a lock back on request, this process's threads let the
+ * askers (woken by pub/sub, a round trip away) have it before they go to
+ * Redis for it themselves: the lesser of this and the minimum hold. */
+#define COURTESY RM_MSEC(1)
+
 struct rm_cache {
     struct rm_cache *next, *prev; /* the keeper's list (kp.mu) */
     _Atomic unsigned refs;     /* the lock's link, the keeper's list, pins */
@@ -94,6 +113,7 @@ struct rm_cache {
     struct rm_waiter ear;      /* notified of requests ("2") */
     int joined;                /* ear is on the channel */
     _Atomic int demanded;      /* another process asked, or the channel moved */
+    int told;                  /* the keeper was poked for this request (lock's mu) */
     int robust;
     unsigned long lease_ms;
     uint64_t acq;              /* the Redis acquisition it keeps */
@@ -196,8 +216,9 @@ static rm_nsec look_at(struct rm_cache *c, rm_nsec now)
     int asked = atomic_load(&c->demanded);
     rm_nsec min_end = c->taken_at + RM_MSEC(RM_SETTING(cache_min_hold_ms));
     rm_nsec idle_end = c->last_used + RM_MSEC(RM_SETTING(cache_idle_ms));
+    rm_nsec unused_from = c->last_used + IN_USE;
     int lost = rm_watchdog_lost(c->wd);
-    if (idle && (lost || (asked && now >= min_end) || now >= idle_end)) {
+    if (idle && (lost || (asked && (now >= min_end || now >= unused_from)) || now >= idle_end)) {
         l->cache = NULL;
         l->gate = RM_GATE_KEEPER;
         pthread_mutex_unlock(&l->mu);
@@ -208,8 +229,11 @@ static rm_nsec look_at(struct rm_cache *c, rm_nsec now)
         return RM_FOREVER;
     }
     pthread_mutex_unlock(&l->mu);
-    if (!idle) return now + RM_MSEC(RM_SETTING(cache_idle_ms)); /* its unlock may leave it idle */
-    return asked && min_end < idle_end ? min_end : idle_end;
+    /* In use: its unlock gives it back once the minimum hold is up; look
+     * again then in case it was left unused before that. */
+    if (!idle) return asked && min_end > now ? min_end : now + RM_MSEC(RM_SETTING(cache_idle_ms));
+    if (asked) return rm_clock_min(rm_clock_min(min_end, unused_from), idle_end);
+    return idle_end;
 }
 
 static void *keeper_main(void *arg)
@@ -274,14 +298,18 @@ int rm_cache_can_start(void)
 
 /* ---- a thread's lock and unlock ---- */
 
-int rm_cache_lock(struct rm_mutex *mx, struct rm_thread *self, struct rm_endpoint *ep, int *r)
+int rm_cache_lock(struct rm_mutex *mx, struct rm_thread *self, struct rm_endpoint *ep,
+                  const struct rm_wait *w, int *r)
 {
     struct rm_lock *l = mx->lock;
     RM_UNUSED(ep);
     pthread_mutex_lock(&l->mu);
     struct rm_cache *c = l->cache;
     if (!c) {
+        rm_nsec until = l->courtesy_until;
         pthread_mutex_unlock(&l->mu);
+        if (w->mode != RM_WAIT_TRY && until > rm_clock_now())
+            rm_clock_sleep_until(rm_clock_min(until, w->deadline));
         return 0;
     }
     if (rm_watchdog_lost(c->wd)) { /* gone in Redis: go there as for any lock */
@@ -382,9 +410,12 @@ int rm_cache_unlock(struct rm_mutex *mx, struct rm_thread *self, struct rm_endpo
                (asked && now >= c->taken_at + RM_MSEC(RM_SETTING(cache_min_hold_ms)));
         if (give) {
             l->cache = NULL;
+            if (asked) l->courtesy_until = now + rm_clock_min(COURTESY, RM_MSEC(RM_SETTING(cache_min_hold_ms)));
         } else {
             c->last_used = now;
             rm_watchdog_set_user(c->wd, NULL); /* lost while unused: nobody to tell */
+            if (c->told) asked = 0; /* the keeper knows */
+            else if (asked) c->told = 1;
         }
     }
     pthread_mutex_unlock(&l->mu);
@@ -395,7 +426,7 @@ int rm_cache_unlock(struct rm_mutex *mx, struct rm_thread *self, struct rm_endpo
         r = finish(c, 1, notrec);
         RM_COUNT(cache_returns);
     } else if (asked) {
-        poke(); /* the keeper gives it back when the minimum hold is up */
+        poke(); /* the keeper gives it back once it is unused or the minimum hold is up */
     }
     rm_lock_gate_leave(l);
     return r;

@@ -17,8 +17,11 @@ struct rm_thread;
 /* The non-fair lock, with self in the gate: if the process caches mx's
  * lock, self's hold is made from the cache (no round trip) and 1 is
  * returned with *r = 0 or ENOMEM; else 0 (a cache found lost is ended
- * first). */
-int rm_cache_lock(struct rm_mutex *mx, struct rm_thread *self, struct rm_endpoint *ep, int *r);
+ * first), after the courtesy wait when the process just gave the lock
+ * back on request (not for trylock; not past w's deadline). */
+struct rm_wait;
+int rm_cache_lock(struct rm_mutex *mx, struct rm_thread *self, struct rm_endpoint *ep,
+                  const struct rm_wait *w, int *r);
 
 /* May a cache start now (its keeper thread runs or can be started)? */
 int rm_cache_can_start(void);

@@ -15,6 +15,7 @@ typedef int64_t rm_nsec;
 
 #define RM_FOREVER INT64_MAX
 #define RM_MSEC(ms) ((rm_nsec)(ms) * 1000000)
+#define RM_USEC(us) ((rm_nsec)(us) * 1000)
 #define RM_TO_MSEC(ns) ((ns) / 1000000)
 
 static inline rm_nsec rm_clock_ns(clockid_t clock)

@@ -6,6 +6,7 @@
 #include <pthread.h>
 #include <stdint.h>
 
+#include "clock.h"
 #include "keys.h"
 
 struct rm_cache;
@@ -34,6 +35,7 @@ struct rm_lock {
     struct rm_gate_waiter *gq_head, *gq_tail;
     struct rm_hold *hold;      /* this process's current hold, NULL: none */
     struct rm_cache *cache;    /* the process's cached Redis hold (cache.c), NULL: none */
+    rm_nsec courtesy_until;    /* cache.c: gave it back on request; threads wait till then */
 };
 
 /* The gate's holder while the cache keeper gives a cache back (no thread

@@ -247,7 +247,7 @@ static int nf_lock(struct rm_mutex *mx, struct rm_thread *self, struct rm_endpoi
         return r;
     }
     /* The process's cache of the lock, if it has one: no round trip. */
-    if (rm_cache_lock(mx, self, ep, &r)) {
+    if (rm_cache_lock(mx, self, ep, w, &r)) {
         if (r && r != EOWNERDEAD) rm_lock_gate_leave(mx->lock);
         return r;
     }
