@@ -349,8 +349,10 @@ TEST_F(Cache, ALostCacheIsEpermForTheThreadInsideAndTheNextLockGoesToRedis)
     /* Lost while unused: nobody to tell; the next lock takes it again. */
     ASSERT_RC(0, rmutex_lock(&m));
     ASSERT_RC(0, rmutex_unlock(&m));
+    uint64_t lost_before = stats().locks_lost;
     redis().cmd({"DEL", name});
-    std::this_thread::sleep_for(ms(kLease)); // a renewal finds it gone (every lease/3)
+    ASSERT_TRUE(wait_until([&] { return stats().locks_lost > lost_before; }, ms(kLease + 1000)))
+        << "a renewal (every lease/3) finds it gone";
     EXPECT_EQ(0, lost_calls.load()) << "nobody was inside";
     ASSERT_RC(0, rmutex_lock(&m));
     EXPECT_TRUE(redis().exists(name));

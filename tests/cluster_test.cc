@@ -389,6 +389,43 @@ TEST_F(ClusterPubSub, AReleaseWakesAWaiterThroughShardedPubSub)
     EXPECT_GT(stats().wakeups_pubsub, 0u);
 }
 
+/* A cached lock on a cluster: the cache listens for requests with
+ * SSUBSCRIBE at the slot's owner, an asker's acquire SPUBLISHes there, and
+ * the lock moves to the asker long before the idle time (10 s here). */
+TEST_F(ClusterPubSub, ACachedLockIsAskedForAndGivenBackThroughShardedPubSub)
+{
+    ASSERT_RC(0, rmutex_shutdown());
+    ASSERT_RC(0, rmutex_configure(cluster->url("lease=3000&poll=20000&cache_idle=10000").c_str()));
+    std::string n = name("cached");
+    rmutexattr_t attr;
+    ASSERT_EQ(0, rmutexattr_init(&attr));
+    ASSERT_EQ(0, rmutexattr_setcache(&attr, 1));
+    ASSERT_RC(0, rmutex_init(&m, n.c_str(), &attr));
+    rmutexattr_destroy(&attr);
+    ASSERT_RC(0, rmutex_lock(&m));
+    ASSERT_RC(0, rmutex_unlock(&m));
+    int owner = cluster->owner(cluster->slot(n));
+    ASSERT_TRUE(wait_until([&] { return shard_subscribers(owner, "redisson_lock__channel:{" + n + "}") == 1; },
+                           ms(3000)))
+        << "the cache listens at the slot's owner";
+    rmutex_stats_t before = stats();
+    for (int i = 0; i < 100; i++) {
+        ASSERT_RC(0, rmutex_lock(&m));
+        ASSERT_RC(0, rmutex_unlock(&m));
+    }
+    EXPECT_LE(stats().round_trips - before.round_trips, 3u) << "relocks are served by the cache";
+    auto t0 = Clock::now();
+    auto other = child_holding(n, cluster->url("lease=3000&poll=20000"));
+    ASSERT_TRUE(other) << "the other process never got the cached lock";
+    EXPECT_LT(elapsed_ms(t0), scaled(ms(3000)).count()) << "given on request, not after the idle time";
+    EXPECT_RC(EBUSY, rmutex_trylock(&m));
+    ASSERT_TRUE(other->write_line("unlock"));
+    ASSERT_TRUE(other->expect_line("unlocked rc=0", ms(2000)));
+    ASSERT_RC(0, rmutex_lock(&m));
+    EXPECT_RC(0, rmutex_unlock(&m));
+    EXPECT_RC(0, rmutex_destroy(&m));
+}
+
 TEST_F(ClusterPubSub, WaitersResubscribeAtTheNewOwnerAfterTheServerTakesTheirChannel)
 {
     std::string n = name("resub");
