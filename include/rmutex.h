@@ -646,7 +646,8 @@ typedef struct rmutex_stats {
     uint64_t cache_hits;         /* locks of a cached mutex served by the cache: no round trip */
     uint64_t cache_starts;       /* caches begun (an acquisition in Redis by the process) */
     uint64_t cache_returns;      /* caches given back at an unlock (asked for, or not
-                                    recoverable); the keeper's are cache_starts minus these */
+                                    recoverable; the others end by the keeper, a loss, a
+                                    thread's exit, the process's exit or a shutdown) */
 } rmutex_stats_t;
 
 /* Copy the counters into *out.  size is sizeof(rmutex_stats_t) as the

@@ -86,7 +86,8 @@ static void warn_local_once(const void *m)
 static rmutex_pthread_mutex_t *ready(rmutex_pthread_mutex_t *m)
 {
     if (m && !__atomic_load_n(&m->__rm.__state, __ATOMIC_ACQUIRE) && cache_by_default() &&
-        !(__atomic_load_n(&m->__rm.__kind, __ATOMIC_RELAXED) & RMUTEX_FLAG_FAIR))
+        !__atomic_load_n(&dm_of(m)->local_only, __ATOMIC_ACQUIRE) &&
+        !(__atomic_load_n(&m->__rm.__kind, __ATOMIC_RELAXED) & (RMUTEX_FLAG_FAIR | RMUTEX_FLAG_CACHE)))
         /* A static initializer's state is made by this caller's first
          * rmutex call, which reads the kind after this. */
         __atomic_fetch_or(&m->__rm.__kind, RMUTEX_FLAG_CACHE, __ATOMIC_ACQ_REL);

@@ -283,13 +283,16 @@ int rm_cache_can_start(void)
 {
     pthread_once(&cv_once, init_cv);
     pthread_mutex_lock(&kp.mu);
-    if (!kp.started && !kp.stop) {
+    if (!kp.started && !kp.stop && !kp.failed) {
         sigset_t all, old;
         sigfillset(&all);
         pthread_sigmask(SIG_SETMASK, &all, &old);
         kp.started = !pthread_create(&kp.thread, NULL, keeper_main, NULL);
         pthread_sigmask(SIG_SETMASK, &old, NULL);
-        if (!kp.started) rm_log("cannot start the cache keeper; not caching");
+        if (!kp.started) {
+            kp.failed = 1; /* not again: every lock would pay for it */
+            rm_log("cannot start the cache keeper; not caching");
+        }
     }
     int ok = kp.started && !kp.stop;
     pthread_mutex_unlock(&kp.mu);
@@ -297,6 +300,17 @@ int rm_cache_can_start(void)
 }
 
 /* ---- a thread's lock and unlock ---- */
+
+/* May a thread's hold be made from c, through mx (l->mu held)?  Not when
+ * the watchdog found it lost, nor when its renewal is overdue (less than
+ * half a lease known good: Redis may be out of reach, and the lease could
+ * run out under a holder that never asked Redis), nor for a handle whose
+ * hold would differ from the cache's (another robustness, a fixed lease). */
+static int usable_locked(const struct rm_cache *c, const struct rm_mutex *mx, rm_nsec now)
+{
+    return !rm_watchdog_lost(c->wd) && mx->robust == c->robust && !mx->lease_ms &&
+           rm_watchdog_valid_until(c->wd) - now > RM_MSEC(c->lease_ms) / 2;
+}
 
 int rm_cache_lock(struct rm_mutex *mx, struct rm_thread *self, struct rm_endpoint *ep,
                   const struct rm_wait *w, int *r)
@@ -312,20 +326,24 @@ int rm_cache_lock(struct rm_mutex *mx, struct rm_thread *self, struct rm_endpoin
             rm_clock_sleep_until(rm_clock_min(until, w->deadline));
         return 0;
     }
-    if (rm_watchdog_lost(c->wd)) { /* gone in Redis: go there as for any lock */
+    if (!usable_locked(c, mx, rm_clock_now())) { /* give it back; go to Redis as for any lock */
         l->cache = NULL;
         pthread_mutex_unlock(&l->mu);
-        finish(c, 0, 0);
+        finish(c, 1, 0);
         return 0;
     }
     pthread_mutex_unlock(&l->mu);
-    /* self has the gate: nobody else takes c off the lock meanwhile. */
+    /* self has the gate: nobody else takes c off the lock meanwhile (the
+     * keeper waits for a free gate; an exiting process's clean-up frees
+     * nothing). */
     struct rm_hold_terms terms = rm_mutex_terms(mx);
     terms.shared_wd = c->wd;
     struct rm_grant g = { 0, 0, 0, 0, c->acq };
-    rm_watchdog_set_user(c->wd, mx->user);
     *r = rm_hold_take(l, &terms, self, ep, &g);
-    RM_COUNT(cache_hits);
+    if (!*r) {
+        rm_watchdog_set_user(c->wd, mx->user);
+        RM_COUNT(cache_hits);
+    }
     return 1;
 }
 
@@ -453,15 +471,17 @@ int rm_cache_token_locked(struct rm_lock *l, struct rm_thread *self, struct rm_h
     int r = rm_fence_take(l, owner, n, acq, RANGE, &top);
     pthread_mutex_lock(&l->mu);
     if (r) return r;
-    if (l->cache == c && rm_hold_of(l, self) == h) {
-        c->tok_end = top;
-        c->tok_next = top - RANGE + 1;
-        h->token = c->tok_next;
+    if (l->cache != c || rm_hold_of(l, self) != h) {
+        rm_detail("%s is no longer held (the process is exiting)", l->keys.lock);
+        return EPERM;
     }
+    c->tok_end = top;
+    c->tok_next = top - RANGE + 1;
+    h->token = c->tok_next;
     return 0;
 }
 
-/* ---- exit, shutdown, fork ---- */
+/* ---- thread exit, process exit, shutdown, fork ---- */
 
 struct rm_cache *rm_cache_detach_locked(struct rm_lock *l)
 {
@@ -476,16 +496,50 @@ void rm_cache_abandon(struct rm_cache *c)
     finish(c, 0, 0);
 }
 
+/* At exit, with the process's other threads still running: take c off
+ * its lock and give it back in Redis, but free nothing -- a thread may be
+ * inside, its hold sharing c's watchdog entry, or between reading l->cache
+ * and taking its hold.  (Its unlock then finds no cache: EPERM.) */
+static void release_at_exit(struct rm_cache *c, rm_nsec deadline)
+{
+    struct rm_lock *l = c->lock;
+    pthread_mutex_lock(&l->mu);
+    int mine = l->cache == c;
+    if (mine) l->cache = NULL;
+    pthread_mutex_unlock(&l->mu);
+    if (!mine || rm_clock_now() >= deadline) return;
+    char owner[64];
+    size_t n = rm_thread_owner_of(0, owner, sizeof owner);
+    rm_nonfair_release(c->ep, &l->keys, c->robust, owner, n, 0, c->acq, deadline, deadline);
+}
+
 void rm_cache_release_all(struct rm_endpoint *ep, rm_nsec deadline, int stop)
 {
     RM_UNUSED(ep);
     pthread_once(&cv_once, init_cv);
-    pthread_mutex_lock(&kp.mu);
-    int join = stop && kp.started;
-    if (stop) {
-        kp.stop = 1;
-        pthread_cond_signal(&kp.cv);
+    if (!stop) {
+        /* The process is exiting: the list stays as it is (leaked). */
+        pthread_mutex_lock(&kp.mu);
+        size_t n = 0;
+        for (struct rm_cache *c = kp.head; c; c = c->next) n++;
+        struct rm_cache **all = n ? malloc(n * sizeof *all) : NULL;
+        n = 0;
+        if (all)
+            for (struct rm_cache *c = kp.head; c; c = c->next) {
+                atomic_fetch_add(&c->refs, 1); /* never given back: nothing is freed */
+                all[n++] = c;
+            }
+        pthread_mutex_unlock(&kp.mu);
+        for (size_t i = 0; i < n; i++) release_at_exit(all[i], deadline);
+        free(all);
+        return;
     }
+    /* rmutex_shutdown: no call is in progress (no thread is inside or in a
+     * gate), so every cache can be ended and freed. */
+    pthread_mutex_lock(&kp.mu);
+    int join = kp.started;
+    kp.stop = 1;
+    pthread_cond_signal(&kp.cv);
     pthread_mutex_unlock(&kp.mu);
     if (join) pthread_join(kp.thread, NULL);
     for (;;) {
@@ -497,22 +551,15 @@ void rm_cache_release_all(struct rm_endpoint *ep, rm_nsec deadline, int stop)
         struct rm_lock *l = c->lock;
         pthread_mutex_lock(&l->mu);
         int mine = l->cache == c;
-        if (mine) {
-            l->cache = NULL;
-            /* A thread still inside (the process is exiting) finds its
-             * hold gone at its unlock: EPERM. */
-            if (l->hold && l->hold->shared) l->hold->wd = NULL;
-        }
+        if (mine) l->cache = NULL;
         pthread_mutex_unlock(&l->mu);
         if (mine) finish(c, rm_clock_now() < deadline, 0);
-        else list_remove(c) ? cache_put(c) : (void)0;
+        else if (list_remove(c)) cache_put(c);
         cache_put(c);
     }
-    if (stop) {
-        pthread_mutex_lock(&kp.mu);
-        kp.started = kp.stop = 0;
-        pthread_mutex_unlock(&kp.mu);
-    }
+    pthread_mutex_lock(&kp.mu);
+    kp.started = kp.stop = 0;
+    pthread_mutex_unlock(&kp.mu);
 }
 
 void rm_cache_atfork_child(void)

@@ -657,9 +657,10 @@ static void settle_locked(struct rm_watchdog_entry **e, const int *res, size_t n
         if (!x || !wd.cb || (x->kind == KIND_HOLD && !x->m)) continue;
         rmutex_lost_fn cb = wd.cb;
         void *cb_arg = wd.cb_arg;
+        rmutex_t *m = x->m; /* (a cached hold's changes with its user: rm_watchdog_set_user) */
         x->cb_running = 1;
         pthread_mutex_unlock(&wd.mu);
-        cb(x->m, x->argv[0], cb_arg);
+        cb(m, x->argv[0], cb_arg);
         pthread_mutex_lock(&wd.mu);
         x->cb_running = 0;
         pthread_cond_broadcast(&wd.cb_done);

@@ -385,6 +385,45 @@ TEST_F(Cache, AThreadThatExitsInsideEndsTheCacheAndItsLeaseRunsOut)
     ASSERT_TRUE(c.expect_line("unlocked rc=0", ms(3000)));
 }
 
+TEST_F(Cache, AfterAThreadExitedInsideTheNextLocalLockWaitsOutTheLeaseToo)
+{
+    std::string name = lock_name();
+    rmutex_t m;
+    cached_mutex(&m, name, RMUTEX_ROBUST);
+    std::thread([&] { ASSERT_RC(0, rmutex_lock(&m)); }).join();
+    auto t_exit = Clock::now();
+    long long pttl = redis().pttl(name);
+    ASSERT_GT(pttl, 0);
+    /* The process's next acquisition is not a takeover of its own field. */
+    EXPECT_RC(EOWNERDEAD, rmutex_lock(&m));
+    EXPECT_GE(elapsed_ms(t_exit), pttl - 50) << "got in before the abandoned cache's lease ran out";
+    EXPECT_RC(0, rmutex_consistent(&m));
+    EXPECT_RC(0, rmutex_unlock(&m));
+}
+
+TEST_F(Cache, ACacheWhoseRenewalIsOverdueServesNoLocalLock)
+{
+    std::string name = lock_name();
+    rmutex_t m;
+    cached_mutex(&m, name);
+    ASSERT_RC(0, rmutex_lock(&m));
+    ASSERT_RC(0, rmutex_unlock(&m));
+    /* Redis stalls: no renewal lands.  The last one was at most lease/3
+     * before the stall; 1.4 s into it less than half the lease is known
+     * good, and the cache must not hand out the lock any more. */
+    Redis admin(host(), port());
+    ASSERT_FALSE(admin.cmd({"CLIENT", "PAUSE", "1800", "ALL"}).is_error());
+    std::this_thread::sleep_for(ms(1400)); // the stall itself
+    uint64_t hits = stats().cache_hits;
+    int rc = rmutex_trylock(&m); /* to Redis, which answers when the stall ends */
+    EXPECT_EQ(hits, stats().cache_hits) << "served from a cache nobody could renew";
+    if (rc == 0) {
+        EXPECT_RC(0, rmutex_unlock(&m));
+    }
+    ASSERT_RC(0, rmutex_lock(&m));
+    EXPECT_RC(0, rmutex_unlock(&m));
+}
+
 TEST_F(Cache, AForkedChildCachesNothingOfItsParents)
 {
     std::string name = lock_name();

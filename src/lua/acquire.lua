@@ -46,9 +46,18 @@ local function busy(pttl)
   return {1, pttl}
 end
 
+-- Is the owner's field there (value held) not this acquisition's to take
+-- over?  A thread's field always is (see above).  A process's ("<uuid>:0",
+-- a cache) only for this very acquisition asked again: an earlier cache of
+-- the process that was abandoned (a thread exited inside it) must run out
+-- its lease, as a thread's hold would, not pass to the next local thread.
+local function not_mine(held)
+  return not held or (string.sub(me, -2) == ':0' and held ~= acq)
+end
+
 if ARGV[3] ~= '1' then
   local pttl = redis.call('pttl', L)
-  if pttl ~= -2 and not redis.call('hget', L, me) then
+  if pttl ~= -2 and not_mine(redis.call('hget', L, me)) then
     return busy(pttl)
   end
   redis.call('hset', L, me, acq)
@@ -65,7 +74,7 @@ end
 local pttl = redis.call('pttl', L)
 local dead
 if pttl ~= -2 then
-  if not redis.call('hget', L, me) then
+  if not_mine(redis.call('hget', L, me)) then
     return busy(pttl)
   end
   -- Ours: this very acquisition asked again keeps what it was told.
