@@ -78,7 +78,7 @@ struct rm_watchdog_entry {
     unsigned long lease_ms;   /* KIND_HOLD, KIND_WAITER */
     rm_nsec next_due;
     rm_nsec window;           /* renewed up to this much early, to batch */
-    rm_nsec valid_until;      /* KIND_HOLD: last good send + lease */
+    _Atomic rm_nsec valid_until; /* KIND_HOLD: last good send + lease (read lock-free) */
     rm_nsec give_up_at;       /* KIND_DEFERRED */
     rm_nsec sent_at;
     rm_nsec acquired;         /* KIND_HOLD: when the acquiring call was sent */
@@ -400,10 +400,7 @@ int rm_watchdog_lost(const struct rm_watchdog_entry *e) { return atomic_load(&e-
 
 rm_nsec rm_watchdog_valid_until(const struct rm_watchdog_entry *e)
 {
-    pthread_mutex_lock(&wd.mu);
-    rm_nsec t = e->valid_until;
-    pthread_mutex_unlock(&wd.mu);
-    return t;
+    return atomic_load(&e->valid_until);
 }
 
 void rm_watchdog_defer(struct rm_endpoint *ep, int script, int nkeys, int argc,

@@ -45,7 +45,8 @@ void rm_watchdog_set_user(struct rm_watchdog_entry *e, rmutex_t *m);
 int rm_watchdog_lost(const struct rm_watchdog_entry *e);
 
 /* Until when e's hold is known good: the send time of the last acquire or
- * renewal Redis acknowledged, plus the lease (CLOCK_MONOTONIC). */
+ * renewal Redis acknowledged, plus the lease (CLOCK_MONOTONIC).  Lock-free
+ * (a cached lock asks at every local lock). */
 rm_nsec rm_watchdog_valid_until(const struct rm_watchdog_entry *e);
 
 /* The most arguments (KEYS and ARGV) a deferred call may have. */
