@@ -89,8 +89,9 @@ void work(Shared *sh, int id, const std::string &url, const std::vector<std::str
             continue;
         }
         int64_t start = now_ns();
-        uint64_t token = 0;
-        rmutex_fence(&m[k], &token);
+        uint64_t token = 0; /* 0: rmutex_fence could not reach the primary (it may be the
+                               one just killed) -- a hold without a token, not an overlap */
+        if (rmutex_fence(&m[k], &token)) token = 0;
         usleep(1000);
         int64_t end = now_ns();
         r = rmutex_unlock(&m[k]);
@@ -133,7 +134,8 @@ struct Workers {
         if (!pids.empty()) stop();
         munmap(sh, sizeof(Shared));
     }
-    /* Holds of one lock that overlap (by time; tokens must grow too). */
+    /* Holds of one lock that overlap (by time; tokens must grow too, where
+     * both holds got one). */
     int overlaps()
     {
         int n = std::min<int>(sh->nholds, kMaxHolds), bad = 0;
@@ -142,7 +144,8 @@ struct Workers {
             return a.lock != b.lock ? a.lock < b.lock : a.start < b.start;
         });
         for (int i = 1; i < n; i++)
-            if (h[i].lock == h[i - 1].lock && (h[i].start < h[i - 1].end || h[i].token <= h[i - 1].token)) {
+            if (h[i].lock == h[i - 1].lock &&
+                (h[i].start < h[i - 1].end || (h[i].token && h[i - 1].token && h[i].token <= h[i - 1].token))) {
                 if (bad++ < 5)
                     std::cerr << "[failover] overlap on lock " << h[i].lock << ": token " << h[i - 1].token << " ["
                               << h[i - 1].start / 1000000 << ", " << h[i - 1].end / 1000000 << "] then token "
