@@ -61,7 +61,9 @@
  *
  * What stays as without caching: a lost hold (the watchdog's renewal
  * finds the field gone) is EPERM at the unlock of the thread inside and
- * ends the cache; a thread that exits inside ends the cache too and lets
+ * ends the cache, and a cache whose renewal is overdue (less than half a
+ * lease known good) serves no new local hold -- it is given back and the
+ * lock sought in Redis; a thread that exits inside ends the cache too and lets
  * its lease run out (robust: the next taker gets EOWNERDEAD); an
  * EOWNERDEAD holder's unlock without rmutex_consistent gives the lock back
  * marked not recoverable.  One thing differs: a process that dies while

@@ -51,8 +51,10 @@ int rm_cache_unlock(struct rm_mutex *mx, struct rm_thread *self, struct rm_endpo
 struct rm_hold;
 int rm_cache_token_locked(struct rm_lock *l, struct rm_thread *self, struct rm_hold *h);
 
-/* Give back every cache now (rmutex_shutdown, the process's exit), on ep,
- * within deadline.  Stops the keeper thread first when stop. */
+/* Give back every cache now, within deadline.  stop (rmutex_shutdown, no
+ * call in progress): stop the keeper, end and free every cache.  Else
+ * (the process's exit, other threads may still run): take each cache off
+ * its lock and release it in Redis, freeing nothing. */
 void rm_cache_release_all(struct rm_endpoint *ep, rm_nsec deadline, int stop);
 
 /* fork(): 1 in the child: no thread, no cache (the parent's are its). */

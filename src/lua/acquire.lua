@@ -30,7 +30,9 @@
 -- finds its own field and is answered "acquired" once more, never a second
 -- count.  A field of the owner's from an earlier hold whose release never
 -- landed (a failover lost it, a release deferred past its caller) becomes
--- this acquisition: the client asks only when it holds nothing.
+-- this acquisition: the client asks only when it holds nothing.  Not so a
+-- process's field ("<uuid>:0", a cache): only the same acquisition takes
+-- it over (not_mine below).
 local L, lease, me, acq = KEYS[1], ARGV[1], ARGV[2], ARGV[4]
 
 -- Busy.  A holder whose field ends in ":0" is a process caching the lock
