@@ -77,11 +77,15 @@
 
 static const char *const kinds[2] = { "uncached", "cached" };
 
+/* Figures 1 and 3 are made again for fair mutexes (both kinds fair). */
+static int fair_kind;
+static const char *fair_prefix(void) { return fair_kind ? "fair, " : ""; }
+
 /* A lock name unique to this run, kind and repetition. */
 static void w11_name(char *buf, size_t n, const char *what, int cache, int rep)
 {
     char w[64];
-    snprintf(w, sizeof w, "w11:%s:%s:%d", what, kinds[cache], rep);
+    snprintf(w, sizeof w, "w11:%s%s:%s:%d", fair_kind ? "fair-" : "", what, kinds[cache], rep);
     lock_name(buf, n, w);
 }
 
@@ -90,6 +94,7 @@ static int open_mutex(rmutex_t *m, const char *name, int cache)
     rmutexattr_t a;
     rmutexattr_init(&a);
     int r = rmutexattr_setcache(&a, cache);
+    if (!r) r = rmutexattr_setfair(&a, fair_kind);
     if (!r) r = rmutex_init(m, name, &a);
     if (r) fprintf(stderr, "bench W11: init %s: %s (%s)\n", name, strerror(r), rmutex_detail());
     return r;
@@ -221,14 +226,16 @@ static void one_thread(void)
             sample_add(&trips[k], rt[k]);
         }
         sample_add(&ratio, v[1] / v[0]);
-        printf("  W11 1 thread: uncached %.0f pairs/s (%.2f round trips/pair), cached %.0f pairs/s "
-               "(%.2f), cached ÷ uncached %.2f\n", v[0], rt[0], v[1], rt[1], v[1] / v[0]);
+        printf("  W11 %s1 thread: uncached %.0f pairs/s (%.2f round trips/pair), cached %.0f pairs/s "
+               "(%.2f), cached ÷ uncached %.2f\n", fair_prefix(), v[0], rt[0], v[1], rt[1], v[1] / v[0]);
     }
     for (int k = 0; k < made; k++) rmutex_destroy(&m[k]);
-    rows_pair("lock+unlock pairs, 1 thread", "pairs/s", rate, &ratio, 0.5, "EVALSHA/2", 100, ok);
+    char fig[96];
+    snprintf(fig, sizeof fig, "%slock+unlock pairs, 1 thread", fair_prefix());
+    rows_pair(fig, "pairs/s", rate, &ratio, 0.5, "EVALSHA/2", 100, ok);
     for (int k = 0; k < 2; k++) {
         char f[96];
-        snprintf(f, sizeof f, "round trips per pair (calling thread), %s", kinds[k]);
+        snprintf(f, sizeof f, "%sround trips per pair (calling thread), %s", fair_prefix(), kinds[k]);
         report_row("W11", f, "RT", ok ? &trips[k] : NULL);
     }
 }
@@ -452,21 +459,28 @@ static void contention(void)
         for (int k = 0; k < 2; k++) {
             sample_add(&rate[k], v[k]);
             sample_add(&share[k], sh[k]);
-            printf("  W11 %dx%d %s: %.0f acq/s, per process", PROCS, THREADS, kinds[k], v[k]);
+            printf("  W11 %s%dx%d %s: %.0f acq/s, per process", fair_prefix(), PROCS, THREADS, kinds[k], v[k]);
             for (int p = 0; p < PROCS; p++) printf(" %.0f", per[k][p]);
             printf(", fewest ÷ mean %.2f\n", sh[k]);
         }
         sample_add(&ratio, v[1] / v[0]);
-        printf("  W11 %dx%d: cached ÷ uncached %.2f\n", PROCS, THREADS, v[1] / v[0]);
+        printf("  W11 %s%dx%d: cached ÷ uncached %.2f\n", fair_prefix(), PROCS, THREADS, v[1] / v[0]);
     }
     char fig[96];
-    snprintf(fig, sizeof fig, "%dx%d (processes x threads) acquisitions/s", PROCS, THREADS);
+    snprintf(fig, sizeof fig, "%s%dx%d (processes x threads) acquisitions/s", fair_prefix(), PROCS, THREADS);
     rows_pair(fig, "acq/s", rate, &ratio, 1, "EVALSHA", 0.8, ok);
     for (int k = 0; k < 2; k++) {
-        snprintf(fig, sizeof fig, "%dx%d fewest acquisitions of a process ÷ mean, %s", PROCS, THREADS,
-                 kinds[k]);
+        snprintf(fig, sizeof fig, "%s%dx%d fewest acquisitions of a process ÷ mean, %s", fair_prefix(),
+                 PROCS, THREADS, kinds[k]);
         struct row *r = report_row("W11", fig, "share", ok ? &share[k] : NULL);
         if (k) row_target(r, "≥ 0.5", ON_VALUE, J_GE, 0.5, 1);
+    }
+    if (fair_kind) { /* no minimum hold for a fair cache: nothing to compare */
+        snprintf(fig, sizeof fig, "%s%dx%d most holders inside at once (exclusion check)", fair_prefix(),
+                 PROCS, THREADS);
+        struct row *r = report_row("W11", fig, "threads", &most);
+        row_target(r, "≤ 1", ON_VALUE, J_LE, 1, 1);
+        return;
     }
     /* What the minimum hold (and the courtesy that comes with it) buys:
      * the cached run again without it. */
@@ -623,4 +637,8 @@ void w11_run(void)
     two_processes();
     contention();
     remote_waiter();
+    fair_kind = 1;
+    one_thread();
+    contention();
+    fair_kind = 0;
 }

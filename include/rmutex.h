@@ -191,8 +191,11 @@ RMUTEX_API int rmutexattr_getlease(const rmutexattr_t *attr, unsigned long *leas
  * token), robustness, the lost-lock callback and fork (the child caches
  * nothing) keep their meaning; but a process that dies caching a robust
  * mutex, even with no thread inside, leaves EOWNERDEAD to the next robust
- * taker.  Needs a renewed lease (EINVAL at rmutex_init with a fixed one);
- * not yet for fair mutexes (ENOTSUP at rmutex_init).  README: Lock
+ * taker.  A fair mutex stays FIFO across processes: the process queues
+ * as one waiter, another process's queued waiter (or trylock) is a
+ * request, and an asked fair cache goes to the first waiter at the next
+ * unlock (no minimum hold) and serves no later local lock.  Needs a
+ * renewed lease (EINVAL at rmutex_init with a fixed one).  README: Lock
  * caching.  Returns 0 or EINVAL, as for the type. */
 RMUTEX_API int rmutexattr_setcache(rmutexattr_t *attr, int cache);
 RMUTEX_API int rmutexattr_getcache(const rmutexattr_t *attr, int *cache);
@@ -648,6 +651,8 @@ typedef struct rmutex_stats {
     uint64_t cache_returns;      /* caches given back at an unlock (asked for, or not
                                     recoverable; the others end by the keeper, a loss, a
                                     thread's exit, the process's exit or a shutdown) */
+    uint64_t cache_requests;     /* requests for a cached lock heard from other clients
+                                    (a waiter of a fair lock asks at each of its tries) */
 } rmutex_stats_t;
 
 /* Copy the counters into *out.  size is sizeof(rmutex_stats_t) as the

@@ -231,9 +231,8 @@ static int parse_entry(struct ctx *c, struct span ent, struct rm_shim_entry *e)
             return 1;
         }
     }
-    if (e->cache && (e->fair || e->lease_ms)) {
-        report(c, "entry '%.*s': cache needs a non-fair lock with a renewed lease (no fair, "
-               "no lease=)", (int)ent.n, ent.p);
+    if (e->cache && e->lease_ms) {
+        report(c, "entry '%.*s': cache needs a renewed lease (no lease=)", (int)ent.n, ent.p);
         return 1;
     }
     if (e->cond && (e->fair || e->robust || e->cache || e->lease_ms)) {

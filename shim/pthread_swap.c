@@ -87,7 +87,7 @@ static rmutex_pthread_mutex_t *ready(rmutex_pthread_mutex_t *m)
 {
     if (m && !__atomic_load_n(&m->__rm.__state, __ATOMIC_ACQUIRE) && cache_by_default() &&
         !__atomic_load_n(&dm_of(m)->local_only, __ATOMIC_ACQUIRE) &&
-        !(__atomic_load_n(&m->__rm.__kind, __ATOMIC_RELAXED) & (RMUTEX_FLAG_FAIR | RMUTEX_FLAG_CACHE)))
+        !(__atomic_load_n(&m->__rm.__kind, __ATOMIC_RELAXED) & RMUTEX_FLAG_CACHE))
         /* A static initializer's state is made by this caller's first
          * rmutex call, which reads the kind after this. */
         __atomic_fetch_or(&m->__rm.__kind, RMUTEX_FLAG_CACHE, __ATOMIC_ACQ_REL);
@@ -126,7 +126,7 @@ int rmutex_pthread_mutex_init(rmutex_pthread_mutex_t *m, const rmutex_pthread_mu
         rmutexattr_setlease(&ra, attr->__lease_ms);
     }
     int cache = attr && attr->__cache >= 0 ? attr->__cache : cache_by_default();
-    rmutexattr_setcache(&ra, cache && !(attr && attr->__fair) && !(attr && attr->__lease_ms));
+    rmutexattr_setcache(&ra, cache && !(attr && attr->__lease_ms));
     r = rmutex_init(&m->__rm, attr && attr->__name ? attr->__name : site, &ra);
     rmutexattr_destroy(&ra);
     if (r) return r;

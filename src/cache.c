@@ -53,6 +53,21 @@
  * local thread slips in between; the threads queued meanwhile then go to
  * Redis as for any lock.
  *
+ * Fair mutexes (fair.c).  The process's threads take turns through the
+ * gate and the process waits in the fair queue as one member,
+ * "<uuid>:0|<acquisition>"; its place is FIFO with other processes'
+ * waiters.  A queued waiter is demand: each try of a waiter that finds a
+ * ":0" holder publishes "2" (fair.lua), and a grant made with others
+ * already queued behind says so ("queued"), so the cache starts asked.
+ * An asked fair cache has no minimum hold and no courtesy: it serves no
+ * further local lock, the thread inside gives it back at its unlock (or
+ * the keeper at once, if nobody is inside), and fair.lua's release hands
+ * it to the first waiter; the process's other threads then queue behind
+ * it in Redis (while the lock stays contended, fair.c caches it no more:
+ * cached_lock).  What is not FIFO: a local lock that comes while a request
+ * is on its way (one pub/sub delivery, or a poll when it was lost) is
+ * still served from the cache.
+ *
  * Fencing: each thread's hold of a cached lock is a new owner and gets a
  * greater token.  The cache reserves a range of RANGE tokens from the
  * counter (fence.lua INCRBY, only while its Redis hold is there) when its
@@ -117,6 +132,7 @@ struct rm_cache {
     _Atomic int demanded;      /* another process asked, or the channel moved */
     int told;                  /* the keeper was poked for this request (lock's mu) */
     int robust;
+    int fair;                  /* acquired through the fair queue (fair.lua) */
     unsigned long lease_ms;
     uint64_t acq;              /* the Redis acquisition it keeps */
     /* Under the lock's mu: */
@@ -129,9 +145,11 @@ static struct {
     pthread_mutex_t mu;
     pthread_cond_t cv;
     int started, stop, poked, failed;
+    int scanning;              /* looking at its caches (kp.mu let go) */
+    rm_nsec wake;              /* when it looks next, unless poked */
     pthread_t thread;
     struct rm_cache *head;
-} kp = { .mu = PTHREAD_MUTEX_INITIALIZER };
+} kp = { .mu = PTHREAD_MUTEX_INITIALIZER, .wake = RM_FOREVER };
 
 static _Atomic uint64_t next_acq;
 
@@ -162,6 +180,7 @@ static void heard(void *arg, int why)
 {
     struct rm_cache *c = arg;
     if (why == RM_WAKE_SUBSCRIBED || why == RM_WAKE_TIMEOUT) return;
+    if (why == RM_WAKE_MESSAGE) RM_COUNT(cache_requests);
     atomic_store(&c->demanded, 1);
     poke();
 }
@@ -180,6 +199,17 @@ static int list_remove(struct rm_cache *c)
     return listed;
 }
 
+/* Release acquisition acq of the process's field of l in Redis, by the
+ * protocol it was acquired with. */
+static int release_in_redis(struct rm_endpoint *ep, struct rm_lock *l, int fair, int robust,
+                            int notrec, uint64_t acq, rm_nsec deadline, rm_nsec give_up_at)
+{
+    char owner[64];
+    size_t n = rm_thread_owner_of(0, owner, sizeof owner);
+    return (fair ? rm_fair_release : rm_nonfair_release)(ep, &l->keys, robust, owner, n, notrec,
+                                                          acq, deadline, give_up_at);
+}
+
 /* c is off its lock: stop renewing it, stop listening, give it back in
  * Redis unless lost or abandoned (then its lease runs out).  Drops the
  * list's and the lock's references.  Returns the release's answer, EPERM
@@ -192,10 +222,8 @@ static int finish(struct rm_cache *c, int release, int notrec)
     if (lost) {
         r = EPERM; /* (rm_hold_drop said why, for an unlock) */
     } else if (release) {
-        char owner[64];
-        size_t n = rm_thread_owner_of(0, owner, sizeof owner);
-        r = rm_nonfair_release(c->ep, &c->lock->keys, c->robust, owner, n, notrec, c->acq,
-                               rm_call_deadline(), rm_clock_after(RM_MSEC(c->lease_ms)));
+        r = release_in_redis(c->ep, c->lock, c->fair, c->robust, notrec, c->acq,
+                             rm_call_deadline(), rm_clock_after(RM_MSEC(c->lease_ms)));
     }
     if (c->joined) rm_sub_leave(&c->ear);
     cache_put(c);
@@ -220,7 +248,10 @@ static rm_nsec look_at(struct rm_cache *c, rm_nsec now)
     rm_nsec idle_end = c->last_used + RM_MSEC(RM_SETTING(cache_idle_ms));
     rm_nsec unused_from = c->last_used + IN_USE;
     int lost = rm_watchdog_lost(c->wd);
-    if (idle && (lost || (asked && (now >= min_end || now >= unused_from)) || now >= idle_end)) {
+    /* A fair lock's waiter gets it at once: no minimum hold. */
+    int give = lost || (asked && (c->fair || now >= min_end || now >= unused_from)) ||
+               now >= idle_end;
+    if (idle && give) {
         l->cache = NULL;
         l->gate = RM_GATE_KEEPER;
         pthread_mutex_unlock(&l->mu);
@@ -233,7 +264,8 @@ static rm_nsec look_at(struct rm_cache *c, rm_nsec now)
     pthread_mutex_unlock(&l->mu);
     /* In use: its unlock gives it back once the minimum hold is up; look
      * again then in case it was left unused before that. */
-    if (!idle) return asked && min_end > now ? min_end : now + RM_MSEC(RM_SETTING(cache_idle_ms));
+    if (!idle) return asked && !c->fair && min_end > now ? min_end
+                                                        : now + RM_MSEC(RM_SETTING(cache_idle_ms));
     if (asked) return rm_clock_min(rm_clock_min(min_end, unused_from), idle_end);
     return idle_end;
 }
@@ -243,11 +275,10 @@ static void *keeper_main(void *arg)
     RM_UNUSED(arg);
     struct rm_cache **pinned = NULL;
     size_t cap = 0;
-    rm_nsec wake = RM_FOREVER;
     pthread_mutex_lock(&kp.mu);
     while (!kp.stop) {
-        while (!kp.poked && !kp.stop && rm_clock_now() < wake)
-            if (rm_clock_cond_wait_until(&kp.cv, &kp.mu, wake) == ETIMEDOUT) break;
+        while (!kp.poked && !kp.stop && rm_clock_now() < kp.wake)
+            if (rm_clock_cond_wait_until(&kp.cv, &kp.mu, kp.wake) == ETIMEDOUT) break;
         if (kp.stop) break;
         kp.poked = 0;
         size_t n = 0;
@@ -255,7 +286,7 @@ static void *keeper_main(void *arg)
         if (n > cap) {
             struct rm_cache **p = realloc(pinned, n * sizeof *p);
             if (!p) { /* look again soon */
-                wake = rm_clock_after(RM_MSEC(100));
+                kp.wake = rm_clock_after(RM_MSEC(100));
                 continue;
             }
             pinned = p;
@@ -266,19 +297,47 @@ static void *keeper_main(void *arg)
             atomic_fetch_add(&c->refs, 1);
             pinned[n++] = c;
         }
+        kp.scanning = 1;
         pthread_mutex_unlock(&kp.mu);
-        wake = RM_FOREVER;
-        rm_nsec now = rm_clock_now();
+        rm_nsec wake = RM_FOREVER, now = rm_clock_now();
         for (size_t i = 0; i < n; i++) {
             rm_nsec t = look_at(pinned[i], now);
             if (t < wake) wake = t;
             cache_put(pinned[i]);
         }
         pthread_mutex_lock(&kp.mu);
+        kp.scanning = 0;
+        kp.wake = wake;
     }
     pthread_mutex_unlock(&kp.mu);
     free(pinned);
     return NULL;
+}
+
+int rm_cache_enter(struct rm_mutex *mx, struct rm_thread *self, struct rm_endpoint *ep,
+                   const struct rm_wait *w, struct rm_who *me, int *cached, int *r)
+{
+    if ((*r = rm_lock_gate_enter(mx->lock, self, w))) {
+        if (*r == EBUSY) rm_detail("%s is held or being acquired by another thread of this process",
+                                   mx->keys.lock);
+        return 1;
+    }
+    /* The process's cache of the lock, if it has one: no round trip. */
+    if (rm_cache_lock(mx, self, ep, w, r)) {
+        if (*r && *r != EOWNERDEAD) rm_lock_gate_leave(mx->lock);
+        return 1;
+    }
+    *cached = mx->cache && rm_cache_can_start();
+    if (*cached) {
+        me->owner_len = rm_thread_owner_of(0, me->buf, sizeof me->buf);
+        me->owner = me->buf;
+        me->acq = rm_cache_next_acq();
+    } else {
+        me->owner = self->owner;
+        me->owner_len = self->owner_len;
+        me->acq = ++self->seq;
+    }
+    return 0;
 }
 
 int rm_cache_can_start(void)
@@ -310,6 +369,9 @@ int rm_cache_can_start(void)
  * hold would differ from the cache's (another robustness, a fixed lease). */
 static int usable_locked(const struct rm_cache *c, const struct rm_mutex *mx, rm_nsec now)
 {
+    /* A fair lock asked for goes to the waiter before any local thread
+     * that comes after the request. */
+    if (c->fair && atomic_load(&c->demanded)) return 0;
     return !rm_watchdog_lost(c->wd) && mx->robust == c->robust && !mx->lease_ms &&
            rm_watchdog_valid_until(c->wd) - now > RM_MSEC(c->lease_ms) / 2;
 }
@@ -350,7 +412,7 @@ int rm_cache_lock(struct rm_mutex *mx, struct rm_thread *self, struct rm_endpoin
 }
 
 int rm_cache_start(struct rm_mutex *mx, struct rm_thread *self, struct rm_endpoint *ep,
-                   const struct rm_grant *g)
+                   const struct rm_grant *g, int asked)
 {
     struct rm_lock *l = mx->lock;
     char owner[64];
@@ -362,8 +424,8 @@ int rm_cache_start(struct rm_mutex *mx, struct rm_thread *self, struct rm_endpoi
         if (!c->wd) free(c), c = NULL;
     }
     if (!c) {
-        rm_nonfair_release(ep, &l->keys, mx->robust, owner, n, 0, g->acq, rm_call_deadline(),
-                           g->valid_until);
+        release_in_redis(ep, l, mx->fair, mx->robust, 0, g->acq, rm_call_deadline(),
+                         g->valid_until);
         rm_detail("out of memory");
         return ENOMEM;
     }
@@ -371,13 +433,17 @@ int rm_cache_start(struct rm_mutex *mx, struct rm_thread *self, struct rm_endpoi
     c->lock = l;
     c->ep = ep;
     c->robust = mx->robust;
+    c->fair = mx->fair;
     c->lease_ms = rm_mutex_lease(mx);
     c->acq = g->acq;
     c->refs = 2; /* the lock's link and the list's */
     c->taken_at = c->last_used = rm_clock_now();
-    /* Without an ear nobody's request is heard: give it back at the unlock. */
-    c->joined = !rm_endpoint_join_notify(ep, l->keys.slot, l->keys.channel, &c->ear, "2", 1,
-                                         heard, c);
+    /* Asked already (others queued for a fair lock): it goes back at the
+     * unlock, and needs no ear.  Else listen for requests; without an ear
+     * nobody's request is heard: give it back at the unlock. */
+    if (!asked)
+        c->joined = !rm_endpoint_join_notify(ep, l->keys.slot, l->keys.channel, &c->ear, "2", 1,
+                                             heard, c);
     if (!c->joined) c->demanded = 1;
     pthread_mutex_lock(&l->mu);
     l->cache = c;
@@ -386,8 +452,14 @@ int rm_cache_start(struct rm_mutex *mx, struct rm_thread *self, struct rm_endpoi
     c->next = kp.head;
     if (kp.head) kp.head->prev = c;
     kp.head = c;
-    kp.poked = 1;
-    pthread_cond_signal(&kp.cv);
+    /* The keeper looks at it once its idle time is up; an asked cache is
+     * given back by its unlock (which pokes the keeper if it cannot).  A
+     * poke only when the keeper would not look in time: a context switch
+     * per acquisition is dear on a busy lock. */
+    if (!asked && (kp.scanning || c->last_used + RM_MSEC(RM_SETTING(cache_idle_ms)) < kp.wake)) {
+        kp.poked = 1;
+        pthread_cond_signal(&kp.cv);
+    }
     pthread_mutex_unlock(&kp.mu);
     RM_COUNT(cache_starts);
 
@@ -427,10 +499,10 @@ int rm_cache_unlock(struct rm_mutex *mx, struct rm_thread *self, struct rm_endpo
         rm_nsec now = rm_clock_now();
         asked = atomic_load(&c->demanded);
         give = lost || notrec ||
-               (asked && now >= c->taken_at + RM_MSEC(RM_SETTING(cache_min_hold_ms)));
+               (asked && (c->fair || now >= c->taken_at + RM_MSEC(RM_SETTING(cache_min_hold_ms))));
         if (give) {
             l->cache = NULL;
-            if (asked) l->courtesy_until = now + rm_clock_min(COURTESY, RM_MSEC(RM_SETTING(cache_min_hold_ms)));
+            if (asked && !c->fair) l->courtesy_until = now + rm_clock_min(COURTESY, RM_MSEC(RM_SETTING(cache_min_hold_ms)));
         } else {
             c->last_used = now;
             rm_watchdog_set_user(c->wd, NULL); /* lost while unused: nobody to tell */
@@ -510,9 +582,7 @@ static void release_at_exit(struct rm_cache *c, rm_nsec deadline)
     if (mine) l->cache = NULL;
     pthread_mutex_unlock(&l->mu);
     if (!mine || rm_clock_now() >= deadline) return;
-    char owner[64];
-    size_t n = rm_thread_owner_of(0, owner, sizeof owner);
-    rm_nonfair_release(c->ep, &l->keys, c->robust, owner, n, 0, c->acq, deadline, deadline);
+    release_in_redis(c->ep, l, c->fair, c->robust, 0, c->acq, deadline, deadline);
 }
 
 void rm_cache_release_all(struct rm_endpoint *ep, rm_nsec deadline, int stop)
@@ -561,6 +631,7 @@ void rm_cache_release_all(struct rm_endpoint *ep, rm_nsec deadline, int stop)
     }
     pthread_mutex_lock(&kp.mu);
     kp.started = kp.stop = 0;
+    kp.wake = RM_FOREVER;
     pthread_mutex_unlock(&kp.mu);
 }
 
@@ -571,6 +642,7 @@ void rm_cache_atfork_child(void)
     memset(&kp.mu, 0, sizeof kp.mu);
     pthread_mutex_init(&kp.mu, NULL);
     rm_clock_cond_init(&kp.cv);
-    kp.started = kp.stop = kp.poked = 0;
+    kp.started = kp.stop = kp.poked = kp.scanning = 0;
+    kp.wake = RM_FOREVER;
     kp.head = NULL;
 }

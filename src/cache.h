@@ -14,12 +14,29 @@ struct rm_lock;
 struct rm_mutex;
 struct rm_thread;
 
-/* The non-fair lock, with self in the gate: if the process caches mx's
+/* Who acquires a lock in Redis: a thread, or (a cached lock) the process. */
+struct rm_who {
+    const char *owner;  /* the thread's owner field, or buf */
+    size_t owner_len;
+    uint64_t acq;       /* the acquisition's number */
+    char buf[64];       /* "<uuid>:0" */
+};
+
+/* The start of every lock of a gated mutex (non-fair, or fair and cached):
+ * self enters the gate as w allows and, if the process caches the lock,
+ * takes its hold from the cache.  Returns 1 when that settled the call
+ * (*r: its result; the gate is left unless 0 or EOWNERDEAD), else 0 with
+ * self in the gate and *me the owner to acquire as: the process when mx
+ * caches and a cache can start (*cached = 1), else self. */
+struct rm_wait;
+int rm_cache_enter(struct rm_mutex *mx, struct rm_thread *self, struct rm_endpoint *ep,
+                   const struct rm_wait *w, struct rm_who *me, int *cached, int *r);
+
+/* A lock of mx, with self in the gate: if the process caches mx's
  * lock, self's hold is made from the cache (no round trip) and 1 is
  * returned with *r = 0 or ENOMEM; else 0 (a cache found lost is ended
  * first), after the courtesy wait when the process just gave the lock
  * back on request (not for trylock; not past w's deadline). */
-struct rm_wait;
 int rm_cache_lock(struct rm_mutex *mx, struct rm_thread *self, struct rm_endpoint *ep,
                   const struct rm_wait *w, int *r);
 
@@ -30,10 +47,12 @@ int rm_cache_can_start(void);
 uint64_t rm_cache_next_acq(void);
 
 /* self acquired mx's lock in Redis as the process (grant g, owner
- * "<uuid>:0"), in the gate: start caching it, and make self's hold of it.
- * Returns what rm_hold_take returns; on ENOMEM the lock is given back. */
+ * "<uuid>:0"), in the gate: start caching it, and make self's hold of it;
+ * asked: others already wait for it (a fair lock's queue), so it goes back
+ * at the unlock.  Returns what rm_hold_take returns; on ENOMEM the lock is
+ * given back. */
 int rm_cache_start(struct rm_mutex *mx, struct rm_thread *self, struct rm_endpoint *ep,
-                   const struct rm_grant *g);
+                   const struct rm_grant *g, int asked);
 
 /* Is self's current hold of l one of the cache's? */
 int rm_cache_holding(struct rm_lock *l, struct rm_thread *self);

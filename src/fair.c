@@ -50,6 +50,7 @@
  * acquisition id: the script confirms a grant it finds, or refreshes the
  * waiter's place.  Every wait is bounded by half the waiter lease, so a
  * lost grant message is noticed before the grant lapses. */
+#include "cache.h"
 #include "call.h"
 #include "conn.h"
 #include "hold.h"
@@ -79,17 +80,17 @@ struct fair_req {
     char acq[RM_CONN_UINT], hold[RM_CONN_UINT], wlease[RM_CONN_UINT];
 };
 
-static void fair_req_make(struct fair_req *q, const struct rm_mutex *mx, struct rm_endpoint *ep,
-                          const char *op, const char *owner, size_t owner_len, uint64_t acq,
-                          int try_only, int notrec)
+static void fair_req_make(struct fair_req *q, const struct rm_keys *k, int robust,
+                          unsigned long lease_ms, struct rm_endpoint *ep, const char *op,
+                          const char *owner, size_t owner_len, uint64_t acq, int try_only,
+                          int notrec)
 {
-    const struct rm_keys *k = &mx->keys;
-    size_t nacq = rm_conn_uint(q->acq, acq), nhold = rm_conn_uint(q->hold, rm_mutex_lease(mx));
+    size_t nacq = rm_conn_uint(q->acq, acq), nhold = rm_conn_uint(q->hold, lease_ms);
     size_t nwlease = rm_conn_uint(q->wlease, RM_SETTING(waiter_lease_ms));
     const char *v[NARGS] = {
         k->lock, k->queue, k->alive, k->seq, k->token, k->owner, k->notrec, k->fchannel,
         k->channel,
-        op, owner, q->acq, q->hold, q->wlease, mx->robust ? "1" : "0", try_only ? "1" : "0",
+        op, owner, q->acq, q->hold, q->wlease, robust ? "1" : "0", try_only ? "1" : "0",
         notrec ? "1" : "0", RM_CALL_NOTREC_MS, rm_endpoint_publish(ep),
     };
     memcpy(q->argv, v, sizeof v);
@@ -100,14 +101,20 @@ static void fair_req_make(struct fair_req *q, const struct rm_mutex *mx, struct 
     q->lens[13] = nwlease;
 }
 
+static void req_make(struct fair_req *q, const struct rm_mutex *mx, struct rm_endpoint *ep,
+                     const char *op, const struct rm_who *me, int try_only)
+{
+    fair_req_make(q, &mx->keys, mx->robust, rm_mutex_lease(mx), ep, op, me->owner,
+                  me->owner_len, me->acq, try_only, 0);
+}
 
-/* Leave the queue and pass on any grant acquisition acq got; in the
+/* Leave the queue and pass on any grant acquisition me->acq got; in the
  * background if Redis does not answer now. */
-static int cancel(struct rm_mutex *mx, struct rm_thread *self, struct rm_endpoint *ep, uint64_t acq)
+static int cancel(struct rm_mutex *mx, const struct rm_who *me, struct rm_endpoint *ep)
 {
     struct fair_req q;
     long long answer;
-    fair_req_make(&q, mx, ep, "cancel", self->owner, self->owner_len, acq, 0, 0);
+    req_make(&q, mx, ep, "cancel", me, 0);
     return rm_call_release(ep, RM_SCRIPT_FAIR, 9, NARGS, q.argv, q.lens, rm_call_deadline(),
                            rm_clock_after(RM_MSEC(rm_mutex_lease(mx))), &answer);
 }
@@ -119,17 +126,18 @@ struct outcome {
     int state;
     uint64_t token;
     int dead;
+    int queued;        /* others wait behind this hold */
     long long pttl;
     rm_nsec valid_until, due;
 };
 
 /* One acquire call.  0 with o filled when Redis answered, else a status. */
-static int attempt(struct rm_mutex *mx, struct rm_thread *self, struct rm_endpoint *ep,
-                   uint64_t acq, int try_only, rm_nsec deadline, struct outcome *o)
+static int attempt(struct rm_mutex *mx, const struct rm_who *me, struct rm_endpoint *ep,
+                   int try_only, rm_nsec deadline, struct outcome *o)
 {
     struct fair_req q;
     redisReply *reply;
-    fair_req_make(&q, mx, ep, "acquire", self->owner, self->owner_len, acq, try_only, 0);
+    req_make(&q, mx, ep, "acquire", me, try_only);
     rm_nsec sent = rm_clock_now();
     struct rm_ack ack;
     int r = rm_call(ep, RM_SCRIPT_FAIR, 9, NARGS, q.argv, q.lens, deadline,
@@ -139,9 +147,10 @@ static int attempt(struct rm_mutex *mx, struct rm_thread *self, struct rm_endpoi
     int ok = reply->type == REDIS_REPLY_ARRAY && reply->elements >= 1 &&
              e[0]->type == REDIS_REPLY_INTEGER;
     if (ok) o->state = (int)e[0]->integer;
-    if (ok && o->state == RM_CALL_ACQUIRED && reply->elements == 3) {
+    if (ok && o->state == RM_CALL_ACQUIRED && reply->elements == 4) {
         o->token = (uint64_t)e[1]->integer;
         o->dead = e[2]->integer == 1;
+        o->queued = e[3]->integer == 1;
         o->valid_until = sent + RM_MSEC(rm_mutex_lease(mx));
         o->due = sent + RM_MSEC(rm_mutex_lease(mx)) / 3;
     } else if (ok && o->state == RM_CALL_BUSY && reply->elements == 2) {
@@ -152,25 +161,26 @@ static int attempt(struct rm_mutex *mx, struct rm_thread *self, struct rm_endpoi
     }
     freeReplyObject(reply);
     if (!r && o->state == RM_CALL_ACQUIRED && rm_ack_short(&ack)) {
-        rm_ack_shortfall_detail(&ack, mx->keys.lock, cancel(mx, self, ep, acq));
+        rm_ack_shortfall_detail(&ack, mx->keys.lock, cancel(mx, me, ep));
         o->state = SHORTFALL;
     }
     return r;
 }
 
-static int fair_lock(struct rm_mutex *mx, struct rm_thread *self, struct rm_endpoint *ep,
-                     struct rm_wait *w)
+/* Queue as me until granted (or trylock's one try), as w allows: 0 with o
+ * filled (the lock is me's in Redis), or an error with me out of the
+ * queue and nothing held. */
+static int queue_for(struct rm_mutex *mx, struct rm_thread *self, struct rm_endpoint *ep,
+                     struct rm_wait *w, const struct rm_who *me, struct outcome *o)
 {
-    uint64_t acq = ++self->seq;
     int try_only = w->mode == RM_WAIT_TRY;
     /* The queue member: "<owner>|<acquisition>". */
     char member[sizeof self->owner + 1 + RM_CONN_UINT];
-    memcpy(member, self->owner, self->owner_len);
-    member[self->owner_len] = '|';
-    size_t mlen = self->owner_len + 1 + rm_conn_uint(member + self->owner_len + 1, acq);
+    memcpy(member, me->owner, me->owner_len);
+    member[me->owner_len] = '|';
+    size_t mlen = me->owner_len + 1 + rm_conn_uint(member + me->owner_len + 1, me->acq);
     struct rm_waiter waiter;
     struct rm_watchdog_entry *alive = NULL;
-    struct outcome o = { 0 };
     struct rm_attempts at = { 0 };
     int joined = 0, queued = 0, r;
     unsigned long wlease = RM_SETTING(waiter_lease_ms);
@@ -196,19 +206,19 @@ static int fair_lock(struct rm_mutex *mx, struct rm_thread *self, struct rm_endp
     }
 
     for (int first = 1;; first = 0) {
-        r = attempt(mx, self, ep, acq, try_only, rm_wait_io_deadline(w, first), &o);
+        r = attempt(mx, me, ep, try_only, rm_wait_io_deadline(w, first), o);
         if (r) {
             if ((r = rm_wait_failed(&at, w, r, &self->rng))) break;
             continue;
         }
         if (at.unknown) RM_COUNT(indeterminate);
         at.unknown = 0;
-        if (o.state == RM_CALL_ACQUIRED) break;
-        if (o.state == RM_CALL_NOTRECOVERABLE) {
+        if (o->state == RM_CALL_ACQUIRED) break;
+        if (o->state == RM_CALL_NOTRECOVERABLE) {
             r = rm_mutex_notrecoverable(mx);
             break;
         }
-        if (o.state == SHORTFALL) {
+        if (o->state == SHORTFALL) {
             r = RMUTEX_ENOREPLICAS;
             break;
         }
@@ -224,7 +234,7 @@ static int fair_lock(struct rm_mutex *mx, struct rm_thread *self, struct rm_endp
             break;
         }
         rm_nsec bound = rm_clock_min(RM_MSEC(RM_SETTING(poll_ms)), RM_MSEC(wlease) / 2);
-        if (o.pttl >= 0 && RM_MSEC(o.pttl + 1) < bound) bound = RM_MSEC(o.pttl + 1);
+        if (o->pttl >= 0 && RM_MSEC(o->pttl + 1) < bound) bound = RM_MSEC(o->pttl + 1);
         rm_nsec until = rm_clock_min(w->deadline, rm_clock_after(bound));
         /* A grant message names this waiter: the next attempt confirms the
          * grant into a full hold before the call returns. */
@@ -240,22 +250,81 @@ static int fair_lock(struct rm_mutex *mx, struct rm_thread *self, struct rm_endp
     if (joined > 0) rm_sub_leave(&waiter);
     rm_wait_end(&at, r);
     /* Queued, or maybe granted without knowing: leave and pass it on. */
-    if (r && (queued || at.unknown)) cancel(mx, self, ep, acq);
-    if (r) return r;
-    struct rm_hold_terms terms = rm_mutex_terms(mx);
-    struct rm_grant g = { o.token, o.dead, o.valid_until, o.due, acq };
-    r = rm_hold_take(mx->lock, &terms, self, ep, &g);
-    if (r == ENOMEM) cancel(mx, self, ep, acq);
+    if (r && (queued || at.unknown)) cancel(mx, me, ep);
     return r;
 }
 
-/* Release acquisition acq of owner. */
-static int release(struct rm_mutex *mx, struct rm_endpoint *ep, const char *owner,
-                   size_t owner_len, uint64_t acq, int notrec, rm_nsec deadline, rm_nsec give_up)
+/* The lock as a thread of this process, without the cache: 0, EOWNERDEAD
+ * (held) or an error. */
+static int thread_lock(struct rm_mutex *mx, struct rm_thread *self, struct rm_endpoint *ep,
+                       struct rm_wait *w, struct outcome *o)
+{
+    struct rm_who me = { self->owner, self->owner_len, ++self->seq, "" };
+    int r = queue_for(mx, self, ep, w, &me, o);
+    if (r) return r;
+    struct rm_hold_terms terms = rm_mutex_terms(mx);
+    struct rm_grant g = { o->token, o->dead, o->valid_until, o->due, me.acq };
+    r = rm_hold_take(mx->lock, &terms, self, ep, &g);
+    if (r == ENOMEM) cancel(mx, &me, ep);
+    return r;
+}
+
+/* A cached fair mutex (cache.c): the process's threads take turns through
+ * the local gate, and the process queues in Redis as "<uuid>:0" -- one
+ * place in the queue at a time, FIFO with the other processes' waiters.
+ * A queued waiter elsewhere is a request: the cache is given back at the
+ * next unlock, with no minimum hold (fair.lua's hand-off passes it to the
+ * first waiter), and serves no local lock once it has been asked.
+ *
+ * Under contention that buys nothing and costs a hand-over through the
+ * gate per lock: a cache granted with others queued behind it goes back
+ * at once.  So such a grant marks the lock contended (l->fair_queued), and
+ * until one of its threads gets it with nobody queued behind, the
+ * process's threads queue in Redis each for itself, as uncached ones do;
+ * caching resumes with the lock after that. */
+static int cached_lock(struct rm_mutex *mx, struct rm_thread *self, struct rm_endpoint *ep,
+                       struct rm_wait *w)
+{
+    struct rm_lock *l = mx->lock;
+    struct outcome o = { 0 };
+    if (atomic_load(&l->fair_queued)) {
+        int r = thread_lock(mx, self, ep, w, &o);
+        if (!r || r == EOWNERDEAD) atomic_store(&l->fair_queued, o.queued);
+        return r;
+    }
+    struct rm_who me;
+    int cached, r;
+    if (rm_cache_enter(mx, self, ep, w, &me, &cached, &r)) return r;
+    if (!(r = queue_for(mx, self, ep, w, &me, &o))) {
+        struct rm_grant g = { o.token, o.dead, o.valid_until, o.due, me.acq };
+        atomic_store(&l->fair_queued, o.queued);
+        if (cached) {
+            r = rm_cache_start(mx, self, ep, &g, o.queued);
+        } else {
+            struct rm_hold_terms terms = rm_mutex_terms(mx);
+            r = rm_hold_take(mx->lock, &terms, self, ep, &g);
+            if (r == ENOMEM) cancel(mx, &me, ep);
+        }
+    }
+    if (r && r != EOWNERDEAD) rm_lock_gate_leave(mx->lock);
+    return r;
+}
+
+static int fair_lock(struct rm_mutex *mx, struct rm_thread *self, struct rm_endpoint *ep,
+                     struct rm_wait *w)
+{
+    if (mx->cache) return cached_lock(mx, self, ep, w);
+    struct outcome o = { 0 };
+    return thread_lock(mx, self, ep, w, &o);
+}
+
+int rm_fair_release(struct rm_endpoint *ep, const struct rm_keys *k, int robust,
+                    const char *owner, size_t owner_len, int notrec, uint64_t acq,
+                    rm_nsec deadline, rm_nsec give_up_at)
 {
     struct fair_req q;
-    fair_req_make(&q, mx, ep, "release", owner, owner_len, acq, 0, notrec);
-    return rm_call_unlock(ep, RM_SCRIPT_FAIR, 9, NARGS, q.argv, q.lens, deadline, give_up);
+    fair_req_make(&q, k, robust, 0, ep, "release", owner, owner_len, acq, 0, notrec);
+    return rm_call_unlock(ep, RM_SCRIPT_FAIR, 9, NARGS, q.argv, q.lens, deadline, give_up_at);
 }
 
 static int fair_unlock(struct rm_mutex *mx, struct rm_thread *self, struct rm_endpoint *ep,
@@ -263,15 +332,25 @@ static int fair_unlock(struct rm_mutex *mx, struct rm_thread *self, struct rm_en
 {
     rm_nsec lease_end;
     uint64_t acq;
-    if (rm_hold_drop(mx->lock, self, &lease_end, &acq)) return EPERM;
-    return release(mx, ep, self->owner, self->owner_len, acq, notrec, rm_call_deadline(),
-                   lease_end);
+    struct rm_lock *l = mx->lock;
+    if (rm_cache_holding(l, self)) return rm_cache_unlock(mx, self, ep, notrec);
+    /* A cached handle's thread that could not start a cache holds the
+     * gate too (whichever handle of the name it unlocks through). */
+    pthread_mutex_lock(&l->mu);
+    int gated = l->gate == self->tid;
+    pthread_mutex_unlock(&l->mu);
+    int r = EPERM;
+    if (!rm_hold_drop(l, self, &lease_end, &acq))
+        r = rm_fair_release(ep, &mx->keys, mx->robust, self->owner, self->owner_len, notrec, acq,
+                            rm_call_deadline(), lease_end);
+    if (gated) rm_lock_gate_leave(l);
+    return r;
 }
 
 static void fair_release_owner(struct rm_mutex *mx, struct rm_endpoint *ep, const char *owner,
                                size_t owner_len, uint64_t acq, rm_nsec deadline)
 {
-    release(mx, ep, owner, owner_len, acq, 0, deadline, deadline);
+    rm_fair_release(ep, &mx->keys, mx->robust, owner, owner_len, 0, acq, deadline, deadline);
 }
 
 const struct rm_lock_ops rm_fair_ops = { fair_lock, fair_unlock, fair_release_owner };

@@ -187,6 +187,8 @@ void rm_lock_atfork(int who)
                 l->gq_head = l->gq_tail = NULL;
                 l->hold = NULL;
                 l->cache = NULL; /* the parent's; the child caches nothing */
+                l->courtesy_until = 0;
+                l->fair_queued = 0;
             }
     }
     pthread_mutex_unlock(&registry_mu);

@@ -36,6 +36,7 @@ struct rm_lock {
     struct rm_hold *hold;      /* this process's current hold, NULL: none */
     struct rm_cache *cache;    /* the process's cached Redis hold (cache.c), NULL: none */
     rm_nsec courtesy_until;    /* cache.c: gave it back on request; threads wait till then */
+    _Atomic int fair_queued;   /* fair.c: a cached fair lock is contended; do not cache it */
 };
 
 /* The gate's holder while the cache keeper gives a cache back (no thread

@@ -81,10 +81,6 @@ static int create(rmutex_t *m, const char *name, int kind, unsigned long lease_m
         rm_detail("a cached mutex needs a renewed lease (lease 0)");
         return EINVAL;
     }
-    if ((kind & RMUTEX_FLAG_CACHE) && (kind & RMUTEX_FLAG_FAIR)) {
-        rm_detail("lock caching is not available for fair mutexes yet");
-        return ENOTSUP;
-    }
     struct rm_mutex *mx = calloc(1, sizeof *mx);
     if (!mx) {
         rm_detail("out of memory");

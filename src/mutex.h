@@ -103,4 +103,10 @@ int rm_nonfair_release(struct rm_endpoint *ep, const struct rm_keys *k, int robu
                        rm_nsec deadline, rm_nsec give_up_at);
 extern const struct rm_lock_ops rm_fair_ops;
 
+/* fair.lua's release of the same (the lock passes to the first live
+ * waiter). */
+int rm_fair_release(struct rm_endpoint *ep, const struct rm_keys *k, int robust,
+                    const char *owner, size_t owner_len, int notrec, uint64_t acq,
+                    rm_nsec deadline, rm_nsec give_up_at);
+
 #endif

@@ -123,16 +123,9 @@ static int give_back(struct rm_mutex *mx, const char *owner, size_t owner_len,
 
 /* ---- acquire.lua ---- */
 
-/* Who acquires: a thread, or (for a cached lock) the process. */
-struct who {
-    const char *owner;
-    size_t owner_len;
-    uint64_t acq;      /* the acquisition's number */
-};
-
 /* One attempt.  Returns 0 with g filled when Redis answered, else the
  * status (RM_E_*, or an errno from an error reply). */
-static int attempt(struct rm_mutex *mx, const struct who *me, struct rm_endpoint *ep,
+static int attempt(struct rm_mutex *mx, const struct rm_who *me, struct rm_endpoint *ep,
                    rm_nsec deadline, int flags, struct grant *g)
 {
     char lease[RM_CONN_UINT], acqs[RM_CONN_UINT];
@@ -173,7 +166,7 @@ static int attempt(struct rm_mutex *mx, const struct who *me, struct rm_endpoint
 }
 
 static int acquire(struct rm_mutex *mx, struct rm_thread *self, struct rm_endpoint *ep,
-                   struct rm_wait *w, const struct who *me, struct grant *g)
+                   struct rm_wait *w, const struct rm_who *me, struct grant *g)
 {
     struct rm_waiter waiter;
     struct rm_attempts at = { 0 };
@@ -240,34 +233,16 @@ static int acquire(struct rm_mutex *mx, struct rm_thread *self, struct rm_endpoi
 static int nf_lock(struct rm_mutex *mx, struct rm_thread *self, struct rm_endpoint *ep,
                    struct rm_wait *w)
 {
-    int r = rm_lock_gate_enter(mx->lock, self, w);
-    if (r) {
-        if (r == EBUSY) rm_detail("%s is held or being acquired by another thread of this process",
-                                  mx->keys.lock);
-        return r;
-    }
-    /* The process's cache of the lock, if it has one: no round trip. */
-    if (rm_cache_lock(mx, self, ep, w, &r)) {
-        if (r && r != EOWNERDEAD) rm_lock_gate_leave(mx->lock);
-        return r;
-    }
-    char process[64];
-    struct who me = { self->owner, self->owner_len, 0 };
-    int cached = mx->cache && rm_cache_can_start();
-    if (cached) {
-        me.owner_len = rm_thread_owner_of(0, process, sizeof process);
-        me.owner = process;
-        me.acq = rm_cache_next_acq();
-    } else {
-        me.acq = ++self->seq;
-    }
+    struct rm_who me;
+    int cached, r;
+    if (rm_cache_enter(mx, self, ep, w, &me, &cached, &r)) return r;
     struct grant g = { 0 };
     rm_nsec lease = RM_MSEC(rm_mutex_lease(mx));
     if (!(r = acquire(mx, self, ep, w, &me, &g))) {
         /* No token yet: rmutex_fence takes one when asked. */
         struct rm_grant held = { 0, g.dead, g.sent + lease, g.sent + lease / 3, me.acq };
         if (cached) {
-            r = rm_cache_start(mx, self, ep, &held);
+            r = rm_cache_start(mx, self, ep, &held, 0);
         } else {
             struct rm_hold_terms terms = rm_mutex_terms(mx);
             r = rm_hold_take(mx->lock, &terms, self, ep, &held);

@@ -69,15 +69,17 @@ TEST(ShimConfig, CondMarksAConditionVariableAndTakesNoOtherOption)
     }
 }
 
-TEST(ShimConfig, CacheIsParsedAndRefusedWithFairOrAFixedLease)
+TEST(ShimConfig, CacheIsParsedAndRefusedWithAFixedLease)
 {
-    auto p = parse("app: counter_lock=jobs;cache, other;robust;cache");
+    auto p = parse("app: counter_lock=jobs;cache, other;robust;cache, queue;cache;fair");
     ASSERT_EQ(0, p->rc) << (p->errors.empty() ? "" : p->errors[0]);
-    ASSERT_EQ(2u, p->v.size());
+    ASSERT_EQ(3u, p->v.size());
     EXPECT_EQ(1, p->v[0].cache);
     EXPECT_EQ(1, p->v[1].cache);
     EXPECT_EQ(1, p->v[1].robust);
-    for (const char *bad : { "app: m;cache;fair", "app: m;lease=500;cache", "app: cv;cond;cache" }) {
+    EXPECT_EQ(1, p->v[2].cache);
+    EXPECT_EQ(1, p->v[2].fair);
+    for (const char *bad : { "app: m;lease=500;cache", "app: cv;cond;cache" }) {
         auto q = parse(bad);
         EXPECT_EQ(1, q->rc) << bad;
         EXPECT_TRUE(q->v.empty()) << bad;

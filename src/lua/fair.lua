@@ -20,6 +20,15 @@
 --       4 hold lease ms  5 waiter lease ms  6 robust "1"  7 try "1"
 --       8 "1": mark not recoverable  9 its ms
 --      10 the publishing command: publish, or spublish in a cluster
+-- acquire answers {0, token, dead, queued} (queued 1: others wait behind
+-- this hold), {1, pttl} busy, {2} not recoverable; release and cancel 1 or
+-- 0 (the hold was not there).
+--
+-- Lock caching: a process that caches the lock acquires and queues as
+-- "<uuid>:0" (no thread has number 0).  A waiter (or trylock) that finds
+-- such a holder publishes "2" on R -- a request the holder's multiplexer
+-- hears -- and a caching acquirer learns from "queued" that it should give
+-- the lock back at its first unlock: a queued waiter is demand.
 --
 -- A waiter is "<owner>|<acquisition>".  Its ticket (INCR S) fixes its place
 -- for the whole call; its liveness deadline (server TIME + waiter lease) is
@@ -57,7 +66,7 @@ local PUBLISH = ARGV[10]
 if op == 'acquire' and ARGV[6] ~= '1' and redis.call('exists', L, Q) == 0 then
   redis.call('hset', L, me, acq)
   redis.call('pexpire', L, ARGV[4])
-  return {0, 0, 0}
+  return {0, 0, 0, 0}
 end
 if op == 'release' and ARGV[8] ~= '1' then
   local held = redis.call('hget', L, me)
@@ -141,7 +150,8 @@ local function confirm(hold)
   redis.call('set', O, mark_make(member, false, dead), 'px', 2 * hold)
   redis.call('zrem', Q, member)
   redis.call('zrem', A, member)
-  return {0, granted and tonumber(redis.call('get', T)) or 0, dead and 1 or 0}
+  return {0, granted and tonumber(redis.call('get', T)) or 0, dead and 1 or 0,
+          redis.call('exists', Q)}
 end
 
 local function keep(key, ms)
@@ -161,17 +171,20 @@ if op == 'acquire' then
   end
   local free = redis.call('exists', L) == 0
   local held = not free and redis.call('hget', L, me)
-  if held then
-    if held == acq then return confirm(hold) end
+  if held == acq then return confirm(hold) end
+  if held and string.sub(me, -2) ~= ':0' then
     -- A hold of this owner that it has let go of, whose release never
     -- landed (lost in a failover): the client asks only when it holds
     -- nothing, so this is a new hold (its token is taken when asked for).
+    -- Not so a process's field ("<uuid>:0", a cache): an abandoned cache
+    -- (a thread exited inside) runs out its lease like a thread's hold, so
+    -- the process's next acquisition finds it busy and queues.
     redis.call('hset', L, me, acq)
     redis.call('pexpire', L, hold)
     redis.call('set', O, mark_make(member, false, false), 'px', 2 * hold)
     redis.call('zrem', Q, member)
     redis.call('zrem', A, member)
-    return {0, 0, 0}
+    return {0, 0, 0, redis.call('exists', Q)}
   end
   if free then
     local granted = settle()
@@ -183,11 +196,22 @@ if op == 'acquire' then
       redis.call('hset', L, me, acq)
       redis.call('pexpire', L, hold)
       redis.call('set', O, mark_make(member, false, dead), 'px', 2 * hold)
-      return {0, 0, dead and 1 or 0}
+      return {0, 0, dead and 1 or 0, 0}
     end
   end
   -- Busy; or free with dead waiters still to purge ('more'): come back at once.
   local pttl = free and redis.call('exists', L) == 0 and 0 or redis.call('pttl', L)
+  -- A holder whose field ends in ":0" is a process caching the lock: every
+  -- try of a waiter (and a trylock) asks it for the lock, as acquire.lua's
+  -- do.  A request lost on the way is made again by the waiter's next poll.
+  if pttl ~= 0 then
+    for _, f in ipairs(redis.call('hkeys', L)) do
+      if string.sub(f, -2) == ':0' then
+        redis.call(PUBLISH, R, '2')
+        break
+      end
+    end
+  end
   if ARGV[7] == '1' then return {1, pttl} end
   if not redis.call('zscore', Q, member) then
     redis.call('zadd', Q, redis.call('incr', S), member)
