@@ -3,8 +3,10 @@
 # and runs the test suite in four stages, each in its own build dir:
 #
 #   normal  RelWithDebInfo build, every test              (build/normal)
-#   asan    AddressSanitizer + UBSan build, every test    (build/asan)
-#   tsan    ThreadSanitizer build, tests labelled threaded (build/tsan)
+#   asan    AddressSanitizer + UBSan build, every test but the soak
+#           (label long) and the acl: repeats (label redis-acl)  (build/asan)
+#   tsan    ThreadSanitizer build, tests labelled threaded but not long
+#           (build/tsan)
 #   fuzz    the libFuzzer targets of fuzz/ (clang, ASan + UBSan), each for
 #           RMUTEX_FUZZ_SECONDS (default 30) on its seed corpus (build/fuzz)
 #
@@ -125,7 +127,10 @@ run_stage() { # NAME
         normal)
             banner "stage normal: RelWithDebInfo build, all tests" ;;
         asan)
-            banner "stage asan: AddressSanitizer + UndefinedBehaviorSanitizer build, all tests"
+            banner "stage asan: AddressSanitizer + UndefinedBehaviorSanitizer build, all tests but 'long' and 'redis-acl'"
+            # The two-minute soak runs in the normal stage; the ACL runs repeat
+            # the same code paths as another user (normal stage too).
+            labels=(-LE "long|redis-acl")
             sanitize="address,undefined"
             if ! prefix=$(sanitizer_prefix "$cc" "-fsanitize=address,undefined"); then
                 echo "test.sh: $cc cannot build and run an ASan program here:" >&2
@@ -137,9 +142,9 @@ run_stage() { # NAME
             export RMUTEX_TEST_TIME_SCALE=4
             timeout=1500 ;;
         tsan)
-            banner "stage tsan: ThreadSanitizer build, tests labelled 'threaded'"
+            banner "stage tsan: ThreadSanitizer build, tests labelled 'threaded' but not 'long'"
             sanitize="thread"
-            labels=(-L threaded)
+            labels=(-L threaded -LE long)
             local c found=""
             for c in gcc clang; do
                 if prefix=$(sanitizer_prefix "$c" "-fsanitize=thread"); then
