@@ -191,7 +191,10 @@ RMUTEX_API int rmutexattr_getlease(const rmutexattr_t *attr, unsigned long *leas
  * token), robustness, the lost-lock callback and fork (the child caches
  * nothing) keep their meaning; but a process that dies caching a robust
  * mutex, even with no thread inside, leaves EOWNERDEAD to the next robust
- * taker.  A fair mutex stays FIFO across processes: the process queues
+ * taker -- unless it had parked it: a cache unused for cache_park (1 ms)
+ * is marked parked in Redis, and another process takes a parked lock over
+ * in its own acquire, without asking; the next local lock takes it back
+ * first (one round trip).  A fair mutex stays FIFO across processes: the process queues
  * as one waiter, another process's queued waiter (or trylock) is a
  * request, and an asked fair cache goes to the first waiter at the next
  * unlock (no minimum hold) and serves no later local lock.  Needs a
@@ -463,7 +466,8 @@ RMUTEX_API int rcond_broadcast(rcond_t *c);
  * busy lock, 2000), idle=ms (how long an unused subscription is kept,
  * 10000), cache_min_hold=ms (how long a cached mutex is kept before
  * another process's request is honoured, 5) and cache_idle=ms (an unused
- * cache is given back after this, 100) (rmutexattr_setcache), replicas=N|auto, wait_timeout=ms and min_replicas=N (see
+ * cache is given back after this, 100), cache_park=ms (an unused cache is
+ * parked after this, 1; 0: never) (rmutexattr_setcache), replicas=N|auto, wait_timeout=ms and min_replicas=N (see
  * rmutex_set_wait_replicas and rmutex_set_min_replicas); for a cluster
  * or Sentinel also refresh=ms (topology refresh period: 5000, Sentinel
  * 1000) and, for Sentinel, sentinel_user and sentinel_password (the
@@ -653,6 +657,8 @@ typedef struct rmutex_stats {
                                     thread's exit, the process's exit or a shutdown) */
     uint64_t cache_requests;     /* requests for a cached lock heard from other clients
                                     (a waiter of a fair lock asks at each of its tries) */
+    uint64_t cache_parks;        /* unused caches parked in Redis (another process may take
+                                    the lock over at once; the next local lock takes it back) */
 } rmutex_stats_t;
 
 /* Copy the counters into *out.  size is sizeof(rmutex_stats_t) as the

@@ -36,6 +36,21 @@
  *     and would otherwise rarely win.  (A cache the keeper gave back was
  *     unused: nobody here is racing for it.)
  *
+ * Parking.  Asking costs the asker two pub/sub deliveries and the holder's
+ * release round trip.  So a non-fair cache nobody here has used for
+ * cache_park (1 ms) is parked by the keeper (park.lua, holding the gate):
+ * its field's value becomes "p<acquisition>", a promise that nobody of
+ * this process is inside.  Another process's acquire that finds only a
+ * parked field takes the lock over in its own call (acquire.lua) -- no
+ * request, no wait -- and this process learns of it when it next looks:
+ * the next local lock takes a parked cache back (park.lua unpark, one
+ * round trip, in the gate) before it serves anyone, and finding it taken
+ * over (or getting no answer) goes to Redis as any lock; the watchdog's
+ * renewal finds it gone within lease/3 too.  A relocking thread never
+ * leaves the cache unused that long, so it pays nothing; the keeper looks
+ * at an in-use cache every cache_park.  A parked robust cache drops its
+ * owner mark: nobody holds it, so a death of the process is no owner death.
+ *
  * A demand message is lost when the pub/sub connection drops or before the
  * cache's subscription is confirmed: the asker's poll (the lock's PTTL, at
  * most the poll cap) asks again, so a lost demand costs time, never
@@ -90,6 +105,7 @@
  * keeper's mu last (the multiplexer's notify takes it, under its own). */
 #include "cache.h"
 #include "call.h"
+#include "conn.h"
 #include "endpoint.h"
 #include "hold.h"
 #include "internal.h"
@@ -136,6 +152,7 @@ struct rm_cache {
     unsigned long lease_ms;
     uint64_t acq;              /* the Redis acquisition it keeps */
     /* Under the lock's mu: */
+    int parked;                /* park.lua: another process may take it over */
     rm_nsec taken_at;          /* when it was acquired in Redis */
     rm_nsec last_used;         /* the last local unlock */
     uint64_t tok_next, tok_end; /* reserved tokens: (tok_next, tok_end] are free */
@@ -230,6 +247,42 @@ static int finish(struct rm_cache *c, int release, int notrec)
     return r;
 }
 
+/* ---- parking ---- */
+
+/* When c, unused since last_used, should be parked: RM_FOREVER if never
+ * (a fair lock's waiters queue and ask instead; cache_park=0). */
+static rm_nsec park_due(const struct rm_cache *c)
+{
+    unsigned long ms = RM_SETTING(cache_park_ms);
+    return c->parked || c->fair || !ms ? RM_FOREVER : c->last_used + RM_MSEC(ms);
+}
+
+/* Park c's Redis hold, or take it back (park.lua), with nobody inside
+ * (the caller has the gate).  1 done (taking back: also when it was not
+ * parked after all), 0 not the process's hold any more (taken over by
+ * another process, lost), -1 no answer (it may have run) or an error. */
+static int park_call(struct rm_cache *c, int park)
+{
+    const struct rm_keys *k = &c->lock->keys;
+    char owner[64], acq[RM_CONN_UINT], lease[RM_CONN_UINT];
+    size_t n = rm_thread_owner_of(0, owner, sizeof owner);
+    const char *argv[] = { k->lock, k->owner, owner, acq, park ? "park" : "unpark",
+                           c->robust ? "1" : "0", lease };
+    size_t lens[] = { strlen(k->lock), strlen(k->owner), n, rm_conn_uint(acq, c->acq),
+                      park ? 4 : 6, 1, rm_conn_uint(lease, c->lease_ms) };
+    for (int tries = 0; tries < 2; tries++) {
+        redisReply *reply;
+        int r = rm_call(c->ep, RM_SCRIPT_PARK, 2, 7, argv, lens, rm_call_deadline(), 0, &reply,
+                        NULL);
+        if (r > 0) return -1;
+        if (r) continue; /* lost reply: both operations may be asked again */
+        int answer = reply->type == REDIS_REPLY_INTEGER ? (int)reply->integer : -1;
+        freeReplyObject(reply);
+        return answer == 0 || answer == 1 ? answer : -1;
+    }
+    return -1;
+}
+
 /* ---- the keeper ---- */
 
 /* Look at c (pinned): give it back if nobody is inside and it should go.
@@ -261,13 +314,34 @@ static rm_nsec look_at(struct rm_cache *c, rm_nsec now)
         rm_lock_gate_leave(l);
         return RM_FOREVER;
     }
+    rm_nsec park_at = park_due(c);
+    if (idle && !lost && now >= park_at) {
+        /* Unused a while: park it, holding the gate so that no local
+         * thread slips in meanwhile; the next local lock takes it back. */
+        l->gate = RM_GATE_KEEPER;
+        pthread_mutex_unlock(&l->mu);
+        int r = park_call(c, 1);
+        pthread_mutex_lock(&l->mu);
+        int gone = l->cache == c && r == 0; /* not ours: taken over or lost */
+        if (gone) l->cache = NULL;
+        else if (l->cache == c) c->parked = 1; /* also with no answer: it may be */
+        pthread_mutex_unlock(&l->mu);
+        if (r == 1) RM_COUNT(cache_parks);
+        if (gone) finish(c, 0, 0);
+        rm_lock_gate_leave(l);
+        return gone ? RM_FOREVER : idle_end;
+    }
     pthread_mutex_unlock(&l->mu);
     /* In use: its unlock gives it back once the minimum hold is up; look
-     * again then in case it was left unused before that. */
-    if (!idle) return asked && !c->fair && min_end > now ? min_end
-                                                        : now + RM_MSEC(RM_SETTING(cache_idle_ms));
+     * again then in case it was left unused before that, and to park it
+     * (the unlock does not tell the keeper). */
+    if (!idle) {
+        rm_nsec next = asked && !c->fair && min_end > now ? min_end
+                                                          : now + RM_MSEC(RM_SETTING(cache_idle_ms));
+        return park_at == RM_FOREVER ? next : rm_clock_min(next, now + RM_MSEC(RM_SETTING(cache_park_ms)));
+    }
     if (asked) return rm_clock_min(rm_clock_min(min_end, unused_from), idle_end);
-    return idle_end;
+    return rm_clock_min(idle_end, park_at);
 }
 
 static void *keeper_main(void *arg)
@@ -396,6 +470,24 @@ int rm_cache_lock(struct rm_mutex *mx, struct rm_thread *self, struct rm_endpoin
         finish(c, 1, 0);
         return 0;
     }
+    if (c->parked) {
+        /* Take it back before anyone here uses it: another process may
+         * have taken the lock over meanwhile. */
+        pthread_mutex_unlock(&l->mu);
+        int back = park_call(c, 0);
+        pthread_mutex_lock(&l->mu);
+        if (l->cache != c) { /* the process is exiting */
+            pthread_mutex_unlock(&l->mu);
+            return 0;
+        }
+        if (back != 1) {
+            l->cache = NULL;
+            pthread_mutex_unlock(&l->mu);
+            finish(c, back < 0, 0); /* no answer: give it back, whichever it is */
+            return 0;
+        }
+        c->parked = 0;
+    }
     pthread_mutex_unlock(&l->mu);
     /* self has the gate: nobody else takes c off the lock meanwhile (the
      * keeper waits for a free gate; an exiting process's clean-up frees
@@ -456,7 +548,8 @@ int rm_cache_start(struct rm_mutex *mx, struct rm_thread *self, struct rm_endpoi
      * given back by its unlock (which pokes the keeper if it cannot).  A
      * poke only when the keeper would not look in time: a context switch
      * per acquisition is dear on a busy lock. */
-    if (!asked && (kp.scanning || c->last_used + RM_MSEC(RM_SETTING(cache_idle_ms)) < kp.wake)) {
+    rm_nsec due = rm_clock_min(c->last_used + RM_MSEC(RM_SETTING(cache_idle_ms)), park_due(c));
+    if (!asked && (kp.scanning || due < kp.wake)) {
         kp.poked = 1;
         pthread_cond_signal(&kp.cv);
     }

@@ -20,18 +20,34 @@
 #include <string.h>
 #include <sys/un.h>
 
+/* The defaults.  An option a URL does not name keeps its current value:
+ * the default, or what an earlier URL or setter gave it. */
+#define DEF_POOL 8
+#define DEF_LEASE 30000
+#define DEF_WAITER_LEASE 3000
+#define DEF_CONNECT 1000
+#define DEF_COMMAND 2000
+#define DEF_POLL 2000
+#define DEF_IDLE 10000
+#define DEF_CACHE_MIN_HOLD 5
+#define DEF_CACHE_IDLE 100
+#define DEF_CACHE_PARK 1
+#define DEF_WAIT 1000
+
 struct rm_settings rm_settings = {
-    .pool_size = 8,
-    .lease_ms = 30000,
-    .waiter_lease_ms = 3000,
-    .connect_timeout_ms = 1000,
-    .command_timeout_ms = 2000,
-    .poll_ms = 2000,
-    .idle_ms = 10000,
-    .cache_min_hold_ms = 5,
-    .cache_idle_ms = 100,
+    .pool_size = DEF_POOL,
+    .lease_ms = DEF_LEASE,
+    .waiter_lease_ms = DEF_WAITER_LEASE,
+    .connect_timeout_ms = DEF_CONNECT,
+    .command_timeout_ms = DEF_COMMAND,
+    .poll_ms = DEF_POLL,
+    .idle_ms = DEF_IDLE,
+    .cache_min_hold_ms = DEF_CACHE_MIN_HOLD,
+    .cache_idle_ms = DEF_CACHE_IDLE,
+    .cache_park_ms = DEF_CACHE_PARK,
     .replicas = 0,
-    .wait_timeout_ms = 1000,
+    .min_replicas = 0,
+    .wait_timeout_ms = DEF_WAIT,
 };
 
 #define LEASE_MIN 100UL
@@ -44,25 +60,26 @@ struct option {
 };
 
 enum { OPT_POOL, OPT_LEASE, OPT_WAITER_LEASE, OPT_CONNECT, OPT_COMMAND, OPT_POLL, OPT_IDLE,
-       OPT_CACHE_MIN_HOLD, OPT_CACHE_IDLE,
+       OPT_CACHE_MIN_HOLD, OPT_CACHE_IDLE, OPT_CACHE_PARK,
        OPT_REPLICAS, OPT_MIN_REPLICAS, OPT_WAIT, OPT_DB, OPT_REFRESH,
        OPT_SENTINEL_USER, OPT_SENTINEL_PASSWORD, OPT_COUNT };
 
 static void options_init(struct option *o)
 {
     static const struct option defs[OPT_COUNT] = {
-        [OPT_POOL] = { "pool", 1, 1024, 0, 0 },
-        [OPT_LEASE] = { "lease", LEASE_MIN, RM_LEASE_MAX, 0, 0 },
-        [OPT_WAITER_LEASE] = { "waiter_lease", LEASE_MIN, RM_LEASE_MAX, 0, 0 },
-        [OPT_CONNECT] = { "connect_timeout", 1, 3600000, 0, 0 },
-        [OPT_COMMAND] = { "command_timeout", 1, 3600000, 0, 0 },
-        [OPT_POLL] = { "poll", 1, 3600000, 0, 0 },
-        [OPT_IDLE] = { "idle", 0, 86400000, 0, 0 },
-        [OPT_CACHE_MIN_HOLD] = { "cache_min_hold", 0, 3600000, 0, 0 },
-        [OPT_CACHE_IDLE] = { "cache_idle", 1, 3600000, 0, 0 },
+        [OPT_POOL] = { "pool", 1, 1024, 0, DEF_POOL },
+        [OPT_LEASE] = { "lease", LEASE_MIN, RM_LEASE_MAX, 0, DEF_LEASE },
+        [OPT_WAITER_LEASE] = { "waiter_lease", LEASE_MIN, RM_LEASE_MAX, 0, DEF_WAITER_LEASE },
+        [OPT_CONNECT] = { "connect_timeout", 1, 3600000, 0, DEF_CONNECT },
+        [OPT_COMMAND] = { "command_timeout", 1, 3600000, 0, DEF_COMMAND },
+        [OPT_POLL] = { "poll", 1, 3600000, 0, DEF_POLL },
+        [OPT_IDLE] = { "idle", 0, 86400000, 0, DEF_IDLE },
+        [OPT_CACHE_MIN_HOLD] = { "cache_min_hold", 0, 3600000, 0, DEF_CACHE_MIN_HOLD },
+        [OPT_CACHE_IDLE] = { "cache_idle", 1, 3600000, 0, DEF_CACHE_IDLE },
+        [OPT_CACHE_PARK] = { "cache_park", 0, 3600000, 0, DEF_CACHE_PARK },
         [OPT_REPLICAS] = { "replicas", 0, 1000, 0, 0 }, /* or "auto" */
         [OPT_MIN_REPLICAS] = { "min_replicas", 0, 1000, 0, 0 },
-        [OPT_WAIT] = { "wait_timeout", 1, 3600000, 0, 0 },
+        [OPT_WAIT] = { "wait_timeout", 1, 3600000, 0, DEF_WAIT },
         [OPT_DB] = { "db", 0, 1000000, 0, 0 },
         [OPT_REFRESH] = { "refresh", 100, 3600000, 0, 0 },
         [OPT_SENTINEL_USER] = { "sentinel_user", 0, 0, 0, 0 },         /* strings: */
@@ -84,6 +101,7 @@ static void options_apply(const struct option *o)
     APPLY(OPT_IDLE, idle_ms);
     APPLY(OPT_CACHE_MIN_HOLD, cache_min_hold_ms);
     APPLY(OPT_CACHE_IDLE, cache_idle_ms);
+    APPLY(OPT_CACHE_PARK, cache_park_ms);
     APPLY(OPT_REPLICAS, replicas);
     APPLY(OPT_MIN_REPLICAS, min_replicas);
     APPLY(OPT_WAIT, wait_timeout_ms);

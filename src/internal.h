@@ -91,6 +91,7 @@ struct rm_settings {
     _Atomic unsigned long idle_ms;
     _Atomic unsigned long cache_min_hold_ms; /* a cached hold is kept at least this long */
     _Atomic unsigned long cache_idle_ms;     /* an unused cache is given back after this */
+    _Atomic unsigned long cache_park_ms;     /* ... and parked after this (0: never) */
     _Atomic unsigned replicas;      /* RM_REPLICAS_AUTO: as many as the topology knows */
     _Atomic unsigned min_replicas;  /* a write acknowledged by fewer is refused */
     _Atomic unsigned long wait_timeout_ms;

@@ -50,12 +50,32 @@ std::string process_field()
 
 class Cache : public RedisTest {
   protected:
-    explicit Cache(std::string opts = "lease=2000&cache_idle=60000") : RedisTest(false, std::move(opts)) {}
+    /* cache_park=0: these tests are about the request path; CachePark's
+     * are about parking. */
+    explicit Cache(std::string opts = "lease=2000&cache_idle=60000&cache_park=0")
+        : RedisTest(false, std::move(opts)) {}
 };
 
 class CacheIdle : public Cache {
   protected:
-    CacheIdle() : Cache("lease=2000&cache_idle=300") {}
+    CacheIdle() : Cache("lease=2000&cache_idle=300&cache_park=0") {}
+};
+
+class CachePark : public Cache {
+  protected:
+    CachePark() : Cache("lease=2000&cache_idle=60000&cache_park=1") {}
+
+    /* The field's value in Redis: the acquisition, "p<acquisition>" parked. */
+    std::string value_of(const std::string &name)
+    {
+        auto h = redis().hgetall(name);
+        return h.size() == 1 ? h.begin()->second : "";
+    }
+
+    bool wait_parked(const std::string &name)
+    {
+        return wait_until([&] { return value_of(name).rfind("p", 0) == 0; }, ms(5000));
+    }
 };
 
 TEST(CacheAttr, SetGetAndBadValues)
@@ -472,6 +492,94 @@ TEST_F(Cache, TwoHandlesOfOneNameShareTheCache)
     ASSERT_RC(0, rmutex_lock(&plain));
     EXPECT_EQ(before.round_trips, stats().round_trips) << "the plain handle used the process's cache";
     EXPECT_RC(0, rmutex_unlock(&plain));
+}
+
+TEST_F(CachePark, AParkedCacheIsTakenOverByAnotherProcessInOneCallWithoutAsking)
+{
+    std::string name = lock_name();
+    rmutex_t m;
+    cached_mutex(&m, name);
+    ASSERT_RC(0, rmutex_lock(&m));
+    ASSERT_RC(0, rmutex_unlock(&m));
+    ASSERT_TRUE(wait_parked(name)) << "an unused cache was not parked";
+    EXPECT_GE(stats().cache_parks, 1u);
+    uint64_t asked = stats().cache_requests;
+    Child c({"hold", name}, url());
+    auto line = c.expect_line("held", ms(5000));
+    ASSERT_TRUE(line);
+    EXPECT_EQ("0", field(*line, "rc"));
+    EXPECT_EQ(asked, stats().cache_requests) << "taken over, not asked for";
+    EXPECT_NE(process_field(), redis().hgetall(name).begin()->first);
+    /* This process's cache is gone: its next lock goes to Redis and waits. */
+    EXPECT_RC(EBUSY, rmutex_trylock(&m));
+    c.write_line("unlock");
+    ASSERT_TRUE(c.expect_line("unlocked rc=0", ms(3000)));
+    ASSERT_RC(0, rmutex_lock(&m));
+    EXPECT_EQ(process_field(), redis().hgetall(name).begin()->first);
+    EXPECT_RC(0, rmutex_unlock(&m));
+}
+
+TEST_F(CachePark, AParkedCacheIsTakenBackBeforeALocalLockAndIsNotTakenOverWhileInside)
+{
+    std::string name = lock_name();
+    rmutex_t m;
+    cached_mutex(&m, name);
+    ASSERT_RC(0, rmutex_lock(&m));
+    ASSERT_RC(0, rmutex_unlock(&m));
+    std::string acq = value_of(name);
+    ASSERT_TRUE(wait_parked(name));
+    EXPECT_EQ("p" + acq, value_of(name));
+    rmutex_stats_t before = stats();
+    ASSERT_RC(0, rmutex_lock(&m));
+    EXPECT_EQ(acq, value_of(name)) << "not taken back";
+    EXPECT_EQ(before.round_trips + 1, stats().round_trips) << "taking it back is one round trip";
+    EXPECT_EQ(before.cache_hits + 1, stats().cache_hits);
+    /* Inside: another process must not get it. */
+    Child c({"hold", name}, url());
+    EXPECT_FALSE(c.read_line_unscaled(ms(500))) << "taken over while a thread was inside";
+    ASSERT_RC(0, rmutex_unlock(&m));
+    auto line = c.expect_line("held", ms(5000));
+    ASSERT_TRUE(line) << "asked for, it was given back at the unlock";
+    EXPECT_EQ("0", field(*line, "rc"));
+    c.write_line("unlock");
+    ASSERT_TRUE(c.expect_line("unlocked rc=0", ms(3000)));
+}
+
+TEST_F(CachePark, ExclusionAcrossCachingProcessesThatParkAndTakeOverAllTheTime)
+{
+    std::string name = lock_name(), key = lock_name("counter");
+    redis().cmd({"SET", key, "0"});
+    std::vector<std::unique_ptr<Child>> cs;
+    for (int i = 0; i < 3; i++)
+        cs.push_back(std::make_unique<Child>(
+            std::vector<std::string>{"counter", name, host(), std::to_string(port()), key, "2",
+                                     "200", "--cache"},
+            url()));
+    for (auto &c : cs) {
+        auto line = c->expect_line("done", ms(120000));
+        ASSERT_TRUE(line) << "a caching process starved";
+        EXPECT_EQ("0", field(*line, "errors"));
+    }
+    EXPECT_EQ("1200", *redis().get(key)) << "increments were lost: two holders at once";
+}
+
+TEST_F(CachePark, ARobustParkedCacheOfADeadProcessIsNotAnOwnerDeath)
+{
+    std::string name = lock_name();
+    Child c({"hold", name, "--cache", "--robust"}, url());
+    ASSERT_TRUE(c.expect_line("held rc=0", ms(5000)));
+    c.write_line("unlock");
+    ASSERT_TRUE(c.expect_line("unlocked rc=0", ms(3000)));
+    ASSERT_TRUE(wait_parked(name));
+    c.kill(SIGKILL);
+    c.wait(ms(5000));
+    /* Parked: nobody was inside.  Taken over at once, and not EOWNERDEAD. */
+    rmutex_t m;
+    init_mutex(&m, name, RMUTEX_NORMAL, RMUTEX_ROBUST);
+    auto t0 = Clock::now();
+    EXPECT_RC(0, rmutex_lock(&m));
+    EXPECT_LT(elapsed_ms(t0), scaled(ms(1000)).count()) << "waited for the dead cache's lease";
+    EXPECT_RC(0, rmutex_unlock(&m));
 }
 
 } // namespace

@@ -37,10 +37,18 @@ local L, lease, me, acq = KEYS[1], ARGV[1], ARGV[2], ARGV[4]
 
 -- Busy.  A holder whose field ends in ":0" is a process caching the lock
 -- (rmutexattr_setcache): ask it for the lock.  Its other holders (threads
--- of rmutex, Redisson's) end in their thread's number, never 0.
+-- of rmutex, Redisson's) end in their thread's number, never 0.  Unless the
+-- process has parked it (park.lua: the value "p<acquisition>", nobody of it
+-- inside) and holds nothing else: then this call takes it over at once --
+-- the lock is deleted and nil returned, for the caller to take it.
 local function busy(pttl)
-  for _, f in ipairs(redis.call('hkeys', L)) do
+  local fields = redis.call('hkeys', L)
+  for _, f in ipairs(fields) do
     if string.sub(f, -2) == ':0' then
+      if #fields == 1 and string.sub(redis.call('hget', L, f), 1, 1) == 'p' then
+        redis.call('del', L)
+        return nil
+      end
       redis.call(ARGV[5], KEYS[4], '2')
       break
     end
@@ -60,7 +68,8 @@ end
 if ARGV[3] ~= '1' then
   local pttl = redis.call('pttl', L)
   if pttl ~= -2 and not_mine(redis.call('hget', L, me)) then
-    return busy(pttl)
+    local answer = busy(pttl)
+    if answer then return answer end
   end
   redis.call('hset', L, me, acq)
   redis.call('pexpire', L, lease)
@@ -77,11 +86,14 @@ local pttl = redis.call('pttl', L)
 local dead
 if pttl ~= -2 then
   if not_mine(redis.call('hget', L, me)) then
-    return busy(pttl)
+    local answer = busy(pttl)
+    if answer then return answer end
+    dead = false -- a parked cache, taken over: nobody was inside
+  else
+    -- Ours: this very acquisition asked again keeps what it was told.
+    local mark = redis.call('get', O)
+    dead = mark_names(mark, mine) and mark_dead(mark)
   end
-  -- Ours: this very acquisition asked again keeps what it was told.
-  local mark = redis.call('get', O)
-  dead = mark_names(mark, mine) and mark_dead(mark)
 else
   -- Free.  A surviving owner mark means the last holder never unlocked.
   dead = mark_died(redis.call('get', O))

@@ -11,7 +11,9 @@
 -- reply was lost, that arrives late (retried by the watchdog) must not free
 -- a later hold of the same thread, ARGV[5] the publishing command:
 -- "publish", or "spublish" in a cluster (sharded pub/sub, as Redisson uses
--- there), ARGV[6] "1": robust (drop the owner mark too)
+-- there), ARGV[6] "1": robust (drop the owner mark too).  A cache's hold
+-- parked by its process (park.lua: value "p<acquisition>") is that
+-- acquisition's too.
 --
 -- Returns 1 released, 0 not held by this acquisition (its lease ran out,
 -- somebody force-unlocked it, or an earlier try of this very release
@@ -19,7 +21,7 @@
 -- Only the owner's own field is ever looked at, so a retried release can
 -- never free somebody else's hold.
 local held = redis.call('hget', KEYS[1], ARGV[1])
-if not held or (ARGV[4] ~= '' and ARGV[4] ~= '0' and held ~= ARGV[4]) then
+if not held or (ARGV[4] ~= '' and ARGV[4] ~= '0' and held ~= ARGV[4] and held ~= 'p' .. ARGV[4]) then
   return 0
 end
 if ARGV[6] == '1' then

@@ -340,7 +340,8 @@ TEST_F(RmutexConfigure, RejectsMalformedUrls)
                             "redis://" + hp + "?replicas=autox", "redis://" + hp + "?replicas=Auto",
                             "redis://" + hp + "?min_replicas=auto", "redis://" + hp + "?min_replicas=1001",
                             "redis://" + hp + "?cache_idle=0", "redis://" + hp + "?cache_min_hold=x",
-                            "redis://" + hp + "?cache_idle=3600001"}) {
+                            "redis://" + hp + "?cache_idle=3600001", "redis://" + hp + "?cache_park=-1",
+                            "redis://" + hp + "?cache_park=3600001"}) {
         EXPECT_RC(EINVAL, rmutex_configure(bad.c_str())) << "URL \"" << bad << "\"";
         EXPECT_STRNE("", rmutex_detail()) << "URL \"" << bad << "\"";
     }
@@ -350,7 +351,8 @@ TEST_F(RmutexConfigure, RejectsMalformedUrls)
 
 TEST_F(RmutexConfigure, AcceptsTheCacheOptions)
 {
-    ASSERT_RC(0, rmutex_configure((base_url() + "?cache_min_hold=0&cache_idle=1").c_str()));
+    ASSERT_RC(0, rmutex_configure((base_url() + "?cache_min_hold=0&cache_idle=1&cache_park=0").c_str()));
+    ASSERT_RC(0, rmutex_configure((base_url() + "?cache_park=3600000").c_str()));
     ASSERT_RC(0, rmutex_configure(url().c_str()));
 }
 
