@@ -194,9 +194,14 @@ run_stage() { # NAME
     [ -n "${RMUTEX_TEST_TIME_SCALE:-}" ] && echo "RMUTEX_TEST_TIME_SCALE=$RMUTEX_TEST_TIME_SCALE"
     [ -n "${RMUTEX_TEST_URL:-}" ] && echo "RMUTEX_TEST_URL is set: the tests use that server"
 
+    # The sanitizer stages build what they run: no benchmark (never run
+    # there), and TSan no examples (not labelled threaded).
+    local bench=ON examples=ON
+    [ -n "$sanitize" ] && bench=OFF
+    [ "$name" = tsan ] && examples=OFF
     CC=$cc CXX=$cxx cmake --log-level=WARNING -S . -B "$dir" \
         -DCMAKE_BUILD_TYPE=RelWithDebInfo \
-        -DRMUTEX_BUILD_TESTS=ON -DRMUTEX_BUILD_EXAMPLES=ON \
+        -DRMUTEX_BUILD_TESTS=ON -DRMUTEX_BUILD_EXAMPLES=$examples -DRMUTEX_BUILD_BENCH=$bench \
         -DRMUTEX_SANITIZE="$sanitize" -DRMUTEX_WERROR="$werror" || return 1
     # Under the prefix too: gtest_discover_tests runs the test programs.
     # shellcheck disable=SC2086
