@@ -368,6 +368,11 @@ int rm_conn_dial(const struct rm_server_addr *a, const char *role, rm_nsec deadl
     return 0;
 }
 
+void rm_conn_abandon(struct rm_conn *c)
+{
+    if (c && c->fd >= 0) close(c->fd);
+}
+
 void rm_conn_close(struct rm_conn *c)
 {
     if (!c) return;

@@ -43,9 +43,15 @@ struct rm_reach {
 int rm_conn_dial(const struct rm_server_addr *a, const char *role, rm_nsec deadline,
                  struct rm_conn **out);
 
-/* Close the socket and free c.  Sends nothing, so it is what a forked child
- * does with its parent's connections. */
+/* Close the socket and free c.  Sends nothing. */
 void rm_conn_close(struct rm_conn *c);
+
+/* A forked child's share of its parent's connection: close the socket,
+ * free nothing -- a parent thread that does not exist here may have been
+ * in the middle of reading into c's reply parser or growing its buffer,
+ * and freeing that state can free what was never allocated.  (A few
+ * kilobytes per connection, once per fork.) */
+void rm_conn_abandon(struct rm_conn *c);
 
 /* Queue one command.  Nothing is sent until rm_conn_flush(). */
 void rm_conn_append(struct rm_conn *c, int argc, const char *const *argv, const size_t *lens);

@@ -237,11 +237,12 @@ void rm_pool_atfork(struct rm_pool *p, int who)
         pthread_mutex_unlock(&p->mu);
         return;
     }
-    /* Child: the parent's connections are not ours to speak on. */
+    /* Child: the parent's connections are not ours to speak on (and one in
+     * use by a parent thread may be half-way through a reply). */
     while (p->all) {
         struct rm_conn *c = p->all;
         p->all = c->next;
-        rm_conn_close(c);
+        rm_conn_abandon(c);
     }
     p->idle = NULL;
     p->open = 0;

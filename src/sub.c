@@ -717,8 +717,9 @@ void rm_sub_atfork(struct rm_sub *s, int who)
         pthread_mutex_unlock(&s->mu);
         return;
     }
-    /* Child: no thread, the parent's socket and eventfd are not ours. */
-    if (s->conn) rm_conn_close(s->conn);
+    /* Child: no thread, the parent's socket and eventfd are not ours (and
+     * the connection's parser may be half-way through a reply). */
+    rm_conn_abandon(s->conn);
     s->conn = NULL;
     pending_clear(s);
     s->tell = 0;

@@ -63,8 +63,25 @@ TEST_F(Cond, TwoMutexesOnOneConditionAtOnceAreEinval)
     EXPECT_RC(0, rmutex_unlock(&m2));
 }
 
+#if defined(__SANITIZE_ADDRESS__)
+#define RMT_ASAN 1
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+#define RMT_ASAN 1
+#endif
+#endif
+
 TEST_F(Cond, AForkedChildWaitsOnNothingAndCanWaitItself)
 {
+#ifdef RMT_ASAN
+    /* This fork happens while the parent's threads (a waiter, the
+     * multiplexer, the watchdog) allocate; GCC 12's ASan allocator keeps
+     * the lock a parent thread held at fork, and the child's first threads
+     * deadlock in malloc (seen under gdb: rmutex-sub and rmutex-wd in
+     * SizeClassAllocator64::GetFromAllocator).  glibc's malloc resets its
+     * locks at fork; the plain build runs this test. */
+    GTEST_SKIP() << "ASan's allocator can deadlock a child forked while other threads allocate";
+#endif
     rmutex_t m;
     init_mutex(&m, lock_name());
     rcond_t *c = make_cond();
