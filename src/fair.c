@@ -45,6 +45,12 @@
  *    operation, which leaves the queue and passes on a grant that raced the
  *    timeout.  When Redis cannot be reached, the watchdog retries it.
  *
+ * Caching (rmutexattr_setcache; cache.c has the rules): a cached fair
+ * handle's threads take turns through the local gate and the process
+ * queues as "<uuid>:0"; a grant with others queued behind it starts the
+ * cache asked, and while the lock stays contended the threads queue as
+ * themselves (cached_lock below).
+ *
  * A waiter whose wait ends without a grant message (subscription not yet
  * confirmed, message lost, poll bound) asks Redis again with the same
  * acquisition id: the script confirms a grant it finds, or refreshes the
