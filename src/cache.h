@@ -33,7 +33,8 @@ int rm_cache_enter(struct rm_mutex *mx, struct rm_thread *self, struct rm_endpoi
                    const struct rm_wait *w, struct rm_who *me, int *cached, int *r);
 
 /* A lock of mx, with self in the gate: if the process caches mx's
- * lock, self's hold is made from the cache (no round trip) and 1 is
+ * lock, self's hold is made from the cache (no round trip; one to take
+ * a parked cache back) and 1 is
  * returned with *r = 0 or ENOMEM; else 0 (a cache found lost is ended
  * first), after the courtesy wait when the process just gave the lock
  * back on request (not for trylock; not past w's deadline). */

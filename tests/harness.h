@@ -18,6 +18,15 @@
 #define RMUTEX_TEST_HARNESS_H
 
 #include <gtest/gtest.h>
+
+/* RMT_ASAN: built with AddressSanitizer (a test it cannot run skips). */
+#if defined(__SANITIZE_ADDRESS__)
+#define RMT_ASAN 1
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+#define RMT_ASAN 1
+#endif
+#endif
 #include <hiredis/hiredis.h>
 #include <rmutex.h>
 #include <sys/types.h>

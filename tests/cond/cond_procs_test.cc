@@ -63,14 +63,6 @@ TEST_F(Cond, TwoMutexesOnOneConditionAtOnceAreEinval)
     EXPECT_RC(0, rmutex_unlock(&m2));
 }
 
-#if defined(__SANITIZE_ADDRESS__)
-#define RMT_ASAN 1
-#elif defined(__has_feature)
-#if __has_feature(address_sanitizer)
-#define RMT_ASAN 1
-#endif
-#endif
-
 TEST_F(Cond, AForkedChildWaitsOnNothingAndCanWaitItself)
 {
 #ifdef RMT_ASAN

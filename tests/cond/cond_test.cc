@@ -369,14 +369,6 @@ void *cancellable_waiter(void *p)
     return nullptr;
 }
 
-#if defined(__SANITIZE_ADDRESS__)
-#define RMT_ASAN 1
-#elif defined(__has_feature)
-#if __has_feature(address_sanitizer)
-#define RMT_ASAN 1
-#endif
-#endif
-
 TEST_F(Cond, ACancelledWaitRunsItsCleanupWithTheMutexHeldAndPassesItsSignalOn)
 {
 #ifdef RMT_ASAN
