@@ -43,10 +43,13 @@
  * this process is inside.  Another process's acquire that finds only a
  * parked field takes the lock over in its own call (acquire.lua) -- no
  * request, no wait -- and this process learns of it when it next looks:
- * the next local lock takes a parked cache back (park.lua unpark, one
- * round trip, in the gate) before it serves anyone, and finding it taken
- * over (or getting no answer) goes to Redis as any lock; the watchdog's
- * renewal finds it gone within lease/3 too.  A relocking thread never
+ * the next local lock takes a parked cache back before it serves anyone:
+ * its acquire (acquire.lua, in the gate) names the parked acquisition,
+ * unparks it if it is still the process's, and else is the process's new
+ * acquisition -- so a cache taken over costs its process's next lock no
+ * more than an uncached lock costs (park.lua unparks for a handle of the
+ * name that does not cache); the watchdog's renewal finds it gone within
+ * lease/3 too.  A relocking thread never
  * leaves the cache unused that long, so it pays nothing; the keeper looks
  * at an in-use cache every cache_park.  A parked robust cache drops its
  * owner mark: nobody holds it, so a death of the process is no owner death.
@@ -397,11 +400,12 @@ int rm_cache_enter(struct rm_mutex *mx, struct rm_thread *self, struct rm_endpoi
         return 1;
     }
     /* The process's cache of the lock, if it has one: no round trip. */
-    if (rm_cache_lock(mx, self, ep, w, r)) {
+    me->back = 0;
+    if (rm_cache_lock(mx, self, ep, w, &me->back, r)) {
         if (*r && *r != EOWNERDEAD) rm_lock_gate_leave(mx->lock);
         return 1;
     }
-    *cached = mx->cache && rm_cache_can_start();
+    *cached = me->back || (mx->cache && rm_cache_can_start());
     if (*cached) {
         me->owner_len = rm_thread_owner_of(0, me->buf, sizeof me->buf);
         me->owner = me->buf;
@@ -450,11 +454,28 @@ static int usable_locked(const struct rm_cache *c, const struct rm_mutex *mx, rm
            rm_watchdog_valid_until(c->wd) - now > RM_MSEC(c->lease_ms) / 2;
 }
 
+/* self's hold of mx's lock, made from c (self in the gate, c not
+ * parked). */
+static void serve(struct rm_mutex *mx, struct rm_thread *self, struct rm_endpoint *ep,
+                  struct rm_cache *c, int *r)
+{
+    /* self has the gate: nobody else takes c off the lock meanwhile (the
+     * keeper waits for a free gate; an exiting process's clean-up frees
+     * nothing). */
+    struct rm_hold_terms terms = rm_mutex_terms(mx);
+    terms.shared_wd = c->wd;
+    struct rm_grant g = { 0, 0, 0, 0, c->acq };
+    *r = rm_hold_take(mx->lock, &terms, self, ep, &g);
+    if (!*r) {
+        rm_watchdog_set_user(c->wd, mx->user);
+        RM_COUNT(cache_hits);
+    }
+}
+
 int rm_cache_lock(struct rm_mutex *mx, struct rm_thread *self, struct rm_endpoint *ep,
-                  const struct rm_wait *w, int *r)
+                  const struct rm_wait *w, uint64_t *back, int *r)
 {
     struct rm_lock *l = mx->lock;
-    RM_UNUSED(ep);
     pthread_mutex_lock(&l->mu);
     struct rm_cache *c = l->cache;
     if (!c) {
@@ -470,37 +491,74 @@ int rm_cache_lock(struct rm_mutex *mx, struct rm_thread *self, struct rm_endpoin
         finish(c, 1, 0);
         return 0;
     }
-    if (c->parked) {
+    if (c->parked && mx->cache && !mx->fair) {
         /* Take it back before anyone here uses it: another process may
-         * have taken the lock over meanwhile. */
+         * have taken the lock over meanwhile.  The acquire does it, so
+         * that finding it taken over costs no second round trip. */
+        *back = c->acq;
         pthread_mutex_unlock(&l->mu);
-        int back = park_call(c, 0);
+        return 0;
+    }
+    if (c->parked) { /* (a handle that does not cache: as itself, here) */
+        pthread_mutex_unlock(&l->mu);
+        int answer = park_call(c, 0);
         pthread_mutex_lock(&l->mu);
         if (l->cache != c) { /* the process is exiting */
             pthread_mutex_unlock(&l->mu);
             return 0;
         }
-        if (back != 1) {
+        if (answer != 1) {
             l->cache = NULL;
             pthread_mutex_unlock(&l->mu);
-            finish(c, back < 0, 0); /* no answer: give it back, whichever it is */
+            finish(c, answer < 0, 0); /* no answer: give it back, whichever it is */
             return 0;
         }
         c->parked = 0;
     }
     pthread_mutex_unlock(&l->mu);
-    /* self has the gate: nobody else takes c off the lock meanwhile (the
-     * keeper waits for a free gate; an exiting process's clean-up frees
-     * nothing). */
-    struct rm_hold_terms terms = rm_mutex_terms(mx);
-    terms.shared_wd = c->wd;
-    struct rm_grant g = { 0, 0, 0, 0, c->acq };
-    *r = rm_hold_take(l, &terms, self, ep, &g);
-    if (!*r) {
-        rm_watchdog_set_user(c->wd, mx->user);
-        RM_COUNT(cache_hits);
-    }
+    serve(mx, self, ep, c, r);
     return 1;
+}
+
+/* Take c, the cache of acquisition back, off l (l->mu held): NULL if l
+ * has no such cache any more. */
+static struct rm_cache *take_off_locked(struct rm_lock *l, uint64_t back)
+{
+    struct rm_cache *c = l->cache;
+    if (!c || c->acq != back) return NULL;
+    l->cache = NULL;
+    return c;
+}
+
+int rm_cache_resume(struct rm_mutex *mx, struct rm_thread *self, struct rm_endpoint *ep,
+                    uint64_t back, int *r)
+{
+    struct rm_lock *l = mx->lock;
+    pthread_mutex_lock(&l->mu);
+    struct rm_cache *c = l->cache, *stale = NULL;
+    if (!c || c->acq != back) {
+        c = NULL; /* the process is exiting */
+    } else if (rm_watchdog_lost(c->wd)) {
+        /* Renewals failed meanwhile, yet the hold was there: a new cache
+         * with a watchdog entry of its own keeps it. */
+        stale = take_off_locked(l, back);
+        c = NULL;
+    } else {
+        c->parked = 0;
+    }
+    pthread_mutex_unlock(&l->mu);
+    if (stale) finish(stale, 0, 0);
+    if (!c) return 0;
+    serve(mx, self, ep, c, r);
+    return 1;
+}
+
+void rm_cache_drop_parked(struct rm_lock *l, uint64_t back)
+{
+    pthread_mutex_lock(&l->mu);
+    struct rm_cache *c = take_off_locked(l, back);
+    pthread_mutex_unlock(&l->mu);
+    if (c) finish(c, 0, 0);
 }
 
 int rm_cache_start(struct rm_mutex *mx, struct rm_thread *self, struct rm_endpoint *ep,

@@ -19,6 +19,9 @@ struct rm_who {
     const char *owner;  /* the thread's owner field, or buf */
     size_t owner_len;
     uint64_t acq;       /* the acquisition's number */
+    uint64_t back;      /* not 0: the acquisition of the process's parked
+                           cache, to take back if it is still there
+                           (acquire.lua) instead of acquiring anew */
     char buf[64];       /* "<uuid>:0" */
 };
 
@@ -33,13 +36,28 @@ int rm_cache_enter(struct rm_mutex *mx, struct rm_thread *self, struct rm_endpoi
                    const struct rm_wait *w, struct rm_who *me, int *cached, int *r);
 
 /* A lock of mx, with self in the gate: if the process caches mx's
- * lock, self's hold is made from the cache (no round trip; one to take
- * a parked cache back) and 1 is
+ * lock, self's hold is made from the cache (no round trip) and 1 is
  * returned with *r = 0 or ENOMEM; else 0 (a cache found lost is ended
  * first), after the courtesy wait when the process just gave the lock
- * back on request (not for trylock; not past w's deadline). */
+ * back on request (not for trylock; not past w's deadline).  A parked
+ * cache must be taken back first: through a caching handle, 0 is
+ * returned with *back = its acquisition, for the acquire to take it back
+ * in its own call (then rm_cache_resume); through another handle, here
+ * (park.lua, one round trip). */
 int rm_cache_lock(struct rm_mutex *mx, struct rm_thread *self, struct rm_endpoint *ep,
-                  const struct rm_wait *w, int *r);
+                  const struct rm_wait *w, uint64_t *back, int *r);
+
+/* The acquire took the parked cache's hold (acquisition back) back: make
+ * self's hold from the cache (1, *r as rm_cache_lock's).  0 when the
+ * cache is no longer there (the process is exiting): the caller starts
+ * one afresh with that hold. */
+int rm_cache_resume(struct rm_mutex *mx, struct rm_thread *self, struct rm_endpoint *ep,
+                    uint64_t back, int *r);
+
+/* The acquire found the parked cache's hold (acquisition back) gone --
+ * another process took the lock over -- or gave up: end that cache
+ * without a release. */
+void rm_cache_drop_parked(struct rm_lock *l, uint64_t back);
 
 /* May a cache start now (its keeper thread runs or can be started)? */
 int rm_cache_can_start(void);

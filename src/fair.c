@@ -265,7 +265,7 @@ static int queue_for(struct rm_mutex *mx, struct rm_thread *self, struct rm_endp
 static int thread_lock(struct rm_mutex *mx, struct rm_thread *self, struct rm_endpoint *ep,
                        struct rm_wait *w, struct outcome *o)
 {
-    struct rm_who me = { self->owner, self->owner_len, ++self->seq, "" };
+    struct rm_who me = { .owner = self->owner, .owner_len = self->owner_len, .acq = ++self->seq };
     int r = queue_for(mx, self, ep, w, &me, o);
     if (r) return r;
     struct rm_hold_terms terms = rm_mutex_terms(mx);

@@ -71,6 +71,7 @@ enum { SHORTFALL = RM_CALL_NOTRECOVERABLE + 1 };
 struct grant {
     int state;
     int dead;
+    int back;       /* acquired: the parked cache's hold, taken back */
     long long pttl;
     rm_nsec sent;
 };
@@ -128,45 +129,67 @@ static int give_back(struct rm_mutex *mx, const char *owner, size_t owner_len,
 static int attempt(struct rm_mutex *mx, const struct rm_who *me, struct rm_endpoint *ep,
                    rm_nsec deadline, int flags, struct grant *g)
 {
-    char lease[RM_CONN_UINT], acqs[RM_CONN_UINT];
+    char lease[RM_CONN_UINT], acqs[RM_CONN_UINT], backs[RM_CONN_UINT];
     const char *argv[] = { mx->keys.lock, mx->keys.owner, mx->keys.notrec, mx->keys.channel,
                            lease, me->owner, mx->robust ? "1" : "0", acqs,
-                           rm_endpoint_publish(ep) };
+                           rm_endpoint_publish(ep), backs };
     size_t lens[] = { strlen(argv[0]), strlen(argv[1]), strlen(argv[2]), strlen(argv[3]),
                       rm_conn_uint(lease, rm_mutex_lease(mx)),
                       me->owner_len, 1,
                       rm_conn_uint(acqs, me->acq),
-                      strlen(argv[8]) };
+                      strlen(argv[8]), me->back ? rm_conn_uint(backs, me->back) : 0 };
     redisReply *reply;
     struct rm_ack ack;
     g->sent = rm_clock_now();
-    int r = rm_call(ep, RM_SCRIPT_ACQUIRE, 4, 9, argv, lens, deadline, flags, &reply, &ack);
+    int r = rm_call(ep, RM_SCRIPT_ACQUIRE, 4, me->back ? 10 : 9, argv, lens, deadline, flags,
+                    &reply, &ack);
     if (r) return r;
     redisReply **e = reply->element;
-    if (reply->type != REDIS_REPLY_ARRAY || reply->elements < 1 || e[0]->type != REDIS_REPLY_INTEGER ||
-        (e[0]->integer == RM_CALL_ACQUIRED && (reply->elements != 2 || e[1]->type != REDIS_REPLY_INTEGER)) ||
-        (e[0]->integer == RM_CALL_BUSY && (reply->elements != 2 || e[1]->type != REDIS_REPLY_INTEGER))) {
+    size_t n = reply->elements;
+    if (reply->type != REDIS_REPLY_ARRAY || n < 1 || e[0]->type != REDIS_REPLY_INTEGER ||
+        (e[0]->integer == RM_CALL_ACQUIRED &&
+         (n < 2 || n > 3 || e[1]->type != REDIS_REPLY_INTEGER || (n == 3 && !me->back))) ||
+        (e[0]->integer == RM_CALL_BUSY && (n != 2 || e[1]->type != REDIS_REPLY_INTEGER))) {
         freeReplyObject(reply);
         rm_detail("unexpected reply from acquire.lua");
         return EIO;
     }
     g->state = (int)e[0]->integer;
+    g->back = 0;
     if (g->state == RM_CALL_ACQUIRED) {
         g->dead = e[1]->integer == 1;
+        g->back = n == 3;
     } else if (g->state == RM_CALL_BUSY) {
         g->pttl = e[1]->integer;
     }
     freeReplyObject(reply);
     if (g->state == RM_CALL_ACQUIRED && rm_ack_short(&ack)) {
         rm_ack_shortfall_detail(&ack, mx->keys.lock,
-                                give_back(mx, me->owner, me->owner_len, ep, me->acq, rm_call_deadline()));
+                                give_back(mx, me->owner, me->owner_len, ep,
+                                          g->back ? me->back : me->acq, rm_call_deadline()));
         g->state = SHORTFALL;
     }
     return 0;
 }
 
+/* The acquire did not take the parked cache's hold back: it is gone (taken
+ * over) or the call gave up -- then, if the last try's answer was lost, it
+ * may have been taken back: the watchdog releases it. */
+static void drop_parked(struct rm_mutex *mx, struct rm_who *me, struct rm_endpoint *ep,
+                        int unknown)
+{
+    if (unknown) {
+        struct release_req q;
+        release_req_make(&q, &mx->keys, mx->robust, ep, me->owner, me->owner_len, 0, me->back);
+        rm_watchdog_defer(ep, RM_SCRIPT_RELEASE, 4, 10, q.argv, q.lens,
+                          rm_clock_after(RM_MSEC(rm_mutex_lease(mx))));
+    }
+    rm_cache_drop_parked(mx->lock, me->back);
+    me->back = 0;
+}
+
 static int acquire(struct rm_mutex *mx, struct rm_thread *self, struct rm_endpoint *ep,
-                   struct rm_wait *w, const struct rm_who *me, struct grant *g)
+                   struct rm_wait *w, struct rm_who *me, struct grant *g)
 {
     struct rm_waiter waiter;
     struct rm_attempts at = { 0 };
@@ -182,6 +205,7 @@ static int acquire(struct rm_mutex *mx, struct rm_thread *self, struct rm_endpoi
         }
         if (at.unknown) RM_COUNT(indeterminate);
         at.unknown = 0;
+        if (me->back && !g->back) drop_parked(mx, me, ep, 0);
         if (g->state == RM_CALL_ACQUIRED) break;
         if (g->state == RM_CALL_NOTRECOVERABLE) {
             r = rm_mutex_notrecoverable(mx);
@@ -223,6 +247,7 @@ static int acquire(struct rm_mutex *mx, struct rm_thread *self, struct rm_endpoi
         release_req_make(&q, &mx->keys, mx->robust, ep, me->owner, me->owner_len, 0, me->acq);
         rm_watchdog_defer(ep, RM_SCRIPT_RELEASE, 4, 10, q.argv, q.lens, rm_clock_after(RM_MSEC(rm_mutex_lease(mx))));
     }
+    if (r && me->back) drop_parked(mx, me, ep, at.unknown);
     if (joined > 0) rm_sub_leave(&waiter);
     rm_wait_end(&at, r);
     return r;
@@ -240,9 +265,12 @@ static int nf_lock(struct rm_mutex *mx, struct rm_thread *self, struct rm_endpoi
     rm_nsec lease = RM_MSEC(rm_mutex_lease(mx));
     if (!(r = acquire(mx, self, ep, w, &me, &g))) {
         /* No token yet: rmutex_fence takes one when asked. */
-        struct rm_grant held = { 0, g.dead, g.sent + lease, g.sent + lease / 3, me.acq };
+        struct rm_grant held = { 0, g.dead, g.sent + lease, g.sent + lease / 3,
+                                 g.back ? me.back : me.acq };
         if (cached) {
-            r = rm_cache_start(mx, self, ep, &held, 0);
+            /* The parked cache taken back goes on; else a new one. */
+            if (!g.back || !rm_cache_resume(mx, self, ep, me.back, &r))
+                r = rm_cache_start(mx, self, ep, &held, 0);
         } else {
             struct rm_hold_terms terms = rm_mutex_terms(mx);
             r = rm_hold_take(mx->lock, &terms, self, ep, &held);

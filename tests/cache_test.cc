@@ -510,8 +510,11 @@ TEST_F(CachePark, AParkedCacheIsTakenOverByAnotherProcessInOneCallWithoutAsking)
     EXPECT_EQ("0", field(*line, "rc"));
     EXPECT_EQ(asked, stats().cache_requests) << "taken over, not asked for";
     EXPECT_NE(process_field(), redis().hgetall(name).begin()->first);
-    /* This process's cache is gone: its next lock goes to Redis and waits. */
+    /* This process's cache is gone: its next lock goes to Redis and waits;
+     * finding its cache taken over costs it no extra round trip. */
+    rmutex_stats_t before = stats();
     EXPECT_RC(EBUSY, rmutex_trylock(&m));
+    EXPECT_EQ(before.round_trips + 1, stats().round_trips) << "the take-back is the acquire's";
     c.write_line("unlock");
     ASSERT_TRUE(c.expect_line("unlocked rc=0", ms(3000)));
     ASSERT_RC(0, rmutex_lock(&m));
@@ -543,6 +546,60 @@ TEST_F(CachePark, AParkedCacheIsTakenBackBeforeALocalLockAndIsNotTakenOverWhileI
     EXPECT_EQ("0", field(*line, "rc"));
     c.write_line("unlock");
     ASSERT_TRUE(c.expect_line("unlocked rc=0", ms(3000)));
+}
+
+TEST_F(CachePark, ALocalLockAfterATakeOverIsOneRoundTripAndANewCache)
+{
+    std::string name = lock_name();
+    rmutex_t m;
+    cached_mutex(&m, name);
+    ASSERT_RC(0, rmutex_lock(&m));
+    ASSERT_RC(0, rmutex_unlock(&m));
+    std::string old = value_of(name);
+    ASSERT_TRUE(wait_parked(name));
+    /* Another process takes it over and gives it back: the lock is free,
+     * and this process still has its parked cache, stale. */
+    Child c({"hold", name, "--hold-ms=0"}, url());
+    ASSERT_TRUE(c.expect_line("unlocked rc=0", ms(5000)));
+    ASSERT_TRUE(redis().hgetall(name).empty());
+    rmutex_stats_t before = stats();
+    ASSERT_RC(0, rmutex_lock(&m));
+    rmutex_stats_t after = stats();
+    EXPECT_EQ(before.round_trips + 1, after.round_trips) << "one acquire, no separate take-back";
+    EXPECT_EQ(before.cache_starts + 1, after.cache_starts) << "the stale cache must not go on";
+    EXPECT_EQ(before.cache_hits, after.cache_hits);
+    auto held = redis().hgetall(name);
+    ASSERT_EQ(1u, held.size());
+    EXPECT_EQ(process_field(), held.begin()->first);
+    EXPECT_NE(old, held.begin()->second) << "a new acquisition, not the taken-over one";
+    ASSERT_RC(0, rmutex_unlock(&m));
+    /* The new cache is a cache: relocking is local. */
+    before = stats();
+    ASSERT_RC(0, rmutex_lock(&m));
+    EXPECT_EQ(before.round_trips, stats().round_trips);
+    EXPECT_RC(0, rmutex_unlock(&m));
+}
+
+TEST_F(CachePark, ARobustCacheTakenBackIsOwnedAgainAndItsHoldersDeathIsReported)
+{
+    std::string name = lock_name(), mark = "rmutex_owner:{" + name + "}";
+    Child c({"hold", name, "--cache", "--robust"}, url());
+    ASSERT_TRUE(c.expect_line("held rc=0", ms(5000)));
+    c.write_line("unlock");
+    ASSERT_TRUE(c.expect_line("unlocked rc=0", ms(3000)));
+    ASSERT_TRUE(wait_parked(name));
+    EXPECT_FALSE(redis().exists(mark)) << "a parked robust cache has no owner";
+    c.write_line("lock");
+    ASSERT_TRUE(c.expect_line("held rc=0", ms(3000)));
+    EXPECT_NE(0u, value_of(name).rfind("p", 0)) << "not taken back";
+    EXPECT_TRUE(redis().exists(mark)) << "taken back without its owner mark";
+    c.kill(SIGKILL);
+    c.wait(ms(5000));
+    rmutex_t m;
+    init_mutex(&m, name, RMUTEX_NORMAL, RMUTEX_ROBUST);
+    EXPECT_RC(EOWNERDEAD, rmutex_lock(&m)) << "died inside a taken-back cache";
+    EXPECT_RC(0, rmutex_consistent(&m));
+    EXPECT_RC(0, rmutex_unlock(&m));
 }
 
 TEST_F(CachePark, ExclusionAcrossCachingProcessesThatParkAndTakeOverAllTheTime)

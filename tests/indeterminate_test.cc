@@ -156,6 +156,53 @@ TEST_F(Indeterminate, LostAcquireReplyWhileAnotherProcessGotInIsNotAHold)
     EXPECT_EQ(0u, count);
 }
 
+/* A cached mutex whose cache the keeper parks 1 ms after its last use. */
+class IndeterminateParked : public Indeterminate {
+  protected:
+    IndeterminateParked() { options_ = "cache_park=1&cache_idle=60000"; }
+
+    /* Only an acquire names the not-recoverable key and no release's mark
+     * lifetime (park.lua and the watchdog's renewals name neither). */
+    Proxy::Pred acquire_only(const std::string &name)
+    {
+        return [name](const Proxy::Args &a) {
+            return Proxy::is_eval(a) && Proxy::mentions(a, "rmutex_notrecoverable:{" + name + "}") &&
+                   !Proxy::mentions(a, kReleaseOnly);
+        };
+    }
+
+    std::string value_of(const std::string &name)
+    {
+        auto h = redis().hgetall(name);
+        return h.size() == 1 ? h.begin()->second : "";
+    }
+};
+
+TEST_F(IndeterminateParked, ATakeBackWhoseReplyIsLostGoesOnWithTheSameCache)
+{
+    std::string name = lock_name();
+    rmutex_t m;
+    rmutexattr_t a;
+    rmutexattr_init(&a);
+    rmutexattr_setcache(&a, 1);
+    ASSERT_RC(0, rmutex_init(&m, name.c_str(), &a));
+    rmutexattr_destroy(&a);
+    ASSERT_RC(0, rmutex_lock(&m));
+    ASSERT_RC(0, rmutex_unlock(&m));
+    std::string acq = value_of(name);
+    ASSERT_TRUE(wait_until([&] { return value_of(name) == "p" + acq; }, ms(5000))) << "not parked";
+    proxy_->drop_reply_of_next(acquire_only(name));
+    rmutex_stats_t s0 = stats();
+    ASSERT_RC(0, rmutex_lock(&m));
+    ASSERT_EQ(1, proxy_->dropped_replies()) << "the fault was not injected";
+    EXPECT_EQ(acq, value_of(name)) << "asked again, the take-back must find its own hold";
+    EXPECT_EQ(s0.cache_hits + 1, stats().cache_hits) << "served from the cache it had";
+    EXPECT_EQ(s0.cache_starts, stats().cache_starts);
+    EXPECT_RC(0, rmutex_unlock(&m));
+    EXPECT_EQ(acq, value_of(name)) << "still cached";
+    EXPECT_RC(0, rmutex_destroy(&m));
+}
+
 TEST_F(Indeterminate, UnlockWhoseReplyIsLostSucceedsAndNoRetryReleasesALaterHold)
 {
     std::string name = lock_name();

@@ -12,11 +12,14 @@
 -- ARGV[1] lease in ms, ARGV[2] owner "<uuid>:<thread>" ("<uuid>:0": the
 -- process, for a cached lock), ARGV[3] "1" if robust, ARGV[4] the
 -- acquisition's number (the owner's request id), ARGV[5] the publishing
--- command ("publish" or "spublish")
+-- command ("publish" or "spublish"), ARGV[6] (optional; the process only)
+-- the acquisition of the process's cache that it parked (park.lua): take
+-- that hold back if it is still there
 --
 -- Returns {0, dead} acquired (dead = 1: robust, and the previous holder's
--- lease ran out without an unlock), {1, pttl} held by somebody else, {2}
--- not recoverable (robust callers only).
+-- lease ran out without an unlock), {0, 0, 1} the parked hold ARGV[6]
+-- taken back (acquisition ARGV[4] was not made), {1, pttl} held by
+-- somebody else, {2} not recoverable (robust callers only).
 --
 -- The common call is three commands (PTTL, HSET, PEXPIRE): nothing is
 -- written that the lock does not need.  The field's value names the
@@ -33,7 +36,21 @@
 -- this acquisition: the client asks only when it holds nothing.  Not so a
 -- process's field ("<uuid>:0", a cache): only the same acquisition takes
 -- it over (not_mine below).
-local L, lease, me, acq = KEYS[1], ARGV[1], ARGV[2], ARGV[4]
+local L, lease, me, acq, back = KEYS[1], ARGV[1], ARGV[2], ARGV[4], ARGV[6]
+
+-- A caching process's next local lock after it parked the cache: if the
+-- parked hold is still its own (not taken over meanwhile), it is unparked
+-- and renewed here, and the process goes on with the cache it has; if
+-- not, this call is the process's new acquisition.  One round trip either
+-- way.  (The value "back" itself: a park whose reply was lost may not have
+-- run.)
+local function take_back()
+  local held = redis.call('hget', L, me)
+  if held ~= back and held ~= 'p' .. back then return false end
+  redis.call('hset', L, me, back)
+  redis.call('pexpire', L, lease)
+  return true
+end
 
 -- Busy.  A holder whose field ends in ":0" is a process caching the lock
 -- (rmutexattr_setcache): ask it for the lock.  Its other holders (threads
@@ -66,6 +83,7 @@ local function not_mine(held)
 end
 
 if ARGV[3] ~= '1' then
+  if back and take_back() then return {0, 0, 1} end
   local pttl = redis.call('pttl', L)
   if pttl ~= -2 and not_mine(redis.call('hget', L, me)) then
     local answer = busy(pttl)
@@ -78,6 +96,11 @@ end
 
 --!include mark.lua
 local O, N = KEYS[2], KEYS[3]
+if back and take_back() then
+  -- A parked robust hold has no owner mark: nobody was inside.
+  redis.call('set', O, mark_make(me .. '|' .. back, false, false), 'px', 2 * lease)
+  return {0, 0, 1}
+end
 local mine = me .. '|' .. acq
 if redis.call('exists', N) == 1 then
   return {2}

@@ -1,5 +1,7 @@
 -- park.lua: a caching process parks the Redis hold of a cache nobody in it
--- has used for a while, or takes a parked hold back before a local lock.
+-- has used for a while, or takes a parked hold back before a local lock
+-- through a handle that does not cache (a caching handle's acquire takes
+-- it back itself: acquire.lua, ARGV[6]).
 --
 -- KEYS[1] lock hash NAME             KEYS[2] rmutex_owner:{NAME} (robust)
 -- ARGV[1] the process's field "<uuid>:0"   ARGV[2] the acquisition
