@@ -1,15 +1,22 @@
 #!/usr/bin/env bash
-# script_cost.sh -- Redis-side cost of fair.lua's uncontended acquire+release,
-# for the working tree and, side by side, for another revision.
+# script_cost.sh -- Redis-side cost of the uncontended lock+unlock pair, by
+# protocol, and of fair.lua against another revision.
 #
 #   bench/script_cost.sh [REV] [--pairs N] [--runs R]
 #
-# For each version it starts a throw-away redis-server (loopback, a free
-# port, a temp dir), loads the script, pipes N acquire+release pairs through
-# redis-cli (each pair a new acquisition, as rmutex_lock/rmutex_unlock send
-# them), and prints INFO commandstats' usec_per_call for EVALSHA: Redis time
-# only, no client or network in it.  R runs each, alternating versions, so a
-# drift of the machine hits both.  Needs redis-server and redis-cli.
+# Each measurement starts a throw-away redis-server (loopback, a free port,
+# a temp dir), loads the scripts, pipes N pairs through redis-cli (each
+# pair a new acquisition, as rmutex_lock/rmutex_unlock send them) and reads
+# INFO commandstats: Redis time only, no client, network or scheduling in
+# it -- the quiet measure of what W1 measures in a live loop.  Per pair:
+#   non-fair  acquire.lua + release.lua (rmutex's RLock-compatible pair)
+#   fair      fair.lua acquire + release
+#   Redisson  Redisson's lock and unlock scripts + the DEL of the unlock
+#             latch its client sends (tests/redisson_scripts.h)
+# then the medians and the ratios fair / non-fair and non-fair / Redisson.
+# With REV, fair.lua of that revision too, per call.  R runs each, the
+# kinds alternating, so a drift of the machine hits all.  Needs
+# redis-server, redis-cli and cmake (to expand the scripts' includes).
 set -euo pipefail
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 rev="" pairs=5000 runs=3
@@ -23,12 +30,20 @@ while [ $# -gt 0 ]; do
     shift
 done
 tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT
+trap '[ -n "${KEEP_TMP:-}" ] || rm -rf "$tmp"' EXIT
 # Each version as Redis runs it: "--!include" lines expanded from its own lib/.
-expand() { # LUA_DIR OUT
-    cmake -DIN="$1/fair.lua" -DOUT="$2" -DLIBDIR="$1/lib" -P "$root/cmake/lua_expand.cmake"
+expand() { # LUA_DIR NAME OUT
+    cmake -DIN="$1/$2" -DOUT="$3" -DLIBDIR="$1/lib" -P "$root/cmake/lua_expand.cmake"
 }
-expand "$root/src/lua" "$tmp/work.lua"
+for f in fair acquire release; do expand "$root/src/lua" "$f.lua" "$tmp/$f.lua"; done
+cp "$tmp/fair.lua" "$tmp/work.lua"
+# Redisson's scripts, from the C header's string literals.
+redisson() { # MACRO OUT
+    sed -n "/#define $1/,/^\$/p" "$root/tests/redisson_scripts.h" | grep '^ *"' |
+        sed 's/^ *"//; s/\\n" *\\\{0,1\}$//' > "$2"
+}
+redisson REDISSON_ACQUIRE_LUA "$tmp/rs_acquire.lua"
+redisson REDISSON_UNLOCK_LUA "$tmp/rs_unlock.lua"
 versions=(work)
 if [ -n "$rev" ]; then
     mkdir -p "$tmp/rev/lib"
@@ -36,7 +51,7 @@ if [ -n "$rev" ]; then
     for f in $(git -C "$root" ls-tree --name-only "$rev" src/lua/lib/ 2>/dev/null); do
         git -C "$root" show "$rev:$f" > "$tmp/rev/lib/$(basename "$f")"
     done
-    expand "$tmp/rev" "$tmp/rev.lua"
+    expand "$tmp/rev" fair.lua "$tmp/rev.lua"
     versions=(rev work)
 fi
 
@@ -49,37 +64,101 @@ free_port() {
     return 1
 }
 
-# One run: usec per EVALSHA call of script $1.
-run_once() {
-    local lua=$1 port dir sha keys
+# A throw-away server: sets port and dir.
+server_start() {
     port=$(free_port)
     dir=$(mktemp -d "$tmp/redis.XXXXXX")
     redis-server --bind 127.0.0.1 --port "$port" --save '' --appendonly no --dir "$dir" \
         --daemonize yes --logfile "$dir/log" --pidfile "$dir/pid" >/dev/null
     for _ in $(seq 100); do redis-cli -p "$port" ping >/dev/null 2>&1 && break; sleep 0.05; done
-    sha=$(redis-cli -p "$port" script load "$(cat "$lua")")
-    keys='m {m}:q {m}:a {m}:s {m}:t {m}:o {m}:n {m}:c {m}:r'
-    for i in $(seq "$pairs"); do
-        # ARGV: op owner acq hold-lease waiter-lease robust try latch-ms notrec notrec-ms
-        echo "EVALSHA $sha 10 $keys {m}:x$i acquire u:1 $i 2000 1000 0 0 0 0 0"
-        echo "EVALSHA $sha 10 $keys {m}:x$i release u:1 $i 2000 1000 0 0 60000 0 0"
-    done > "$dir/cmds"
+}
+load() { redis-cli -p "$port" script load "$(cat "$1")"; }
+
+# Run $dir/cmds; print the total usec of the commands named ("evalsha
+# del"), per call (per_call) or per pair.
+server_run() { # per_call|per_pair COMMANDS...
+    local how=$1
+    shift
     redis-cli -p "$port" < "$dir/cmds" > "$dir/out"
     if grep -q ERR "$dir/out"; then
-        echo "script_cost.sh: the script failed: $(grep -m1 ERR "$dir/out")" >&2
+        echo "script_cost.sh: a script failed: $(grep -m1 ERR "$dir/out")" >&2
         redis-cli -p "$port" shutdown nosave >/dev/null 2>&1 || true
         return 1
     fi
-    redis-cli -p "$port" info commandstats | tr -d '\r' |
-        sed -n 's/^cmdstat_evalsha:.*usec_per_call=\([0-9.]*\).*/\1/p'
+    redis-cli -p "$port" info commandstats | tr -d '\r' | awk -F'[:,=]' -v how="$how" -v pairs="$pairs" \
+        -v want=" $* " '{ c = substr($1, 9) } index(want, " " c " ") { calls += $3; usec += $5 }
+        END { printf "%.2f\n", how == "per_call" ? usec / calls : usec / pairs }'
     redis-cli -p "$port" shutdown nosave >/dev/null 2>&1 || true
 }
 
-echo "fair.lua, uncontended acquire+release, $pairs pairs per run: Redis µs per call"
-for r in $(seq "$runs"); do
-    for v in "${versions[@]}"; do
-        label=$v
-        [ "$v" = rev ] && label=$rev
-        printf '  run %d  %-12s %s\n' "$r" "$label" "$(run_once "$tmp/$v.lua")"
+# N acquire+release pairs of fair.lua loaded as $1.
+fair_cmds() {
+    local i keys='m {m}:q {m}:a {m}:s {m}:t {m}:o {m}:n {m}:c {m}:r'
+    for i in $(seq "$pairs"); do
+        # ARGV: op owner acq hold-lease waiter-lease robust try notrec notrec-ms publish
+        echo "EVALSHA $1 9 $keys acquire u:1 $i 2000 1000 0 0 0 0 publish"
+        echo "EVALSHA $1 9 $keys release u:1 $i 2000 1000 0 0 0 0 publish"
     done
+}
+
+# One run of fair.lua $1: usec per call.
+fair_calls() {
+    server_start
+    fair_cmds "$(load "$1")" > "$dir/cmds"
+    server_run per_call evalsha
+}
+
+# One run of a protocol's pairs: usec per pair.
+pair_cost() {
+    server_start
+    local a r i
+    case $1 in
+    nonfair)
+        a=$(load "$tmp/acquire.lua") r=$(load "$tmp/release.lua")
+        for i in $(seq "$pairs"); do
+            echo "EVALSHA $a 4 m {m}:o {m}:n {m}:c 2000 u:1 0 $i publish"
+            echo "EVALSHA $r 4 m {m}:c {m}:o {m}:n u:1 0 86400000 $i publish 0"
+        done > "$dir/cmds" ;;
+    fair)
+        fair_cmds "$(load "$tmp/fair.lua")" > "$dir/cmds" ;;
+    redisson)
+        a=$(load "$tmp/rs_acquire.lua") r=$(load "$tmp/rs_unlock.lua")
+        for i in $(seq "$pairs"); do
+            echo "EVALSHA $a 1 m 2000 u:1"
+            echo "EVALSHA $r 3 m {m}:c {m}:latch$i 0 2000 u:1 publish 5000"
+            echo "DEL {m}:latch$i"
+        done > "$dir/cmds" ;;
+    esac
+    server_run per_pair evalsha del
+}
+
+median() { sort -n | awk '{ v[NR] = $1 } END { print NR % 2 ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2 }'; }
+
+echo "uncontended lock+unlock, $pairs pairs per run: Redis µs per pair"
+kinds=(nonfair fair redisson)
+for r in $(seq "$runs"); do
+    line="  run $r"
+    for k in "${kinds[@]}"; do
+        v=$(pair_cost "$k")
+        echo "$v" >> "$tmp/$k.cost"
+        line+=$(printf '  %-8s %6s' "$k" "$v")
+    done
+    echo "$line"
 done
+for k in "${kinds[@]}"; do eval "med_$k=$(median < "$tmp/$k.cost")"; done
+# shellcheck disable=SC2154
+printf '  median   nonfair %s  fair %s  redisson %s\n' "$med_nonfair" "$med_fair" "$med_redisson"
+# shellcheck disable=SC2154
+awk -v n="$med_nonfair" -v f="$med_fair" -v r="$med_redisson" \
+    'BEGIN { printf "  fair / non-fair %.2f (target <= 1.3)   non-fair / Redisson %.2f (target <= 1)\n", f / n, n / r }'
+
+if [ -n "$rev" ]; then
+    echo "fair.lua, uncontended acquire+release, $pairs pairs per run: Redis µs per call"
+    for r in $(seq "$runs"); do
+        for v in "${versions[@]}"; do
+            label=$v
+            [ "$v" = rev ] && label=$rev
+            printf '  run %d  %-12s %s\n' "$r" "$label" "$(fair_calls "$tmp/$v.lua")"
+        done
+    done
+fi
