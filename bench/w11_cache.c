@@ -44,7 +44,10 @@
  *      only known at the end of the run).  That is the request path, with
  *      cache_park=0; a third kind lets A's keeper park the cache first (A
  *      waits for its cache_parks counter before it says so), and B takes
- *      the lock over in its first call;
+ *      the lock over in its first call.  The budget is a target for the
+ *      parked kind (a lock unused for cache_park is parked, by default);
+ *      the request path is shown against it, not judged: it needs two
+ *      deliveries (request, release) and the holder's release by design;
  *   5. figures 1 and 3 again for fair mutexes (both kinds fair): a cached
  *      fair lock under contention stops caching (fair.c), so the ratio there
  *      is the cost of finding that out.
@@ -655,10 +658,15 @@ static void remote_waiter(void)
         snprintf(fig, sizeof fig, "remote lock, %s, p50, against its budget", what[k]);
         r = report_row("W11", fig, "µs", ok ? &p50[k] : NULL);
         row_limit(r, 2 * lim.eval_rtt_us + ps, "2×EVALSHA RTT + pub/sub p50");
-        row_target(r, "ratio ≤ 1", ON_RATIO, J_LE, 1, 0);
+        /* The target is #14's "a cached, unused lock": with parking on
+         * (the default) a lock unused for cache_park is parked.  The
+         * request path -- a lock used within cache_park, or parking off --
+         * needs two deliveries and the holder's release: shown, not
+         * judged. */
+        if (k == 2) row_target(r, "ratio ≤ 1", ON_RATIO, J_LE, 1, 0);
         if (ok)
-            snprintf(r->note, sizeof r->note, "2 × %.1f µs (RTT before the workloads) + %.1f µs",
-                     lim.eval_rtt_us, ps);
+            snprintf(r->note, sizeof r->note, "2 × %.1f µs (RTT before the workloads) + %.1f µs%s",
+                     lim.eval_rtt_us, ps, k == 1 ? "; request path: no target" : "");
     }
 }
 
