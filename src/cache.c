@@ -323,6 +323,8 @@ static rm_nsec look_at(struct rm_cache *c, rm_nsec now)
          * thread slips in meanwhile; the next local lock takes it back. */
         l->gate = RM_GATE_KEEPER;
         pthread_mutex_unlock(&l->mu);
+        /* Before the call: a takeover may follow the park at once. */
+        rm_watchdog_set_parked(c->wd, 1);
         int r = park_call(c, 1);
         pthread_mutex_lock(&l->mu);
         int gone = l->cache == c && r == 0; /* not ours: taken over or lost */
@@ -514,6 +516,7 @@ int rm_cache_lock(struct rm_mutex *mx, struct rm_thread *self, struct rm_endpoin
             return 0;
         }
         c->parked = 0;
+        rm_watchdog_set_parked(c->wd, 0);
     }
     pthread_mutex_unlock(&l->mu);
     serve(mx, self, ep, c, r);
@@ -545,6 +548,7 @@ int rm_cache_resume(struct rm_mutex *mx, struct rm_thread *self, struct rm_endpo
         c = NULL;
     } else {
         c->parked = 0;
+        rm_watchdog_set_parked(c->wd, 0);
     }
     pthread_mutex_unlock(&l->mu);
     if (stale) finish(stale, 0, 0);

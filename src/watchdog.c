@@ -86,6 +86,7 @@ struct rm_watchdog_entry {
     size_t *call_lens;        /*   when it is collected (the holds of now) */
     int call_argc;
     int inflight, cancelled, cb_running, use_eval;
+    int parked;               /* a parked cache's hold: taking it over is allowed */
     _Atomic int lost;
     rmutex_t *m;
     char buf[];
@@ -396,6 +397,13 @@ void rm_watchdog_set_user(struct rm_watchdog_entry *e, rmutex_t *m)
     pthread_mutex_unlock(&wd.mu);
 }
 
+void rm_watchdog_set_parked(struct rm_watchdog_entry *e, int parked)
+{
+    pthread_mutex_lock(&wd.mu);
+    e->parked = parked;
+    pthread_mutex_unlock(&wd.mu);
+}
+
 int rm_watchdog_lost(const struct rm_watchdog_entry *e) { return atomic_load(&e->lost); }
 
 rm_nsec rm_watchdog_valid_until(const struct rm_watchdog_entry *e)
@@ -616,7 +624,7 @@ static int apply(struct rm_watchdog_entry *e, int res, rm_nsec sent, rm_nsec now
         return 0;
     }
     e->lost = 1;
-    RM_COUNT(locks_lost);
+    if (!e->parked) RM_COUNT(locks_lost); /* (a parked cache taken over was let go) */
     rm_log("hold of %s lost (%s)", e->argv[0], res == 0 ? "gone from Redis" : "lease ran out");
     return 1;
 }

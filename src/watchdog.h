@@ -41,6 +41,11 @@ int rm_watchdog_cancel(struct rm_watchdog_entry *e);
  * callback (a cached hold nobody is inside). */
 void rm_watchdog_set_user(struct rm_watchdog_entry *e, rmutex_t *m);
 
+/* e's hold is a parked cache's (cache.c) or no longer: another process
+ * may take a parked hold over, so finding it gone then is no lost lock
+ * (not counted in locks_lost). */
+void rm_watchdog_set_parked(struct rm_watchdog_entry *e, int parked);
+
 /* 1 if the watchdog has found e's hold lost.  Lock-free. */
 int rm_watchdog_lost(const struct rm_watchdog_entry *e);
 

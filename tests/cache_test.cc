@@ -548,6 +548,39 @@ TEST_F(CachePark, AParkedCacheIsTakenBackBeforeALocalLockAndIsNotTakenOverWhileI
     ASSERT_TRUE(c.expect_line("unlocked rc=0", ms(3000)));
 }
 
+TEST_F(CachePark, AParkedCacheTakenOverIsNoLostLock)
+{
+    std::string name = lock_name();
+    rmutex_t m, other;
+    cached_mutex(&m, name);
+    init_mutex(&other, lock_name("other"));
+    ASSERT_RC(0, rmutex_lock(&m));
+    ASSERT_RC(0, rmutex_unlock(&m));
+    ASSERT_TRUE(wait_parked(name));
+    /* A hold the watchdog keeps renewing, so that its calls go on after it
+     * has found the parked hold gone. */
+    ASSERT_RC(0, rmutex_lock(&other));
+    Child c({"hold", name}, url());
+    ASSERT_TRUE(c.expect_line("held rc=0", ms(5000)));
+    rmutex_stats_t before = stats();
+    ASSERT_TRUE(wait_until([&] { return stats().renewal_calls >= before.renewal_calls + 2; },
+                           ms(2 * kLease)))
+        << "no renewal after the takeover";
+    EXPECT_EQ(before.locks_lost, stats().locks_lost) << "letting a parked cache go is no lost lock";
+    EXPECT_RC(0, rmutex_unlock(&other));
+    c.write_line("unlock");
+    ASSERT_TRUE(c.expect_line("unlocked rc=0", ms(3000)));
+    /* Taken back and in use, a hold is a hold again: losing it counts. */
+    ASSERT_RC(0, rmutex_lock(&m));
+    ASSERT_RC(0, rmutex_unlock(&m));
+    ASSERT_TRUE(wait_parked(name));
+    ASSERT_RC(0, rmutex_lock(&m));
+    uint64_t lost = stats().locks_lost;
+    redis().cmd({"DEL", name});
+    ASSERT_TRUE(wait_until([&] { return stats().locks_lost > lost; }, ms(2 * kLease)));
+    EXPECT_RC(EPERM, rmutex_unlock(&m));
+}
+
 TEST_F(CachePark, ALocalLockAfterATakeOverIsOneRoundTripAndANewCache)
 {
     std::string name = lock_name();
