@@ -87,6 +87,9 @@ static void print_json(const char *name, const rmutex_lockinfo_t *in)
     printf(",\"held_ms\":");
     if (in->held && in->held_ms >= 0) printf("%lld", (long long)in->held_ms);
     else printf("null");
+    printf(",\"cached\":\"%s\"", in->cached == RMUTEX_CACHED_PARKED ? "parked"
+                                 : in->cached                      ? "kept"
+                                                                   : "no");
     printf(",\"ttl_ms\":%lld,\"fence\":%llu,\"owner_died\":%s,\"not_recoverable\":%s,"
            "\"queue_length\":%u,\"queue\":[",
            (long long)in->ttl_ms, (unsigned long long)in->fence, in->owner_died ? "true" : "false",
@@ -117,6 +120,10 @@ static void print_human(const char *name, const rmutex_lockinfo_t *in)
         if (in->held_ms >= 0) span(in->held_ms, t, sizeof t);
         printf("  held     %s\n", in->held_ms >= 0 ? t : "unknown (about a second or less, or not announced)");
         printf("  lease    %.1fs left\n", (double)in->ttl_ms / 1000);
+        if (in->cached == RMUTEX_CACHED_PARKED)
+            printf("  cached   parked by its process: nobody inside, a lock elsewhere takes it over\n");
+        else if (in->cached)
+            printf("  cached   kept by its process between its threads' holds; a lock elsewhere asks for it\n");
     }
     printf("  fence    %llu\n", (unsigned long long)in->fence);
     printf("  robust   owner-died: %s   not-recoverable: %s\n", in->owner_died ? "yes" : "no",

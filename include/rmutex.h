@@ -581,7 +581,14 @@ typedef struct rmutex_lockinfo {
     int64_t held_ms;          /* how long the lock has been held; -1 unknown
                                  (a hold about a second old or less, or no
                                  registry entry) */
+    int cached;               /* held by a process's cache (rmutexattr_setcache):
+                                 RMUTEX_CACHED_KEPT (a thread of it may be
+                                 inside; another process's lock asks for it),
+                                 RMUTEX_CACHED_PARKED (nobody inside; another
+                                 process's lock takes it over); 0 otherwise */
 } rmutex_lockinfo_t;
+
+enum { RMUTEX_CACHED_KEPT = 1, RMUTEX_CACHED_PARKED = 2 };
 
 /* Fill *info (size: sizeof(rmutex_lockinfo_t) as the caller knows it) for
  * the lock called name.  Returns 0; EINVAL for a bad name, NULL, or a key of

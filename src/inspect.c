@@ -48,7 +48,7 @@ static void copy_str(char *dst, size_t n, const redisReply *r)
 static int read_info(const redisReply *r, rmutex_lockinfo_t *info)
 {
     redisReply **e = r->element;
-    if (r->type != REDIS_REPLY_ARRAY || r->elements != 10 || e[0]->type != REDIS_REPLY_ARRAY ||
+    if (r->type != REDIS_REPLY_ARRAY || r->elements != 11 || e[0]->type != REDIS_REPLY_ARRAY ||
         e[6]->type != REDIS_REPLY_ARRAY || e[7]->type != REDIS_REPLY_ARRAY) {
         rm_detail("unexpected reply from inspect.lua");
         return EIO;
@@ -70,6 +70,12 @@ static int read_info(const redisReply *r, rmutex_lockinfo_t *info)
     info->subscribers = (unsigned)e[8]->integer;
     info->server_time_ms = e[9]->integer;
     info->held_ms = -1;
+    /* A process's field ("<uuid>:0") is a cache (rmutexattr_setcache). */
+    size_t n = strlen(info->owner);
+    if (info->held && n > 2 && !strcmp(info->owner + n - 2, ":0"))
+        info->cached = e[10]->type == REDIS_REPLY_STRING && e[10]->len && e[10]->str[0] == 'p'
+                           ? RMUTEX_CACHED_PARKED
+                           : RMUTEX_CACHED_KEPT;
     return 0;
 }
 

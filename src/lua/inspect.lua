@@ -6,7 +6,8 @@
 -- ARGV  1 the release channel, 2 "shard": count sharded subscribers
 -- Returns {holders (array of owner fields), pttl, fence counter, owner
 -- died 0/1, not recoverable 0/1, queue length, {first waiters}, {their
--- liveness left, ms}, subscribers, server time ms}.
+-- liveness left, ms}, subscribers, server time ms, the first holder's field
+-- value ("" when free; "p<acquisition>": a process's parked cache)}.
 --!include mark.lua
 local L, T, O, N, Q, A = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6]
 local t = redis.call('type', L).ok
@@ -24,6 +25,7 @@ for i, w in ipairs(first) do
   alive[i] = (tonumber(redis.call('zscore', A, w)) or now) - now
 end
 local sub = redis.call('pubsub', ARGV[2] == 'shard' and 'shardnumsub' or 'numsub', ARGV[1])
+local value = #holders > 0 and redis.call('hget', L, holders[1]) or ''
 return {holders, redis.call('pttl', L), tonumber(redis.call('get', T)) or 0,
         died and 1 or 0, redis.call('exists', N), redis.call('zcard', Q), first, alive,
-        sub[2], now}
+        sub[2], now, value}

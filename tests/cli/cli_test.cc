@@ -435,6 +435,7 @@ TEST_F(Cli, StatusJsonTellsFreeHeldTheOwnerTheLeaseTheFenceAndTheFairQueue)
     EXPECT_LE(ttl, 3000);
     EXPECT_EQ("1", json_field(out, "fence"));
     EXPECT_EQ("1", json_field(out, "queue_length"));
+    EXPECT_EQ("\"no\"", json_field(out, "cached")) << out;
     std::string q = json_field(out, "queue");
     EXPECT_NE(std::string::npos, q.find("\"alive_ms\":")) << q;
     EXPECT_NE(std::string::npos, q.find("|")) << "a waiter is <owner>|<acquisition>: " << q;
@@ -509,6 +510,34 @@ TEST_F(Cli, StatusNamesTheHoldersHostPidCommandAndHowLongItHasHeld)
     EXPECT_EQ(0u, redis().cmd({ "KEYS", "rmutex_client:*" })->elements);
     c->kill(SIGTERM);
     c->wait(ms(5000));
+}
+
+TEST_F(Cli, StatusTellsACachedLockKeptOrParked)
+{
+    /* This process caches the lock (the default cache_park: 1 ms). */
+    std::string n = lock_name(), out;
+    rmutexattr_t a;
+    rmutexattr_init(&a);
+    rmutexattr_setcache(&a, 1);
+    rmutex_t m;
+    ASSERT_RC(0, rmutex_init(&m, n.c_str(), &a));
+    rmutexattr_destroy(&a);
+    ASSERT_RC(0, rmutex_lock(&m));
+    ASSERT_EQ(0, exit_code({ "status", "--json", n }, "", nullptr, &out));
+    EXPECT_EQ("\"held\"", json_field(out, "state"));
+    EXPECT_EQ("\"kept\"", json_field(out, "cached")) << out;
+    ASSERT_EQ(0, exit_code({ "status", n }, "", nullptr, &out));
+    EXPECT_NE(std::string::npos, out.find("cached   kept by its process")) << out;
+    ASSERT_RC(0, rmutex_unlock(&m));
+    ASSERT_TRUE(wait_until([&] {
+        auto h = redis().hgetall(n);
+        return h.size() == 1 && h.begin()->second.rfind("p", 0) == 0;
+    }, ms(5000))) << "not parked";
+    ASSERT_EQ(0, exit_code({ "status", "--json", n }, "", nullptr, &out)) << "parked is still held";
+    EXPECT_EQ("\"parked\"", json_field(out, "cached")) << out;
+    ASSERT_EQ(0, exit_code({ "status", n }, "", nullptr, &out));
+    EXPECT_NE(std::string::npos, out.find("cached   parked by its process")) << out;
+    EXPECT_RC(0, rmutex_destroy(&m));
 }
 
 /* list: every held lock whose name matches, from a SCAN; not free locks,
