@@ -49,7 +49,8 @@
  * acquisition -- so a cache taken over costs its process's next lock no
  * more than an uncached lock costs (park.lua unparks for a handle of the
  * name that does not cache); the watchdog's renewal finds it gone within
- * lease/3 too.  A relocking thread never
+ * lease/3 too, and counts no lost lock (the entry is marked parked: the
+ * process let it go).  A relocking thread never
  * leaves the cache unused that long, so it pays nothing; the keeper looks
  * at an in-use cache every cache_park.  A parked robust cache drops its
  * owner mark: nobody holds it, so a death of the process is no owner death.
