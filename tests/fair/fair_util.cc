@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cctype>
 #include <cerrno>
 #include <climits>
 #include <cstring>
@@ -264,9 +265,16 @@ int FairTest::acquire_calls(const std::string &member)
         std::vector<std::string> a;
         for (size_t j = 0; j < argv->elements; j++)
             a.emplace_back(argv->element[j]->str ? argv->element[j]->str : "");
-        /* EVALSHA sha 9 K1..K9 op owner acquisition ... */
+        /* EVALSHA sha 9 K1..K9 op owner acquisition ...  Only a call that
+         * ran: its script's own commands (lower case, as fair.lua spells
+         * them) are logged just before it, newest first; an EVALSHA
+         * refused with NOSCRIPT (the client then sends the body) has none. */
+        const redisReply *prev = i + 1 < r->elements ? r->element[i + 1] : nullptr;
+        bool ran = prev && prev->type == REDIS_REPLY_ARRAY && prev->elements >= 4 &&
+                   prev->element[3]->type == REDIS_REPLY_ARRAY && prev->element[3]->elements > 0 &&
+                   prev->element[3]->element[0]->str && islower(prev->element[3]->element[0]->str[0]);
         if (a.size() > 14 && (a[0] == "EVALSHA" || a[0] == "EVAL") && a[12] == "acquire" &&
-            a[13] == owner && a[14] == acq)
+            a[13] == owner && a[14] == acq && ran)
             n++;
     }
     return n;
