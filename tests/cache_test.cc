@@ -58,7 +58,18 @@ class Cache : public RedisTest {
 
 class CacheIdle : public Cache {
   protected:
-    CacheIdle() : Cache("lease=2000&cache_idle=300&cache_park=0") {}
+    explicit CacheIdle(std::string opts = "lease=2000&cache_idle=300&cache_park=0")
+        : Cache(std::move(opts)) {}
+
+    /* A Redisson client (it never publishes a request) that finds the lock
+     * cached here, unused -- parked or not -- gets it when the idle time
+     * (300 ms) since the last unlock is up. */
+    void redisson_gets_it_after_the_idle_time(bool parked);
+};
+
+class CacheIdleParked : public CacheIdle {
+  protected:
+    CacheIdleParked() : CacheIdle("lease=2000&cache_idle=300&cache_park=1") {}
 };
 
 class CachePark : public Cache {
@@ -208,17 +219,23 @@ TEST_F(Cache, AHolderInsideKeepsTheLockUntilItsUnlockThenGivesItBack)
     ASSERT_TRUE(c.expect_line("unlocked rc=0", ms(3000)));
 }
 
-TEST_F(CacheIdle, AnUnusedCacheIsGivenBackAfterTheIdleTimeForClientsThatDoNotAsk)
+void CacheIdle::redisson_gets_it_after_the_idle_time(bool parked)
 {
     std::string name = lock_name();
     rmutex_t m;
     cached_mutex(&m, name);
     ASSERT_RC(0, rmutex_lock(&m));
-    /* A Redisson client: it never publishes a request. */
     RedissonClient rc(redis(), "5d1c6a52-0000-4000-8000-00000000beef", 7);
     EXPECT_GT(rc.acquire(name, 30000), 0) << "busy while we are inside";
     auto t_unlock = Clock::now();
     ASSERT_RC(0, rmutex_unlock(&m));
+    if (parked) {
+        ASSERT_TRUE(wait_until([&] {
+            auto h = redis().hgetall(name);
+            return h.size() == 1 && h.begin()->second.rfind("p", 0) == 0;
+        }, ms(250))) << "not parked";
+        EXPECT_GT(rc.acquire(name, 30000), 0) << "Redisson's script does not take a parked cache over";
+    }
     /* Redisson waits for the "0" of a release; the release comes after the
      * idle time (300 ms). */
     Redis sub(host(), port());
@@ -233,6 +250,16 @@ TEST_F(CacheIdle, AnUnusedCacheIsGivenBackAfterTheIdleTimeForClientsThatDoNotAsk
     EXPECT_EQ(1, rc.unlock(name));
     ASSERT_RC(0, rmutex_lock(&m));
     EXPECT_RC(0, rmutex_unlock(&m));
+}
+
+TEST_F(CacheIdle, AnUnusedCacheIsGivenBackAfterTheIdleTimeForClientsThatDoNotAsk)
+{
+    redisson_gets_it_after_the_idle_time(false);
+}
+
+TEST_F(CacheIdleParked, AParkedCacheIsGivenBackAfterTheIdleTimeForClientsThatDoNotAsk)
+{
+    redisson_gets_it_after_the_idle_time(true);
 }
 
 TEST_F(Cache, FencingTokensGrowWithEveryNewOwnerAlsoThreadsOfTheCachingProcess)
