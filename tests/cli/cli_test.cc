@@ -514,7 +514,14 @@ TEST_F(Cli, StatusNamesTheHoldersHostPidCommandAndHowLongItHasHeld)
 
 TEST_F(Cli, StatusTellsACachedLockKeptOrParked)
 {
-    /* This process caches the lock (the default cache_park: 1 ms). */
+    /* This process caches the lock (the default cache_park: 1 ms), and
+     * keeps it unused for a minute, not the default 100 ms: each status
+     * below is a process of its own, slow to start under a sanitizer. */
+    ASSERT_RC(0, rmutex_configure(url_with("cache_idle=60000").c_str()));
+    struct Restore { /* options a URL leaves out keep their value: put it back */
+        std::string url;
+        ~Restore() { rmutex_configure(url.c_str()); }
+    } restore{ url_with("cache_idle=100") };
     std::string n = lock_name(), out;
     rmutexattr_t a;
     rmutexattr_init(&a);
