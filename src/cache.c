@@ -186,6 +186,28 @@ static void cache_put(struct rm_cache *c)
     free(c);
 }
 
+/* Make the keeper look by due (kp.mu held): a poke only when it would not
+ * look in time anyway -- a context switch per acquisition is dear on a
+ * busy lock. */
+static void look_by_locked(rm_nsec due)
+{
+    if (kp.scanning || due < kp.wake) {
+        kp.poked = 1;
+        pthread_cond_signal(&kp.cv);
+    }
+}
+
+/* c was taken back from parked: the keeper, which last looked at it
+ * parked, looks again within cache_park, to park it again once unused. */
+static void taken_back(struct rm_cache *c)
+{
+    c->parked = 0;
+    rm_watchdog_set_parked(c->wd, 0);
+    pthread_mutex_lock(&kp.mu);
+    look_by_locked(rm_clock_after(RM_MSEC(RM_SETTING(cache_park_ms))));
+    pthread_mutex_unlock(&kp.mu);
+}
+
 static void poke(void)
 {
     pthread_mutex_lock(&kp.mu);
@@ -516,8 +538,7 @@ int rm_cache_lock(struct rm_mutex *mx, struct rm_thread *self, struct rm_endpoin
             finish(c, answer < 0, 0); /* no answer: give it back, whichever it is */
             return 0;
         }
-        c->parked = 0;
-        rm_watchdog_set_parked(c->wd, 0);
+        taken_back(c);
     }
     pthread_mutex_unlock(&l->mu);
     serve(mx, self, ep, c, r);
@@ -548,8 +569,7 @@ int rm_cache_resume(struct rm_mutex *mx, struct rm_thread *self, struct rm_endpo
         stale = take_off_locked(l, back);
         c = NULL;
     } else {
-        c->parked = 0;
-        rm_watchdog_set_parked(c->wd, 0);
+        taken_back(c);
     }
     pthread_mutex_unlock(&l->mu);
     if (stale) finish(stale, 0, 0);
@@ -607,15 +627,11 @@ int rm_cache_start(struct rm_mutex *mx, struct rm_thread *self, struct rm_endpoi
     c->next = kp.head;
     if (kp.head) kp.head->prev = c;
     kp.head = c;
-    /* The keeper looks at it once its idle time is up; an asked cache is
-     * given back by its unlock (which pokes the keeper if it cannot).  A
-     * poke only when the keeper would not look in time: a context switch
-     * per acquisition is dear on a busy lock. */
-    rm_nsec due = rm_clock_min(c->last_used + RM_MSEC(RM_SETTING(cache_idle_ms)), park_due(c));
-    if (!asked && (kp.scanning || due < kp.wake)) {
-        kp.poked = 1;
-        pthread_cond_signal(&kp.cv);
-    }
+    /* The keeper looks at it once its idle time is up or to park it; an
+     * asked cache is given back by its unlock (which pokes the keeper if
+     * it cannot). */
+    if (!asked)
+        look_by_locked(rm_clock_min(c->last_used + RM_MSEC(RM_SETTING(cache_idle_ms)), park_due(c)));
     pthread_mutex_unlock(&kp.mu);
     RM_COUNT(cache_starts);
 

@@ -45,7 +45,9 @@
  * Caching (cache.c): a handle made with rmutexattr_setcache acquires as the
  * process ("<uuid>:0") and the cache keeps the hold between its threads'
  * holds; a thread in the gate that finds the cache makes its hold from it
- * with no round trip.  A busy answer for a lock whose holder is a caching
+ * with no round trip; finding it parked, the acquire itself takes it back
+ * (acquire.lua is given the parked acquisition) or, taken over meanwhile,
+ * acquires anew.  A busy answer for a lock whose holder is a caching
  * process also asks that holder for it (acquire.lua publishes "2"). */
 #include "cache.h"
 #include "call.h"

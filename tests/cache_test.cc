@@ -18,6 +18,7 @@
 
 #include "harness.h"
 #include "redisson_client.h"
+#include "stack/small_stack.h"
 
 namespace {
 
@@ -77,15 +78,20 @@ class CachePark : public Cache {
     CachePark() : Cache("lease=2000&cache_idle=60000&cache_park=1") {}
 
     /* The field's value in Redis: the acquisition, "p<acquisition>" parked. */
-    std::string value_of(const std::string &name)
-    {
-        auto h = redis().hgetall(name);
-        return h.size() == 1 ? h.begin()->second : "";
-    }
+    std::string value_of(const std::string &name) { return redis().lock_value(name); }
 
     bool wait_parked(const std::string &name)
     {
-        return wait_until([&] { return value_of(name).rfind("p", 0) == 0; }, ms(5000));
+        return wait_until([&] { return redis().parked(name); }, ms(5000));
+    }
+
+    /* Lock and unlock m (which caches name) once, then wait for the keeper
+     * to park the cache: the acquisition it keeps, "" on failure. */
+    std::string use_and_park(rmutex_t *m, const std::string &name)
+    {
+        if (rmutex_lock(m) || rmutex_unlock(m)) return "";
+        std::string acq = value_of(name);
+        return wait_parked(name) ? acq : "";
     }
 };
 
@@ -230,10 +236,7 @@ void CacheIdle::redisson_gets_it_after_the_idle_time(bool parked)
     auto t_unlock = Clock::now();
     ASSERT_RC(0, rmutex_unlock(&m));
     if (parked) {
-        ASSERT_TRUE(wait_until([&] {
-            auto h = redis().hgetall(name);
-            return h.size() == 1 && h.begin()->second.rfind("p", 0) == 0;
-        }, ms(250))) << "not parked";
+        ASSERT_TRUE(wait_until([&] { return redis().parked(name); }, ms(250))) << "not parked";
         EXPECT_GT(rc.acquire(name, 30000), 0) << "Redisson's script does not take a parked cache over";
     }
     /* Redisson waits for the "0" of a release; the release comes after the
@@ -526,9 +529,7 @@ TEST_F(CachePark, AParkedCacheIsTakenOverByAnotherProcessInOneCallWithoutAsking)
     std::string name = lock_name();
     rmutex_t m;
     cached_mutex(&m, name);
-    ASSERT_RC(0, rmutex_lock(&m));
-    ASSERT_RC(0, rmutex_unlock(&m));
-    ASSERT_TRUE(wait_parked(name)) << "an unused cache was not parked";
+    ASSERT_NE("", use_and_park(&m, name)) << "an unused cache was not parked";
     EXPECT_GE(stats().cache_parks, 1u);
     uint64_t asked = stats().cache_requests;
     Child c({"hold", name}, url());
@@ -554,10 +555,8 @@ TEST_F(CachePark, AParkedCacheIsTakenBackBeforeALocalLockAndIsNotTakenOverWhileI
     std::string name = lock_name();
     rmutex_t m;
     cached_mutex(&m, name);
-    ASSERT_RC(0, rmutex_lock(&m));
-    ASSERT_RC(0, rmutex_unlock(&m));
-    std::string acq = value_of(name);
-    ASSERT_TRUE(wait_parked(name));
+    std::string acq = use_and_park(&m, name);
+    ASSERT_NE("", acq);
     EXPECT_EQ("p" + acq, value_of(name));
     rmutex_stats_t before = stats();
     ASSERT_RC(0, rmutex_lock(&m));
@@ -581,9 +580,7 @@ TEST_F(CachePark, AParkedCacheTakenOverIsNoLostLock)
     rmutex_t m, other;
     cached_mutex(&m, name);
     init_mutex(&other, lock_name("other"));
-    ASSERT_RC(0, rmutex_lock(&m));
-    ASSERT_RC(0, rmutex_unlock(&m));
-    ASSERT_TRUE(wait_parked(name));
+    ASSERT_NE("", use_and_park(&m, name));
     /* A hold the watchdog keeps renewing, so that its calls go on after it
      * has found the parked hold gone. */
     ASSERT_RC(0, rmutex_lock(&other));
@@ -598,9 +595,7 @@ TEST_F(CachePark, AParkedCacheTakenOverIsNoLostLock)
     c.write_line("unlock");
     ASSERT_TRUE(c.expect_line("unlocked rc=0", ms(3000)));
     /* Taken back and in use, a hold is a hold again: losing it counts. */
-    ASSERT_RC(0, rmutex_lock(&m));
-    ASSERT_RC(0, rmutex_unlock(&m));
-    ASSERT_TRUE(wait_parked(name));
+    ASSERT_NE("", use_and_park(&m, name));
     ASSERT_RC(0, rmutex_lock(&m));
     uint64_t lost = stats().locks_lost;
     redis().cmd({"DEL", name});
@@ -613,10 +608,8 @@ TEST_F(CachePark, ALocalLockAfterATakeOverIsOneRoundTripAndANewCache)
     std::string name = lock_name();
     rmutex_t m;
     cached_mutex(&m, name);
-    ASSERT_RC(0, rmutex_lock(&m));
-    ASSERT_RC(0, rmutex_unlock(&m));
-    std::string old = value_of(name);
-    ASSERT_TRUE(wait_parked(name));
+    std::string old = use_and_park(&m, name);
+    ASSERT_NE("", old);
     /* Another process takes it over and gives it back: the lock is free,
      * and this process still has its parked cache, stale. */
     Child c({"hold", name, "--hold-ms=0"}, url());
@@ -640,6 +633,50 @@ TEST_F(CachePark, ALocalLockAfterATakeOverIsOneRoundTripAndANewCache)
     EXPECT_RC(0, rmutex_unlock(&m));
 }
 
+/* The take-back and the new acquisition after a takeover run in the
+ * caller's thread: they fit a PTHREAD_STACK_MIN stack and RMUTEX_STACK_NEED. */
+struct StackJob {
+    rmutex_t *m;
+    int rc = -1;
+    size_t used = 0;
+};
+
+static void *lock_unlock_measured(void *arg)
+{
+    auto *j = static_cast<StackJob *>(arg);
+    j->used = small_stack_measure(
+        [](void *a) {
+            auto *jj = static_cast<StackJob *>(a);
+            jj->rc = rmutex_lock(jj->m);
+            if (!jj->rc) jj->rc = rmutex_unlock(jj->m);
+        },
+        j);
+    return nullptr;
+}
+
+TEST_F(CachePark, TakingBackAndAcquiringAfterATakeOverFitASmallStack)
+{
+    std::string name = lock_name();
+    rmutex_t m;
+    cached_mutex(&m, name);
+    ASSERT_NE("", use_and_park(&m, name));
+    StackJob back{&m};
+    ASSERT_EQ(0, small_stack_run(lock_unlock_measured, &back));
+    EXPECT_RC(0, back.rc) << "the take-back";
+    ASSERT_TRUE(wait_parked(name));
+    Child c({"hold", name, "--hold-ms=0"}, url());
+    ASSERT_TRUE(c.expect_line("unlocked rc=0", ms(5000)));
+    rmutex_stats_t before = stats();
+    StackJob fresh{&m};
+    ASSERT_EQ(0, small_stack_run(lock_unlock_measured, &fresh));
+    EXPECT_RC(0, fresh.rc) << "the acquisition after a takeover";
+    EXPECT_EQ(before.cache_starts + 1, stats().cache_starts);
+    if (!SMALL_STACK_SANITIZED) {
+        EXPECT_LE(back.used, size_t(RMUTEX_STACK_NEED));
+        EXPECT_LE(fresh.used, size_t(RMUTEX_STACK_NEED));
+    }
+}
+
 TEST_F(CachePark, ARobustCacheTakenBackIsOwnedAgainAndItsHoldersDeathIsReported)
 {
     std::string name = lock_name(), mark = "rmutex_owner:{" + name + "}";
@@ -651,7 +688,7 @@ TEST_F(CachePark, ARobustCacheTakenBackIsOwnedAgainAndItsHoldersDeathIsReported)
     EXPECT_FALSE(redis().exists(mark)) << "a parked robust cache has no owner";
     c.write_line("lock");
     ASSERT_TRUE(c.expect_line("held rc=0", ms(3000)));
-    EXPECT_NE(0u, value_of(name).rfind("p", 0)) << "not taken back";
+    EXPECT_FALSE(redis().parked(name)) << "not taken back";
     EXPECT_TRUE(redis().exists(mark)) << "taken back without its owner mark";
     c.kill(SIGKILL);
     c.wait(ms(5000));

@@ -356,6 +356,12 @@ Reply Redis::cmdf(const char *fmt, ...)
 
 std::string Redis::type(const std::string &key) { return cmd({"TYPE", key}).str(); }
 
+std::string Redis::lock_value(const std::string &name)
+{
+    auto h = hgetall(name);
+    return h.size() == 1 ? h.begin()->second : "";
+}
+
 std::map<std::string, std::string> Redis::hgetall(const std::string &key)
 {
     std::map<std::string, std::string> m;

@@ -154,6 +154,10 @@ class Redis {
 
     std::string type(const std::string &key);
     std::map<std::string, std::string> hgetall(const std::string &key);
+    /* The value of the lock hash's only field ("" unless it has exactly
+     * one): a cached lock's acquisition, "p<acquisition>" when parked. */
+    std::string lock_value(const std::string &name);
+    bool parked(const std::string &name) { return lock_value(name).rfind("p", 0) == 0; }
     long long pttl(const std::string &key);
     bool exists(const std::string &key);
     std::optional<std::string> get(const std::string &key);

@@ -170,12 +170,6 @@ class IndeterminateParked : public Indeterminate {
                    !Proxy::mentions(a, kReleaseOnly);
         };
     }
-
-    std::string value_of(const std::string &name)
-    {
-        auto h = redis().hgetall(name);
-        return h.size() == 1 ? h.begin()->second : "";
-    }
 };
 
 TEST_F(IndeterminateParked, ATakeBackWhoseReplyIsLostGoesOnWithTheSameCache)
@@ -189,17 +183,17 @@ TEST_F(IndeterminateParked, ATakeBackWhoseReplyIsLostGoesOnWithTheSameCache)
     rmutexattr_destroy(&a);
     ASSERT_RC(0, rmutex_lock(&m));
     ASSERT_RC(0, rmutex_unlock(&m));
-    std::string acq = value_of(name);
-    ASSERT_TRUE(wait_until([&] { return value_of(name) == "p" + acq; }, ms(5000))) << "not parked";
+    std::string acq = redis().lock_value(name);
+    ASSERT_TRUE(wait_until([&] { return redis().lock_value(name) == "p" + acq; }, ms(5000))) << "not parked";
     proxy_->drop_reply_of_next(acquire_only(name));
     rmutex_stats_t s0 = stats();
     ASSERT_RC(0, rmutex_lock(&m));
     ASSERT_EQ(1, proxy_->dropped_replies()) << "the fault was not injected";
-    EXPECT_EQ(acq, value_of(name)) << "asked again, the take-back must find its own hold";
+    EXPECT_EQ(acq, redis().lock_value(name)) << "asked again, the take-back must find its own hold";
     EXPECT_EQ(s0.cache_hits + 1, stats().cache_hits) << "served from the cache it had";
     EXPECT_EQ(s0.cache_starts, stats().cache_starts);
     EXPECT_RC(0, rmutex_unlock(&m));
-    EXPECT_EQ(acq, value_of(name)) << "still cached";
+    EXPECT_EQ(acq, redis().lock_value(name)) << "still cached";
     EXPECT_RC(0, rmutex_destroy(&m));
 }
 

@@ -536,10 +536,7 @@ TEST_F(Cli, StatusTellsACachedLockKeptOrParked)
     ASSERT_EQ(0, exit_code({ "status", n }, "", nullptr, &out));
     EXPECT_NE(std::string::npos, out.find("cached   kept by its process")) << out;
     ASSERT_RC(0, rmutex_unlock(&m));
-    ASSERT_TRUE(wait_until([&] {
-        auto h = redis().hgetall(n);
-        return h.size() == 1 && h.begin()->second.rfind("p", 0) == 0;
-    }, ms(5000))) << "not parked";
+    ASSERT_TRUE(wait_until([&] { return redis().parked(n); }, ms(5000))) << "not parked";
     ASSERT_EQ(0, exit_code({ "status", "--json", n }, "", nullptr, &out)) << "parked is still held";
     EXPECT_EQ("\"parked\"", json_field(out, "cached")) << out;
     ASSERT_EQ(0, exit_code({ "status", n }, "", nullptr, &out));
