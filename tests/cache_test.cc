@@ -86,11 +86,13 @@ class CachePark : public Cache {
     }
 
     /* Lock and unlock m (which caches name) once, then wait for the keeper
-     * to park the cache: the acquisition it keeps, "" on failure. */
+     * to park the cache: the acquisition it keeps, "" on failure.  (Read
+     * while inside: once unlocked, it may be parked at any moment.) */
     std::string use_and_park(rmutex_t *m, const std::string &name)
     {
-        if (rmutex_lock(m) || rmutex_unlock(m)) return "";
+        if (rmutex_lock(m)) return "";
         std::string acq = value_of(name);
+        if (rmutex_unlock(m)) return "";
         return wait_parked(name) ? acq : "";
     }
 };
