@@ -85,6 +85,7 @@ local PURGE = 64
 
 -- Server time (clock()) is read only when a queue is involved.
 --!include clock.lua
+--!include token.lua
 
 
 -- The lock is free: grant it to the first live waiter.  Returns the waiter
@@ -114,11 +115,11 @@ local function settle()
       redis.call('hset', L, owner or head, its or 1)
       redis.call('pexpire', L, left)
       redis.call('set', O, mark_make(head, true, dead), 'px', 2 * left + 1000)
-      local token = redis.call('incr', T)
+      local token = token_take(T, 1)
       -- One message, on the channel of the waiter's process only.
       owner = owner or head
       redis.call(PUBLISH, C .. ':' .. (string.match(owner, '^(.*):') or owner),
-                 head .. ' ' .. token .. ' ' .. (dead and 1 or 0) .. ' ' ..
+                 head .. ' ' .. string.format('%.0f', token) .. ' ' .. (dead and 1 or 0) .. ' ' ..
                  left .. ' ' .. redis.call('exists', N))
       return head
     end

@@ -5,14 +5,13 @@
 -- no TTL)   ARGV[1] owner, ARGV[2] the acquisition's number (the field's
 -- value, fair or not), ARGV[3] how many tokens to take (absent: 1; a
 -- caching process takes a range for its threads' holds)
--- Returns the (last) token (INCR of the counter) while that hold is in
--- Redis, 0 when it is not: a token is only ever taken by a current holder,
--- so every later holder that asks gets a greater one.
+-- Returns the (last) token while that hold is in Redis, 0 when it is not:
+-- a token is only ever taken by a current holder, so every later holder
+-- that asks gets a greater one -- also after a data loss (token.lua).
+if redis.replicate_commands then redis.replicate_commands() end
 local held = redis.call('hget', KEYS[1], ARGV[1])
 if not held or (ARGV[2] ~= '' and held ~= ARGV[2]) then
   return 0
 end
-if ARGV[3] and ARGV[3] ~= '1' then
-  return redis.call('incrby', KEYS[2], ARGV[3])
-end
-return redis.call('incr', KEYS[2])
+--!include token.lua
+return token_take(KEYS[2], tonumber(ARGV[3] or '1'))
