@@ -510,11 +510,15 @@ RMUTEX_API int rmutex_set_wait_replicas(unsigned n, unsigned long timeout_ms);
  * stale, without its replicas, grants nothing.  Returns 0 or EINVAL. */
 RMUTEX_API int rmutex_set_min_replicas(unsigned n);
 
-/* Called by the watchdog thread when it finds that a hold it renews is gone
- * (expired, deleted, server restarted or flushed), within lease/3 + 1 s of
- * that happening.  m is the mutex, name its lock name; the holder's next
- * rmutex_unlock(m) returns EPERM.  The callback must not block for long and
- * must not call rmutex_unlock() on m itself. */
+/* Called when a hold of this process is found gone (expired, deleted,
+ * force-unlocked, server restarted or flushed), once per lost hold: by the
+ * watchdog thread within lease/3 + 1 s of that happening -- within about a
+ * second of the server answering again after a restart, whatever the
+ * lease -- or, when the holder's own rmutex_unlock(m) finds out first, by
+ * that thread before the unlock returns EPERM.  m is the mutex, name its
+ * lock name; the holder's next rmutex_unlock(m) returns EPERM.  The
+ * callback must not block for long and must not call rmutex_unlock() on m
+ * itself. */
 typedef void (*rmutex_lost_fn)(rmutex_t *m, const char *name, void *arg);
 
 /* Install fn (NULL: none) as the lost-lock callback.  Returns 0. */
@@ -666,6 +670,13 @@ typedef struct rmutex_stats {
                                     (a waiter of a fair lock asks at each of its tries) */
     uint64_t cache_parks;        /* unused caches parked in Redis (another process may take
                                     the lock over at once; the next local lock takes it back) */
+    uint64_t releases_unconfirmed; /* unlocks answered EPERM because a try whose reply was
+                                    lost went to a server that has restarted since: the
+                                    release may have run, or the restart wiped the hold
+                                    first; nothing can tell (see the README) */
+    uint64_t holds_checked;      /* holds checked at once after a connection to their
+                                    server dropped (a restart is found within about a
+                                    second of the server answering, not at lease/3) */
 } rmutex_stats_t;
 
 /* Copy the counters into *out.  size is sizeof(rmutex_stats_t) as the

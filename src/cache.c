@@ -95,7 +95,11 @@
  *
  * What stays as without caching: a lost hold (the watchdog's renewal
  * finds the field gone) is EPERM at the unlock of the thread inside and
- * ends the cache, and a cache whose renewal is overdue (less than half a
+ * ends the cache; so is one that the unlock itself finds gone: an unlock
+ * past the cache's known-good time (its process was stopped, renewals
+ * failed, and the watchdog has not looked yet) gives the cache back, and
+ * that release tells whether Redis still had it (EPERM and the lost-lock
+ * callback when not); and a cache whose renewal is overdue (less than half a
  * lease known good) serves no new local hold -- it is given back and the
  * lock sought in Redis; a thread that exits inside ends the cache too and lets
  * its lease run out (robust: the next taker gets EOWNERDEAD); an
@@ -255,18 +259,20 @@ static int release_in_redis(struct rm_endpoint *ep, struct rm_lock *l, int fair,
 
 /* c is off its lock: stop renewing it, stop listening, give it back in
  * Redis unless lost or abandoned (then its lease runs out).  Drops the
- * list's and the lock's references.  Returns the release's answer, EPERM
- * when it was found lost. */
+ * list's and the lock's references.  Returns the release's answer (0,
+ * RM_E_GONE: found gone in Redis, or an error), EPERM when the watchdog
+ * had found it lost. */
 static int finish(struct rm_cache *c, int release, int notrec)
 {
     if (list_remove(c)) cache_put(c);
+    rm_nsec known_good = c->wd ? rm_watchdog_valid_until(c->wd) : 0;
     int lost = c->wd ? rm_watchdog_cancel(c->wd) : 1;
     int r = 0;
     if (lost) {
         r = EPERM; /* (rm_hold_drop said why, for an unlock) */
     } else if (release) {
         r = release_in_redis(c->ep, c->lock, c->fair, c->robust, notrec, c->acq,
-                             rm_call_deadline(), rm_clock_after(RM_MSEC(c->lease_ms)));
+                             rm_call_deadline(), known_good);
     }
     if (c->joined) rm_sub_leave(&c->ear);
     cache_put(c);
@@ -466,7 +472,8 @@ int rm_cache_can_start(void)
 /* ---- a thread's lock and unlock ---- */
 
 /* May a thread's hold be made from c, through mx (l->mu held)?  Not when
- * the watchdog found it lost, nor when its renewal is overdue (less than
+ * the watchdog found it lost or its server's connection dropped since its
+ * last renewal (a restart may have wiped it), nor when its renewal is overdue (less than
  * half a lease known good: Redis may be out of reach, and the lease could
  * run out under a holder that never asked Redis), nor for a handle whose
  * hold would differ from the cache's (another robustness, a fixed lease). */
@@ -475,7 +482,8 @@ static int usable_locked(const struct rm_cache *c, const struct rm_mutex *mx, rm
     /* A fair lock asked for goes to the waiter before any local thread
      * that comes after the request. */
     if (c->fair && atomic_load(&c->demanded)) return 0;
-    return !rm_watchdog_lost(c->wd) && mx->robust == c->robust && !mx->lease_ms &&
+    return !rm_watchdog_lost(c->wd) && !rm_watchdog_unverified(c->wd) &&
+           mx->robust == c->robust && !mx->lease_ms &&
            rm_watchdog_valid_until(c->wd) - now > RM_MSEC(c->lease_ms) / 2;
 }
 
@@ -670,7 +678,11 @@ int rm_cache_unlock(struct rm_mutex *mx, struct rm_thread *self, struct rm_endpo
     if (c) {
         rm_nsec now = rm_clock_now();
         asked = atomic_load(&c->demanded);
-        give = lost || notrec ||
+        /* Past its known-good time (the process was stopped, renewals
+         * failed) the hold may be gone with nobody told yet: the release
+         * asks Redis -- released, or found gone and reported lost. */
+        int overdue = now >= lease_end || rm_watchdog_unverified(c->wd);
+        give = lost || notrec || overdue ||
                (asked && (c->fair || now >= c->taken_at + RM_MSEC(RM_SETTING(cache_min_hold_ms))));
         if (give) {
             l->cache = NULL;
@@ -693,7 +705,7 @@ int rm_cache_unlock(struct rm_mutex *mx, struct rm_thread *self, struct rm_endpo
         poke(); /* the keeper gives it back once it is unused or the minimum hold is up */
     }
     rm_lock_gate_leave(l);
-    return r;
+    return r == RM_E_GONE ? rm_mutex_report_lost(mx) : r;
 }
 
 /* ---- fencing ---- */

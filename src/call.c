@@ -6,11 +6,25 @@
  * so a lost reply is simply asked again, a bounded number of times within
  * the caller's deadline, and what is still unanswered then is handed to
  * the watchdog, which keeps trying until the hold's lease would have run
- * out anyway.  A retry that finds the hold gone is answered "released":
- * the try whose reply was lost did it -- unless it was sent after the
- * hold's lease could have run out (give_up_at), when the hold may have
- * lapsed first.  (Redisson keeps a latch key per unlock for this; the
- * client knows it retried, so rmutex needs none.) */
+ * out anyway.  (Redisson keeps a latch key per unlock for this; the client
+ * knows it retried, so rmutex needs none and writes no key per pair.)
+ *
+ * A retry that finds the hold gone is the hard case: did the try whose
+ * reply was lost release it, or was the hold gone before (lost)?  It is
+ * answered "released" only when that try provably reached the same
+ * server the retry read: it was written to a connection the server had
+ * not closed (the pool peeks at every idle connection before lending it,
+ * so a request is never written to a connection a restart closed: such a
+ * try counts as unsent), on a server with the same run_id as the retry's
+ * (learnt at each dial), and while the hold was known good (sent before
+ * known_good: its lease could not have run out first).  Otherwise the
+ * hold is reported lost (RM_E_GONE: the holder is told, the unlock is
+ * EPERM): a server that restarted between the two tries may have wiped
+ * the hold before the release ran, and nothing can tell that apart from
+ * a release that ran and lost its reply.  Those cases are counted
+ * (releases_unconfirmed): a false "lost" is the safe answer, a false
+ * "released" is not.  (Without INFO -- an ACL that refuses it -- the
+ * run_id is unknown and only the first two checks apply.) */
 #include "call.h"
 #include "ack.h"
 #include "conn.h"
@@ -19,7 +33,6 @@
 #include "keys.h"
 #include "node.h"
 #include "script.h"
-#include "watchdog.h"
 
 #include <errno.h>
 #include <hiredis/hiredis.h>
@@ -48,9 +61,14 @@ static int acquired(const redisReply *r)
            r->element[0]->type == REDIS_REPLY_INTEGER && r->element[0]->integer == RM_CALL_ACQUIRED;
 }
 
-int rm_call(struct rm_endpoint *ep, int script, int nkeys, int argc, const char *const *argv,
-            const size_t *lens, rm_nsec deadline, int pool_flags, redisReply **out,
-            struct rm_ack *ack)
+/* The server a call's last try was written to: its run_id ("" unknown). */
+struct where {
+    char run_id[sizeof ((struct rm_conn *)0)->run_id];
+};
+
+static int call(struct rm_endpoint *ep, int script, int nkeys, int argc, const char *const *argv,
+                const size_t *lens, rm_nsec deadline, int pool_flags, redisReply **out,
+                struct rm_ack *ack, struct where *at)
 {
     int slot = rm_endpoint_clustered(ep) ? rm_keys_slot(argv[0], lens[0]) : 0;
     struct rm_node *n = rm_endpoint_route(ep, slot, deadline);
@@ -75,6 +93,7 @@ int rm_call(struct rm_endpoint *ep, int script, int nkeys, int argc, const char 
             if (rm_endpoint_follows(ep)) r = RM_E_TRANSIENT;
         }
         if (r) return r;
+        if (at) memcpy(at->run_id, c->run_id, sizeof at->run_id);
         r = rm_script_call(c, script, nkeys, argc, argv, lens, asking, deadline, out);
         if (r == RM_E_REDIRECT) {
             rm_pool_put(&n->pool, c, 1);
@@ -107,24 +126,52 @@ int rm_call(struct rm_endpoint *ep, int script, int nkeys, int argc, const char 
     }
 }
 
+/* Who retries a release its caller could not finish: the watchdog, which
+ * sits above this file and registers itself (rm_call_set_deferrer). */
+static _Atomic(rm_call_deferrer) deferrer;
+
+void rm_call_set_deferrer(rm_call_deferrer fn) { atomic_store(&deferrer, fn); }
+
+int rm_call(struct rm_endpoint *ep, int script, int nkeys, int argc, const char *const *argv,
+            const size_t *lens, rm_nsec deadline, int pool_flags, redisReply **out,
+            struct rm_ack *ack)
+{
+    return call(ep, script, nkeys, argc, argv, lens, deadline, pool_flags, out, ack, NULL);
+}
+
+/* A try whose reply was lost (sent to lost_on, at sent) and a later try
+ * that found the hold gone (on now): did the first one release it? */
+static int released_by_lost_try(const struct where *lost_on, const struct where *now,
+                                rm_nsec sent, rm_nsec known_good)
+{
+    if (lost_on->run_id[0] && now->run_id[0] && strcmp(lost_on->run_id, now->run_id)) {
+        RM_COUNT(releases_unconfirmed);
+        rm_log("release: the server restarted (run_id %.8s -> %.8s) after a try whose reply "
+               "was lost; the hold is reported lost", lost_on->run_id, now->run_id);
+        return 0;
+    }
+    return sent < known_good;
+}
+
 int rm_call_release(struct rm_endpoint *ep, int script, int nkeys, int argc,
                     const char *const *argv, const size_t *lens, rm_nsec deadline,
-                    rm_nsec give_up_at, long long *answer)
+                    rm_nsec known_good, long long *answer)
 {
     int unknown = 0;
-    rm_nsec first = rm_clock_now();
+    struct where lost_on = { "" }, at;
+    rm_nsec lost_sent = 0;
     for (int tries = 0; tries < 4 && rm_clock_now() < deadline; tries++) {
         redisReply *reply;
-        int r = rm_call(ep, script, nkeys, argc, argv, lens, deadline, 0, &reply, NULL);
+        rm_nsec sent = rm_clock_now();
+        at.run_id[0] = 0;
+        int r = call(ep, script, nkeys, argc, argv, lens, deadline, 0, &reply, NULL, &at);
         if (!r) {
             *answer = reply->type == REDIS_REPLY_INTEGER ? reply->integer : 0;
             freeReplyObject(reply);
             if (unknown) {
                 RM_COUNT(indeterminate);
-                /* An earlier try may have run and lost its reply: the hold
-                 * gone now is its doing, unless the lease could have run
-                 * out before it was sent. */
-                if (*answer == 0 && first < give_up_at) *answer = 1;
+                if (*answer == 0 && released_by_lost_try(&lost_on, &at, lost_sent, known_good))
+                    *answer = 1;
             }
             return 0;
         }
@@ -133,11 +180,16 @@ int rm_call_release(struct rm_endpoint *ep, int script, int nkeys, int argc,
             return 0;
         }
         if (r > 0) return r;
-        if (r == RM_E_LOST) unknown = 1;
+        if (r == RM_E_LOST) {
+            /* The earliest lost try: a later one cannot have run first. */
+            if (!unknown) lost_on = at, lost_sent = sent;
+            unknown = 1;
+        }
         if (r == RM_E_TRANSIENT) /* a migrating slot, a failover: give it a moment */
             rm_clock_sleep_until(rm_clock_min(deadline, rm_clock_after(RM_MSEC(20 << tries))));
     }
-    rm_watchdog_defer(ep, script, nkeys, argc, argv, lens, give_up_at);
+    rm_call_deferrer defer = atomic_load(&deferrer);
+    if (defer) defer(ep, script, nkeys, argc, argv, lens, known_good);
     rm_log("release of %s deferred to the watchdog: %s", argv[0], rmutex_detail());
     return RM_DEFERRED;
 }
@@ -149,14 +201,23 @@ rm_nsec rm_call_deadline(void)
 
 int rm_call_unlock(struct rm_endpoint *ep, int script, int nkeys, int argc,
                    const char *const *argv, const size_t *lens, rm_nsec deadline,
-                   rm_nsec give_up_at)
+                   rm_nsec known_good)
 {
     long long released = 0;
-    int r = rm_call_release(ep, script, nkeys, argc, argv, lens, deadline, give_up_at, &released);
-    if (r == RM_DEFERRED) return 0;
+    int r = rm_call_release(ep, script, nkeys, argc, argv, lens, deadline, known_good, &released);
+    if (r == RM_DEFERRED) {
+        /* Redis did not answer in time.  A hold still known good is as
+         * good as released: nobody can take it before the watchdog's
+         * release lands or its lease runs out.  One past that may have
+         * been taken already. */
+        if (rm_clock_now() < known_good) return 0;
+        rm_detail("%s could not be released (Redis did not answer) and its lease has run out: "
+                  "the hold may have been lost", argv[0]);
+        return RM_E_GONE;
+    }
     if (r) return r;
     if (released) return 0;
-    rm_detail("%s is not held by this thread in Redis (its lease ran out, or it was "
-              "force-unlocked)", argv[0]);
-    return EPERM;
+    rm_detail("%s is not held by this thread in Redis (its lease ran out, it was "
+              "force-unlocked, or the server lost it)", argv[0]);
+    return RM_E_GONE;
 }

@@ -39,20 +39,32 @@ int rm_call(struct rm_endpoint *ep, int script, int nkeys, int argc, const char 
             const size_t *lens, rm_nsec deadline, int pool_flags, struct redisReply **out,
             struct rm_ack *ack);
 
+/* Where rm_call_release hands what it could not finish: fn calls script
+ * in the background until it answers or give_up_at (rm_watchdog_defer;
+ * argv is copied).  Set once at start (runtime.c). */
+typedef void (*rm_call_deferrer)(struct rm_endpoint *ep, int script, int nkeys, int argc,
+                                 const char *const *argv, const size_t *lens, rm_nsec give_up_at);
+void rm_call_set_deferrer(rm_call_deferrer fn);
+
 /* A release-type call (idempotent: it names the acquisition it ends): try until
- * deadline, and after that leave it to the watchdog until give_up_at.
- * Returns 0 with the integer Redis answered in *answer (0 for a lock key
- * that holds something else: not our lock any more), RM_DEFERRED, or the
- * errno of an error reply. */
+ * deadline, and after that leave it to the watchdog until known_good (when
+ * the hold's lease runs out at the latest).  A retry that finds the hold
+ * gone after a try whose reply was lost answers "released" only when that
+ * try reached the same server incarnation while the hold was known good
+ * (see call.c).  Returns 0 with the integer Redis answered in *answer (0
+ * for a lock key that holds something else: not our lock any more),
+ * RM_DEFERRED, or the errno of an error reply. */
 int rm_call_release(struct rm_endpoint *ep, int script, int nkeys, int argc,
                     const char *const *argv, const size_t *lens, rm_nsec deadline,
-                    rm_nsec give_up_at, long long *answer);
+                    rm_nsec known_good, long long *answer);
 
 /* An unlock's release: rm_call_release, then what the caller returns --
- * 0 when Redis released it or the release was deferred, EPERM (with the
- * detail) when Redis says the caller did not hold KEYS[1], or the error. */
+ * 0 when Redis released it (or, the release deferred, while the hold is
+ * still known good), RM_E_GONE (with the detail) when Redis says the
+ * caller did not hold KEYS[1] or its lease ran out unreleased, or the
+ * error. */
 int rm_call_unlock(struct rm_endpoint *ep, int script, int nkeys, int argc,
                    const char *const *argv, const size_t *lens, rm_nsec deadline,
-                   rm_nsec give_up_at);
+                   rm_nsec known_good);
 
 #endif

@@ -29,6 +29,7 @@
 #include "conn.h"
 #include "internal.h"
 
+#include <ctype.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <hiredis/hiredis.h>
@@ -273,6 +274,22 @@ static void block_with_timeout(struct rm_conn *c)
     c->recv_wait = t;
 }
 
+/* The run_id line of INFO server's reply, if it has one: the server's
+ * identity for this run, new at every start (call.c tells a restart from
+ * a lost reply with it). */
+static void learn_run_id(struct rm_conn *c, const redisReply *r)
+{
+    c->run_id[0] = 0;
+    if (r->type != REDIS_REPLY_STRING && r->type != REDIS_REPLY_STATUS) return;
+    const char *p = memmem(r->str, r->len, "run_id:", 7);
+    if (!p) return;
+    p += 7;
+    size_t n = 0;
+    while (n < sizeof c->run_id - 1 && p + n < r->str + r->len && isxdigit((unsigned char)p[n])) n++;
+    memcpy(c->run_id, p, n);
+    c->run_id[n] = 0;
+}
+
 static int handshake(struct rm_conn *c, const struct rm_server_addr *a, const char *role,
                      rm_nsec deadline)
 {
@@ -301,14 +318,18 @@ static int handshake(struct rm_conn *c, const struct rm_server_addr *a, const ch
     argv[0] = "CLIENT"; argv[1] = "SETNAME"; argv[2] = name;
     lens[0] = 6; lens[1] = 7; lens[2] = strlen(name);
     rm_conn_append(c, 3, argv, lens);
-    cmds++;
+    argv[0] = "INFO"; argv[1] = "server";
+    lens[0] = 4; lens[1] = 6;
+    rm_conn_append(c, 2, argv, lens);
+    cmds += 2;
 
     int r = rm_conn_flush(c, deadline), status = 0;
     if (r) return RM_E_UNSENT;
     for (int i = 0; i < cmds; i++) {
         redisReply *reply;
         if (rm_conn_read(c, deadline, &reply)) return RM_E_UNSENT;
-        int last = i == cmds - 1;
+        int last = i >= cmds - 2; /* SETNAME and INFO may be refused (ACL) */
+        if (i == cmds - 1) learn_run_id(c, reply);
         if (reply->type == REDIS_REPLY_ERROR && !last && !status) {
             /* AUTH or SELECT refused: a configuration error, never retried away. */
             rm_detail("Redis at %s refused the login: %.*s", a->display,
@@ -366,6 +387,21 @@ int rm_conn_dial(const struct rm_server_addr *a, const char *role, rm_nsec deadl
     rm_log("connected %s to %s (fd %d)", role, a->display, c->fd);
     *out = c;
     return 0;
+}
+
+int rm_conn_usable(struct rm_conn *c)
+{
+    char b;
+    for (;;) {
+        ssize_t n = recv(c->fd, &b, 1, MSG_PEEK | MSG_DONTWAIT);
+        if (n < 0 && errno == EINTR) continue;
+        if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) return 1;
+        /* EOF, a reset, or bytes nobody asked for (a server's last words
+         * before it closed): the connection is done. */
+        rm_log("connection fd %d to Redis %s before use", c->fd,
+               n == 0 ? "was closed by the server" : n > 0 ? "has unexpected data" : "failed");
+        return 0;
+    }
 }
 
 void rm_conn_abandon(struct rm_conn *c)

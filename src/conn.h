@@ -24,6 +24,7 @@ struct rm_conn {
     rm_nsec recv_wait;     /* the socket's receive timeout; 0: none, never block */
     int count_round_trips; /* a calling thread's connection: count in stats */
     pid_t pid;             /* the process that dialled it */
+    char run_id[41];       /* the server's run_id (INFO server), "" if it would not say */
     struct rm_conn *next, *prev; /* the owner's list of every connection */
     struct rm_conn *idle_next;   /* the pool's idle stack */
 };
@@ -36,12 +37,19 @@ struct rm_reach {
     void *arg;
 };
 
-/* Connect to a, log in (AUTH, SELECT) and name the connection
- * "rmutex:<role>:<pid>", all before deadline (and within the connect
- * timeout).  Returns 0 and *out; RM_E_UNSENT when the server cannot be
+/* Connect to a, log in (AUTH, SELECT), name the connection
+ * "rmutex:<role>:<pid>" and learn the server's run_id, all in one round
+ * trip before deadline (and within the connect timeout).  Returns 0 and *out; RM_E_UNSENT when the server cannot be
  * reached in time; EACCES when it refuses the credentials; ENOMEM. */
 int rm_conn_dial(const struct rm_server_addr *a, const char *role, rm_nsec deadline,
                  struct rm_conn **out);
+
+/* 1 if c can carry a request: the server has not closed it (or reset it)
+ * and nothing unasked-for waits on it.  One non-blocking peek, no I/O
+ * wait.  A pooled connection is looked at before each use, so that a
+ * request is never written to a connection the server had already closed
+ * (a restart): such a request provably never ran. */
+int rm_conn_usable(struct rm_conn *c);
 
 /* Close the socket and free c.  Sends nothing. */
 void rm_conn_close(struct rm_conn *c);

@@ -350,7 +350,7 @@ static int fair_unlock(struct rm_mutex *mx, struct rm_thread *self, struct rm_en
         r = rm_fair_release(ep, &mx->keys, mx->robust, self->owner, self->owner_len, notrec, acq,
                             rm_call_deadline(), lease_end);
     if (gated) rm_lock_gate_leave(l);
-    return r;
+    return r == RM_E_GONE ? rm_mutex_report_lost(mx) : r;
 }
 
 static void fair_release_owner(struct rm_mutex *mx, struct rm_endpoint *ep, const char *owner,

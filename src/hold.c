@@ -135,7 +135,9 @@ int rm_hold_drop(struct rm_lock *l, struct rm_thread *self, rm_nsec *lease_end, 
     l->hold = NULL;
     pthread_mutex_unlock(&l->mu);
     RM_COUNT_SUB(held, 1);
-    *lease_end = h->wd ? rm_clock_after(RM_MSEC(h->lease_ms)) : h->lease_end;
+    /* Known good until: the last acknowledged renewal's send time plus the
+     * lease (read before the entry is cancelled), or the fixed lease's end. */
+    *lease_end = h->wd ? rm_watchdog_valid_until(h->wd) : h->lease_end;
     *acq = h->acq;
     thread_list_remove(self, h);
     int lost = h->wd && (h->shared ? rm_watchdog_lost(h->wd) : rm_watchdog_cancel(h->wd));

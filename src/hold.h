@@ -68,7 +68,9 @@ int rm_hold_take(struct rm_lock *l, const struct rm_hold_terms *terms, struct rm
  * ended locally and its renewal stopped (not a shared one's: the cache
  * decides).  Returns 1 if the watchdog had
  * found it lost (then nothing must be sent), else 0 with *lease_end set to
- * when the lease runs out at the latest and *acq to the acquisition the
+ * until when the hold is known good (its lease cannot have run out before:
+ * the last acknowledged renewal's send time plus the lease, or the fixed
+ * lease's end) and *acq to the acquisition the
  * release must name (a release that arrives late must not end a later
  * hold of the same thread). */
 int rm_hold_drop(struct rm_lock *l, struct rm_thread *self, rm_nsec *lease_end, uint64_t *acq);

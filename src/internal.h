@@ -27,6 +27,9 @@ enum {
     RM_E_TRANSIENT = -3, /* Redis answered LOADING, BUSY, TRYAGAIN...: retry later */
     RM_DEFERRED = -4,    /* a release was handed to the watchdog (call.c) */
     RM_E_REDIRECT = -5,  /* a cluster node answered MOVED or ASK (script.c) */
+    RM_E_GONE = -6,      /* an unlock's release found the hold gone: it was lost,
+                            and its holder is told (lost-lock callback) before
+                            the unlock returns EPERM (call.c, mutex.c) */
 };
 
 /* A broken internal invariant: the only abort() in the library. */

@@ -188,6 +188,12 @@ int rm_mutex_notrecoverable(const struct rm_mutex *mx)
 }
 
 
+int rm_mutex_report_lost(const struct rm_mutex *mx)
+{
+    rm_watchdog_report_lost(mx->user, mx->keys.lock);
+    return EPERM;
+}
+
 unsigned long rm_mutex_lease(const struct rm_mutex *mx)
 {
     return mx->lease_ms ? mx->lease_ms : RM_SETTING(lease_ms);

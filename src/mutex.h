@@ -18,6 +18,10 @@ struct rm_thread;
 struct rm_watchdog_entry;
 struct rm_mutex;
 
+/* An unlock through mx found its hold gone in Redis (RM_E_GONE): tell the
+ * holder (lost-lock callback, locks_lost) and return EPERM. */
+int rm_mutex_report_lost(const struct rm_mutex *mx);
+
 /* Set the detail for a robust handle refused with ENOTRECOVERABLE. */
 int rm_mutex_notrecoverable(const struct rm_mutex *mx);
 
@@ -97,7 +101,7 @@ void rm_mutex_release_all_at_exit(struct rm_endpoint *ep);
 extern const struct rm_lock_ops rm_nonfair_ops;
 
 /* release.lua for acquisition acq (0: any) of owner's hold of k, as an
- * unlock returns it (rm_call_unlock): 0, EPERM or the error. */
+ * unlock returns it (rm_call_unlock): 0, RM_E_GONE or the error. */
 int rm_nonfair_release(struct rm_endpoint *ep, const struct rm_keys *k, int robust,
                        const char *owner, size_t owner_len, int notrec, uint64_t acq,
                        rm_nsec deadline, rm_nsec give_up_at);

@@ -294,7 +294,7 @@ static int nf_unlock(struct rm_mutex *mx, struct rm_thread *self, struct rm_endp
         r = rm_nonfair_release(ep, &mx->keys, mx->robust, self->owner, self->owner_len, notrec,
                                acq, rm_call_deadline(), lease_end);
     rm_lock_gate_leave(mx->lock);
-    return r;
+    return r == RM_E_GONE ? rm_mutex_report_lost(mx) : r;
 }
 
 static void nf_release_owner(struct rm_mutex *mx, struct rm_endpoint *ep, const char *owner,

@@ -15,7 +15,11 @@
  * once while the server is known to be down.
  *
  * Any error on a connection closes it: a stream in an unknown state is never
- * reused.  After fork() the child's handler closes every connection of
+ * reused.  An idle connection is peeked at before it is lent (one
+ * non-blocking recv): one the server closed meanwhile -- it restarted, or
+ * killed the client -- is replaced, so a request is never written where it
+ * provably cannot run, and a release retried after it is not mistaken for
+ * one whose reply was lost (call.c).  After fork() the child's handler closes every connection of
  * the pool without writing a byte (rm_pool_atfork).
  *
  * The first connection also reads maxmemory-policy: anything but noeviction
@@ -124,8 +128,15 @@ int rm_pool_get(struct rm_pool *p, rm_nsec deadline, int flags, struct rm_conn *
             struct rm_conn *c = p->idle;
             p->idle = c->idle_next;
             pthread_mutex_unlock(&p->mu);
-            *out = c;
-            return 0;
+            if (rm_conn_usable(c)) {
+                *out = c;
+                return 0;
+            }
+            /* Closed by the server while idle (a restart, a CLIENT KILL):
+             * replace it; nothing was sent on it. */
+            rm_pool_put(p, c, 0);
+            pthread_mutex_lock(&p->mu);
+            continue;
         }
         rm_nsec now = rm_clock_now();
         unsigned max = RM_SETTING(pool_size);

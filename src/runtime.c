@@ -70,6 +70,7 @@ static int start_locked(void)
     static int log_ready;
     if (!log_ready) {
         rm_log_init();
+        rm_call_set_deferrer(rm_watchdog_defer);
         log_ready = 1;
     }
     if (!rt.configured) {

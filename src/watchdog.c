@@ -13,10 +13,11 @@
  * script call, every call for one endpoint pipelined on the watchdog's own
  * connection.  A last call left part-filled is topped up with entries due
  * within twice the window, so groups of holds taken further apart merge
- * over a few periods into full calls.  The watchdog never borrows from the
- * command pool: a pool drained by callers cannot delay a renewal.  (A
- * cluster will add one connection per node and batch per slot; entries
- * already carry their endpoint.)
+ * over a few periods into full calls.  The watchdog does not borrow from
+ * the command pool (but to follow a migrating slot, below): a pool drained
+ * by callers cannot delay a renewal.  A cluster's batches are per slot,
+ * and each primary has a connection and a thread of its own (struct
+ * link).
  *
  * The answer for each entry is 1 (renewed: the lease now runs from the
  * send time of that call) or 0 (the owner's field is gone: expired,
@@ -25,7 +26,28 @@
  * retried soon (lease/10, at most 250 ms) until the lease would have run
  * out -- last successful send + lease -- and then the hold is marked lost
  * too.  Lost holds get the lost-lock callback, on this thread, with no lock
- * held; their owner's unlock returns EPERM.
+ * held; their owner's unlock returns EPERM.  (An unlock that finds its
+ * hold gone before the watchdog did runs the callback itself:
+ * rm_watchdog_report_lost.)
+ *
+ * Restarts.  A server that restarts without its data wipes every hold on
+ * it, and nothing would tell before the next renewal, lease/3 later.  But
+ * it closes every connection first, the watchdog's among them: while it
+ * sleeps, the thread polls its idle connections (an eventfd wakes it for
+ * new work), and one that becomes readable -- it reads every reply it
+ * asks for, so only a close can do that -- makes it renew every hold and
+ * waiter that server serves at once, and again every retry delay while the
+ * server is away: a wiped hold is reported within a retry delay (250 ms at
+ * most) of the server answering again, whatever the lease.  Until that
+ * renewal the holds are "unverified": a cached lock serves no local hold
+ * from one, and its unlock asks Redis (cache.c).  A hold on a server the
+ * watchdog has no connection to yet is renewed at once, which makes one.
+ *
+ * Migrating slots (Cluster).  A renewal batch answered ASK (its keys moved
+ * to the importing node), MOVED or TRYAGAIN (some keys moved, some not)
+ * follows its keys in the same round -- the whole batch through rm_call,
+ * which sends ASKING, then each entry alone -- so that a slot left open
+ * longer than what is left of a lease loses no hold.
  *
  * Ordering with unlock: rm_watchdog_cancel() takes an entry out before the
  * release is sent.  A renewal already on the wire can still reach Redis
@@ -45,6 +67,7 @@
  * The thread blocks every signal and is started on first use. */
 #include "watchdog.h"
 #include "ack.h"
+#include "call.h"
 #include "conn.h"
 #include "keys.h"
 #include "endpoint.h"
@@ -54,10 +77,12 @@
 
 #include <errno.h>
 #include <hiredis/hiredis.h>
+#include <poll.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/eventfd.h>
 #include <unistd.h>
 
 #define BATCH 400
@@ -88,6 +113,8 @@ struct rm_watchdog_entry {
     int inflight, cancelled, cb_running, use_eval;
     int parked;               /* a parked cache's hold: taking it over is allowed */
     _Atomic int lost;
+    _Atomic int unverified;   /* KIND_HOLD: its server's connection dropped since the
+                                 last renewal; a restart may have wiped it */
     rmutex_t *m;
     char buf[];
 };
@@ -121,8 +148,12 @@ static struct {
     rmutex_lost_fn cb;
     void *cb_arg;
     rm_nsec planned;          /* when the thread means to wake */
+    int sleeping;             /* in poll(): wake it through wake_fd */
+    int wake_fd;              /* an eventfd; -1: none, sleep on cv */
+    struct pollfd *pfd;       /* the thread's poll set: wake_fd, idle links */
+    size_t pfd_cap;
     uint32_t rng;
-} wd = { .mu = PTHREAD_MUTEX_INITIALIZER, .planned = RM_FOREVER };
+} wd = { .mu = PTHREAD_MUTEX_INITIALIZER, .planned = RM_FOREVER, .wake_fd = -1 };
 
 static pthread_once_t cv_once = PTHREAD_ONCE_INIT;
 static void init_cvs(void)
@@ -163,6 +194,20 @@ static rm_nsec retry_delay(const struct rm_watchdog_entry *e)
 }
 
 static void *wd_main(void *arg);
+static struct link *link_find(const struct rm_node *node);
+
+/* Make the thread look again now (wd.mu held). */
+static void wake_locked(void)
+{
+    if (wd.wake_fd >= 0) {
+        if (!wd.sleeping) return; /* it scans every entry before it sleeps */
+        uint64_t one = 1;
+        while (write(wd.wake_fd, &one, sizeof one) < 0 && errno == EINTR) {}
+        wd.sleeping = 0;
+        return;
+    }
+    pthread_cond_signal(&wd.cv);
+}
 
 /* Link e in and make sure the thread will look at it in time. */
 static void add_locked(struct rm_watchdog_entry *e)
@@ -173,6 +218,7 @@ static void add_locked(struct rm_watchdog_entry *e)
     wd.head = e;
     if (!wd.started) {
         sigset_t all, old;
+        if (wd.wake_fd < 0) wd.wake_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
         sigfillset(&all);
         pthread_sigmask(SIG_SETMASK, &all, &old);
         if (!pthread_create(&wd.thread, NULL, wd_main, NULL)) wd.started = 1;
@@ -180,7 +226,7 @@ static void add_locked(struct rm_watchdog_entry *e)
         /* No thread (out of resources): the hold is still correct, only not
          * renewed; the next add tries again. */
     }
-    if (e->next_due < wd.planned) pthread_cond_signal(&wd.cv);
+    if (e->next_due < wd.planned) wake_locked();
 }
 
 static void unlink_locked(struct rm_watchdog_entry *e)
@@ -261,7 +307,7 @@ static void announce_hold_locked(const struct rm_watchdog_entry *hold)
     } else if (a->next_due > soon && !a->inflight) {
         a->next_due = soon;
         a->window = 0;
-        if (soon < wd.planned) pthread_cond_signal(&wd.cv);
+        if (soon < wd.planned) wake_locked();
     }
 }
 
@@ -349,6 +395,12 @@ struct rm_watchdog_entry *rm_watchdog_hold(struct rm_endpoint *ep, const struct 
     schedule(e, due, due - rm_clock_now());
     pthread_once(&cv_once, init_cvs);
     pthread_mutex_lock(&wd.mu);
+    /* No connection to its server yet (the first hold there, or the last
+     * one dropped): renew it at once, which makes one -- the connection
+     * whose closing tells of a restart (sleep_locked). */
+    struct rm_node *at = rm_endpoint_route(ep, e->slot, 0);
+    struct link *l = at ? link_find(at) : NULL;
+    if (!l || !l->conn) e->next_due = rm_clock_now(), e->window = 0;
     add_locked(e);
     announce_hold_locked(e);
     pthread_mutex_unlock(&wd.mu);
@@ -406,9 +458,25 @@ void rm_watchdog_set_parked(struct rm_watchdog_entry *e, int parked)
 
 int rm_watchdog_lost(const struct rm_watchdog_entry *e) { return atomic_load(&e->lost); }
 
+int rm_watchdog_unverified(const struct rm_watchdog_entry *e)
+{
+    return atomic_load(&e->unverified);
+}
+
 rm_nsec rm_watchdog_valid_until(const struct rm_watchdog_entry *e)
 {
     return atomic_load(&e->valid_until);
+}
+
+void rm_watchdog_report_lost(rmutex_t *m, const char *name)
+{
+    RM_COUNT(locks_lost);
+    rm_log("hold of %s lost (found at its unlock)", name);
+    pthread_mutex_lock(&wd.mu);
+    rmutex_lost_fn cb = wd.cb;
+    void *cb_arg = wd.cb_arg;
+    pthread_mutex_unlock(&wd.mu);
+    if (cb) cb(m, name, cb_arg);
 }
 
 void rm_watchdog_defer(struct rm_endpoint *ep, int script, int nkeys, int argc,
@@ -464,11 +532,94 @@ static int batch_len(struct rm_watchdog_entry **e, int n)
     return k;
 }
 
+/* One renew.lua call's arguments for entries e[0..cnt) (one slot). */
+struct batch {
+    const char **argv;
+    size_t *lens;
+    int nkeys, argc;
+    char count[16], kinds[BATCH];
+};
+
+static int batch_make(struct rm_watchdog_entry *const *e, int cnt, struct batch *b)
+{
+    int argc = 1;
+    b->nkeys = 0;
+    for (int i = 0; i < cnt; i++) {
+        b->nkeys += e[i]->nkeys;
+        argc += e[i]->argc + 1;
+    }
+    b->argv = malloc(sizeof *b->argv * (size_t)argc);
+    b->lens = malloc(sizeof *b->lens * (size_t)argc);
+    if (!b->argv || !b->lens) {
+        free(b->argv);
+        free(b->lens);
+        return ENOMEM;
+    }
+    int k = 0;
+    for (int i = 0; i < cnt; i++)
+        for (int j = 0; j < e[i]->nkeys; j++) b->argv[k] = e[i]->argv[j], b->lens[k++] = e[i]->lens[j];
+    b->argv[k] = b->count, b->lens[k++] = (size_t)snprintf(b->count, sizeof b->count, "%d", cnt);
+    for (int i = 0; i < cnt; i++) {
+        const struct rm_watchdog_entry *x = e[i];
+        b->kinds[i] = x->wire;
+        b->argv[k] = &b->kinds[i], b->lens[k++] = 1;
+        for (int j = x->nkeys; j < x->argc; j++) b->argv[k] = x->argv[j], b->lens[k++] = x->lens[j];
+    }
+    b->argc = k;
+    return 0;
+}
+
+static void batch_free(struct batch *b)
+{
+    free(b->argv);
+    free(b->lens);
+}
+
+/* Renew e[0..cnt) through the command pool with rm_call, which follows
+ * MOVED and ASK (sending ASKING), into res.  Returns 0, or rm_call's
+ * status (RM_E_TRANSIENT for TRYAGAIN: some of the keys moved, others
+ * not yet). */
+static int renew_routed(struct rm_watchdog_entry *const *e, int cnt, int *res, rm_nsec deadline)
+{
+    struct batch b;
+    if (batch_make(e, cnt, &b)) return ENOMEM;
+    redisReply *r;
+    int st = rm_call(e[0]->ep, RM_SCRIPT_RENEW, b.nkeys, b.argc, b.argv, b.lens, deadline, 0, &r, NULL);
+    batch_free(&b);
+    if (st) return st;
+    if (r->type == REDIS_REPLY_ARRAY && (int)r->elements == cnt)
+        for (int i = 0; i < cnt; i++)
+            res[i] = r->element[i]->type == REDIS_REPLY_INTEGER ? (int)r->element[i]->integer : -1;
+    freeReplyObject(r);
+    return 0;
+}
+
+/* A batch of one slot was answered with a redirection or TRYAGAIN: its
+ * slot is migrating, or moved.  Renew it now where the keys are -- the
+ * whole batch first (ASK: on the importing node, after ASKING), then, if
+ * some of its keys have moved and others not (TRYAGAIN), each entry on
+ * its own -- instead of retrying at the old node until the migration
+ * ends: a migration may stay open longer than what is left of a lease.
+ * What still fails is retried as any failed renewal.  (Through the
+ * command pool: this path is taken during migrations only.) */
+static void follow_migration(struct rm_watchdog_entry *const *e, int cnt, int *res,
+                             rm_nsec deadline)
+{
+    RM_COUNT(cluster_retries);
+    int st = renew_routed(e, cnt, res, deadline);
+    rm_log("renewal batch of slot %d followed its keys: %s", e[0]->slot,
+           st ? rmutex_detail() : "renewed");
+    if (st != RM_E_TRANSIENT || cnt == 1) return;
+    for (int i = 0; i < cnt && rm_clock_now() < deadline; i++) renew_routed(e + i, 1, res + i, deadline);
+}
+
 /* One renewal round trip for one node: the due entries in e[0..n)
  * (renewed entries first, in batches of one slot each -- a script call may
  * touch one slot only; then each KIND_DEFERRED as its own call).  Fills
  * res[i]: 1/0 from Redis, -1 failed, -2 NOSCRIPT.  A batch answered with a
- * redirection updates the map and is retried soon where it leads. */
+ * redirection or TRYAGAIN follows its keys at once (follow_migration). */
+enum { RES_FOLLOW = -3 }; /* (res: a batch to follow, once the pipeline is read) */
+
 static void exchange(struct link *l, struct rm_watchdog_entry **e, int n, int *res, rm_nsec deadline)
 {
     for (int i = 0; i < n; i++) res[i] = -1;
@@ -493,34 +644,11 @@ static void exchange(struct link *l, struct rm_watchdog_entry **e, int n, int *r
     while (nholds < n && renewed(e[nholds])) nholds++;
     qsort(e, (size_t)nholds, sizeof *e, by_slot);
     for (int b = 0, cnt; b < nholds; b += cnt) {
-        int nkeys = 0, argc = 1;
+        struct batch bt;
         cnt = batch_len(e + b, nholds - b);
-        for (int i = 0; i < cnt; i++) {
-            nkeys += e[b + i]->nkeys;
-            argc += e[b + i]->argc + 1;
-        }
-        const char **argv = malloc(sizeof *argv * (size_t)argc);
-        size_t *lens = malloc(sizeof *lens * (size_t)argc);
-        char count[16], kinds[BATCH];
-        if (!argv || !lens) {
-            free(argv);
-            free(lens);
-            goto drop;
-        }
-        int k = 0;
-        for (int i = 0; i < cnt; i++)
-            for (int j = 0; j < e[b + i]->nkeys; j++)
-                argv[k] = e[b + i]->argv[j], lens[k++] = e[b + i]->lens[j];
-        argv[k] = count, lens[k++] = (size_t)snprintf(count, sizeof count, "%d", cnt);
-        for (int i = 0; i < cnt; i++) {
-            struct rm_watchdog_entry *x = e[b + i];
-            kinds[i] = x->wire;
-            argv[k] = &kinds[i], lens[k++] = 1;
-            for (int j = x->nkeys; j < x->argc; j++) argv[k] = x->argv[j], lens[k++] = x->lens[j];
-        }
-        rm_script_append(c, RM_SCRIPT_RENEW, nkeys, k, argv, lens, e[b]->use_eval);
-        free(argv);
-        free(lens);
+        if (batch_make(e + b, cnt, &bt)) goto drop;
+        rm_script_append(c, RM_SCRIPT_RENEW, bt.nkeys, bt.argc, bt.argv, bt.lens, e[b]->use_eval);
+        batch_free(&bt);
         calls++;
     }
     for (int i = nholds; i < n; i++) {
@@ -547,10 +675,11 @@ static void exchange(struct link *l, struct rm_watchdog_entry **e, int n, int *r
                 res[b + i] = r->element[i]->type == REDIS_REPLY_INTEGER ? (int)r->element[i]->integer : -1;
         } else if (rm_conn_reply_is_noscript(r)) {
             for (int i = 0; i < cnt; i++) res[b + i] = -2;
-        } else if (rm_endpoint_redirect(e[b]->ep, r, l->node, &ask)) {
-            rm_log("renewal batch of slot %d redirected: %.*s", e[b]->slot, (int)r->len, r->str);
+        } else if (rm_endpoint_redirect(e[b]->ep, r, l->node, &ask) ||
+                   rm_conn_reply_status(r) == RM_E_TRANSIENT) {
+            rm_log("renewal batch of slot %d answered %.*s", e[b]->slot, (int)r->len, r->str);
+            res[b] = RES_FOLLOW;
         } else {
-            rm_conn_reply_status(r);
             rm_log("renewal failed: %s", rmutex_detail());
         }
         freeReplyObject(r);
@@ -565,8 +694,16 @@ static void exchange(struct link *l, struct rm_watchdog_entry **e, int n, int *r
         freeReplyObject(r);
     }
     if (ack.wait_for && nholds && rm_ack_read(c, &ack) < 0) goto drop;
+    for (int b = 0, cnt; b < nholds; b += cnt) {
+        cnt = batch_len(e + b, nholds - b);
+        if (res[b] != RES_FOLLOW) continue;
+        res[b] = -1;
+        follow_migration(e + b, cnt, res + b, deadline);
+    }
     return;
 drop:
+    for (int i = 0; i < n; i++)
+        if (res[i] == RES_FOLLOW) res[i] = -1;
     rm_log("watchdog connection dropped: %s", rmutex_detail());
     rm_endpoint_suspect(e[0]->ep, l->node);
     rm_conn_close(l->conn);
@@ -613,6 +750,7 @@ static int apply(struct rm_watchdog_entry *e, int res, rm_nsec sent, rm_nsec now
     if (res == 1) {
         RM_COUNT(renewals);
         e->valid_until = sent + RM_MSEC(e->lease_ms);
+        e->unverified = 0;
         schedule(e, sent + RM_MSEC(e->lease_ms) / 3, RM_MSEC(e->lease_ms) / 3);
         return 0;
     }
@@ -689,7 +827,7 @@ static void *link_main(void *arg)
         pthread_mutex_lock(&wd.mu);
         settle_locked(l->work, l->res, l->nwork, sent);
         l->busy = 0;
-        pthread_cond_signal(&wd.cv); /* its node's entries can be collected again */
+        wake_locked(); /* its node's entries can be collected again */
     }
     pthread_mutex_unlock(&wd.mu);
     return NULL;
@@ -722,6 +860,82 @@ static int hand_over_locked(struct link *l, struct rm_watchdog_entry **e, size_t
     l->busy = 1;
     pthread_cond_signal(&l->cv);
     return 1;
+}
+
+/* l's connection was found closed while idle: the server restarted (its
+ * holds may be wiped), or the connection was killed.  Every hold and
+ * waiter it serves is renewed at once -- and again every retry delay
+ * while the server cannot be reached -- so that a wiped hold is reported
+ * lost within a retry delay of the server answering again, not at its
+ * next renewal (lease/3 later).  (wd.mu held.) */
+static void dropped_locked(struct link *l)
+{
+    rm_log("watchdog connection to %s closed while idle; checking its holds now",
+           l->node->addr.display);
+    rm_conn_close(l->conn);
+    l->conn = NULL;
+    l->failures++;
+    rm_nsec now = rm_clock_now();
+    for (struct rm_watchdog_entry *e = wd.head; e; e = e->next) {
+        if (!renewed(e) || e->inflight || e->lost || e->cancelled) continue;
+        if (rm_endpoint_route(e->ep, e->slot, 0) != l->node) continue;
+        if (e->kind == KIND_HOLD) {
+            RM_COUNT(holds_checked);
+            e->unverified = 1;
+        }
+        e->next_due = now;
+        e->window = 0;
+    }
+}
+
+/* Sleep until next, a wake, or a link's connection becoming readable
+ * while idle -- which only its closing can do: the watchdog reads every
+ * reply it asks for.  (wd.mu held, let go while asleep.) */
+static void sleep_locked(rm_nsec next)
+{
+    wd.planned = next;
+    if (wd.wake_fd < 0) {
+        rm_clock_cond_wait_until(&wd.cv, &wd.mu, next);
+        wd.planned = RM_FOREVER;
+        return;
+    }
+    size_t n = 1;
+    for (struct link *l = wd.links; l; l = l->next) n++;
+    if (n > wd.pfd_cap) {
+        struct pollfd *p = realloc(wd.pfd, n * sizeof *p);
+        if (p) wd.pfd = p, wd.pfd_cap = n;
+    }
+    if (!wd.pfd) {
+        rm_clock_cond_wait_until(&wd.cv, &wd.mu, rm_clock_min(next, rm_clock_after(RM_MSEC(100))));
+        wd.planned = RM_FOREVER;
+        return;
+    }
+    n = 0;
+    wd.pfd[n++] = (struct pollfd){ wd.wake_fd, POLLIN, 0 };
+    for (struct link *l = wd.links; l && n < wd.pfd_cap; l = l->next)
+        if (!l->busy && l->conn) wd.pfd[n++] = (struct pollfd){ l->conn->fd, POLLIN, 0 };
+    wd.sleeping = 1;
+    pthread_mutex_unlock(&wd.mu);
+    int ms = -1;
+    if (next != RM_FOREVER) {
+        rm_nsec left = next - rm_clock_now();
+        ms = left <= 0 ? 0 : left > RM_MSEC(3600000) ? 3600000 : (int)((left + RM_MSEC(1) - 1) / RM_MSEC(1));
+    }
+    int ready = poll(wd.pfd, (nfds_t)n, ms);
+    uint64_t count;
+    if (ready > 0 && wd.pfd[0].revents) /* drained: it is non-blocking */
+        while (read(wd.wake_fd, &count, sizeof count) < 0 && errno == EINTR) {}
+    pthread_mutex_lock(&wd.mu);
+    wd.sleeping = 0;
+    wd.planned = RM_FOREVER;
+    for (size_t i = 1; ready > 0 && i < n; i++) {
+        if (!wd.pfd[i].revents) continue;
+        /* Still idle and still that connection (only this thread hands
+         * work to a link, and it was asleep)? */
+        for (struct link *l = wd.links; l; l = l->next)
+            if (!l->busy && l->conn && l->conn->fd == wd.pfd[i].fd && !rm_conn_usable(l->conn))
+                dropped_locked(l);
+    }
 }
 
 static void *wd_main(void *arg)
@@ -785,9 +999,7 @@ static void *wd_main(void *arg)
             }
         }
         if (!n) {
-            wd.planned = next;
-            rm_clock_cond_wait_until(&wd.cv, &wd.mu, next);
-            wd.planned = RM_FOREVER;
+            sleep_locked(next);
             continue;
         }
         /* The answer must come back while the leases can still be saved. */
@@ -827,7 +1039,7 @@ static void reset_locked(void)
         free(l->res);
         free(l);
     }
-    wd.started = wd.stop = 0;
+    wd.started = wd.stop = wd.sleeping = 0;
     wd.planned = RM_FOREVER;
 }
 
@@ -837,7 +1049,8 @@ void rm_watchdog_stop(void)
     pthread_mutex_lock(&wd.mu);
     int started = wd.started;
     wd.stop = 1;
-    pthread_cond_signal(&wd.cv);
+    wd.sleeping = 1; /* (whatever it is doing: the write is harmless) */
+    wake_locked();
     for (struct link *l = wd.links; l; l = l->next) pthread_cond_signal(&l->cv);
     pthread_mutex_unlock(&wd.mu);
     if (started) pthread_join(wd.thread, NULL);
@@ -876,8 +1089,12 @@ void rm_watchdog_atfork(int who)
     }
     wd.head = NULL;
     wd.links = NULL;
-    wd.started = wd.stop = 0;
+    wd.started = wd.stop = wd.sleeping = 0;
     wd.planned = RM_FOREVER;
+    /* The eventfd is shared with the parent: a wake here would wake its
+     * watchdog.  The child's thread makes its own. */
+    if (wd.wake_fd >= 0) close(wd.wake_fd);
+    wd.wake_fd = -1;
     rm_clock_cond_init(&wd.cv);
     rm_clock_cond_init(&wd.cb_done);
     pthread_mutex_unlock(&wd.mu); /* taken by the prepare handler, in this thread */

@@ -49,10 +49,21 @@ void rm_watchdog_set_parked(struct rm_watchdog_entry *e, int parked);
 /* 1 if the watchdog has found e's hold lost.  Lock-free. */
 int rm_watchdog_lost(const struct rm_watchdog_entry *e);
 
+/* 1 if the connection to e's server dropped since e's last renewal and the
+ * watchdog has not renewed it since: the server may have restarted and
+ * wiped the hold, so its known-good time proves nothing until then (a
+ * cached lock asks Redis instead of trusting it).  Lock-free. */
+int rm_watchdog_unverified(const struct rm_watchdog_entry *e);
+
 /* Until when e's hold is known good: the send time of the last acquire or
  * renewal Redis acknowledged, plus the lease (CLOCK_MONOTONIC).  Lock-free
  * (a cached lock asks at every local lock). */
 rm_nsec rm_watchdog_valid_until(const struct rm_watchdog_entry *e);
+
+/* A hold of m (lock name) was found gone by its own unlock before the
+ * watchdog found out: count it and run the lost-lock callback, on the
+ * calling thread, with no lock held. */
+void rm_watchdog_report_lost(rmutex_t *m, const char *name);
 
 /* The most arguments (KEYS and ARGV) a deferred call may have. */
 #define RM_WATCHDOG_MAXARGS 24

@@ -9,8 +9,10 @@
 #include "cluster_util.h"
 #include "harness.h"
 #include "program_env.h"
+#include "wipe_util.h"
 #include "redisson_client.h"
 
+#include <algorithm>
 #include <atomic>
 #include <sys/wait.h>
 #include <set>
@@ -324,6 +326,106 @@ TEST_F(ClusterTest, CallsWaitOutAMigrationHeldOpenAndNeverOverlap)
     for (auto &x : m) EXPECT_RC(0, rmutex_destroy(&x));
     EXPECT_RC(0, rmutex_destroy(&held));
     EXPECT_RC(0, rmutex_destroy(&fresh));
+}
+
+/* A migration an operator runs by hand: every key moved at once, then the
+ * slot left open (IMPORTING/MIGRATING) for 2.5 s before SETSLOT NODE --
+ * longer than what is left of a 3 s lease at the renewal that meets it.
+ * The renewals must follow the keys (ASK, then MOVED); the waiters must
+ * get the locks once their holder lets go. */
+class ClusterMigration : public ClusterTest {
+  protected:
+    std::string options() const override { return "lease=3000&command_timeout=1000"; }
+};
+
+TEST_F(ClusterMigration, HoldsOfEveryKindOutliveASlotLeftOpenLongerThanTheirLeaseAllows)
+{
+    static std::atomic<int> lost{0};
+    lost = 0;
+    ASSERT_RC(0, rmutex_set_lost_callback([](rmutex_t *, const char *, void *) { lost++; }, nullptr));
+    std::string tag = "{" + name("open-slot") + "}";
+    struct Kind {
+        std::string name;
+        std::vector<std::string> child;
+        int fair, cache;
+        rmutex_t m;
+    };
+    std::vector<Kind> kinds = { { tag + ":nonfair", {}, 0, 0, {} },
+                                { tag + ":fair", { "--fair" }, 1, 0, {} },
+                                { tag + ":cached", { "--cache" }, 0, 1, {} } };
+    for (auto &k : kinds) {
+        rmutexattr_t a;
+        rmutexattr_init(&a);
+        rmutexattr_setfair(&a, k.fair);
+        rmutexattr_setcache(&a, k.cache);
+        ASSERT_RC(0, rmutex_init(&k.m, k.name.c_str(), &a));
+        rmutexattr_destroy(&a);
+    }
+    int slot = cluster->slot(tag);
+    std::string child_url = cluster->url(options());
+    const int rounds = time_scale() > 1 ? 5 : 20;
+    int64_t worst_ms = 0;
+    for (int round = 0; round < rounds; round++) {
+        SCOPED_TRACE("round " + std::to_string(round));
+        int from = cluster->owner(slot), to = (from + 1) % 3;
+        for (auto &k : kinds) ASSERT_RC(0, rmutex_lock(&k.m));
+        std::vector<std::unique_ptr<Child>> waiters;
+        for (auto &k : kinds) {
+            std::vector<std::string> args{ "hold", k.name, "--hold-ms=1" };
+            args.insert(args.end(), k.child.begin(), k.child.end());
+            waiters.push_back(std::make_unique<Child>(args, child_url));
+        }
+        for (auto &w : waiters)
+            ASSERT_TRUE(wait_until([&] {
+                return !cluster->client(from).client_ids("rmutex:sub:" + std::to_string(w->pid())).empty();
+            }, ms(5000))) << "a waiter did not subscribe";
+        uint64_t lost_before = stats().locks_lost;
+        ASSERT_TRUE(cluster->begin_migration(slot, from, to));
+        ASSERT_TRUE(cluster->migrate_keys(slot, from, to));
+        std::this_thread::sleep_for(ms(2500)); /* the slot held open: a span to survive */
+        ASSERT_TRUE(cluster->finish_migration(slot, from, to));
+        EXPECT_EQ(0, lost.load()) << "a hold was lost while its slot migrated";
+        EXPECT_EQ(lost_before, stats().locks_lost);
+        for (auto &w : waiters) EXPECT_FALSE(w->poll_line()) << "a waiter got a lock that was held";
+        auto t0 = Clock::now();
+        for (auto &k : kinds) EXPECT_RC(0, rmutex_unlock(&k.m)) << k.name;
+        for (size_t i = 0; i < waiters.size(); i++) {
+            auto held = waiters[i]->expect_line("held", ms(1000));
+            EXPECT_TRUE(held) << kinds[i].name << ": no waiter got it within 1 s of the unlock";
+            if (held) {
+                EXPECT_EQ("0", field(*held, "rc")) << *held;
+            }
+            worst_ms = std::max(worst_ms, elapsed_ms(t0));
+        }
+        for (auto &w : waiters) w->wait(ms(5000));
+        if (HasFailure()) break;
+    }
+    std::cerr << "[cluster] " << rounds << " migrations with the slot open 2.5 s: the slowest waiter "
+              << worst_ms << " ms after the unlock\n";
+    for (auto &k : kinds) EXPECT_RC(0, rmutex_destroy(&k.m));
+    rmutex_set_lost_callback(nullptr, nullptr);
+}
+
+TEST_F(ClusterTest, AHoldWipedByAPrimaryRestartedWithoutDataIsLostNotReleased)
+{
+    /* No replicas: the primary comes back on its nodes.conf, owning its
+     * slots, with no keys. */
+    std::string prefix = "{" + name("wiped") + "}:";
+    int slot = cluster->slot(prefix), at = cluster->owner(slot);
+    ASSERT_GE(at, 0);
+    expect_every_kind_lost_not_released(
+        prefix, cluster->url(options()),
+        [&](pid_t pid) { return !cluster->client(at).client_ids("rmutex:sub:" + std::to_string(pid)).empty(); },
+        [&]() -> std::optional<Clock::time_point> {
+            cluster->nodes[at]->stop();
+            cluster->clients.resize(cluster->nodes.size());
+            cluster->clients[at].reset();
+            std::this_thread::sleep_for(ms(500)); /* the outage injected */
+            if (!cluster->nodes[at]->restart()) return std::nullopt;
+            auto back = Clock::now();
+            if (!wait_until([&] { return cluster->stable(); }, ms(30000))) return std::nullopt;
+            return back;
+        });
 }
 
 /* ---- sharded pub/sub ------------------------------------------------------------ */

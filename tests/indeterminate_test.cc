@@ -477,4 +477,40 @@ INSTANTIATE_TEST_SUITE_P(Kinds, ReleaseUndone, ::testing::Bool(), [](const ::tes
     return std::string(i.param ? "Fair" : "NonFair");
 });
 
+
+/* ---- a lost release reply, then a restart -------------------------------- */
+
+class IndeterminateRestart : public Indeterminate {
+  protected:
+    IndeterminateRestart() { own_server_ = true; }
+};
+
+TEST_F(IndeterminateRestart, AnUnlockWhoseReplyIsLostAndWhoseServerThenRestartsIsEpermNotAGuessedZero)
+{
+    /* The one case nothing can decide: the release ran (or not) and its
+     * reply was lost, and the server restarted before the retry -- which
+     * finds the hold gone either way.  The answer is the safe one, lost,
+     * and it is counted. */
+    static std::atomic<int> lost{0};
+    lost = 0;
+    ASSERT_RC(0, rmutex_set_lost_callback([](rmutex_t *, const char *, void *) { lost++; }, nullptr));
+    std::string name = lock_name();
+    rmutex_t m;
+    init_mutex(&m, name);
+    ASSERT_RC(0, rmutex_lock(&m));
+    uint64_t unconfirmed = stats().releases_unconfirmed;
+    proxy_->drop_reply_of_next(unlock_of(name), [&] {
+        server()->stop();
+        server()->restart();
+    });
+    EXPECT_RC(EPERM, rmutex_unlock(&m)) << "a release that cannot be confirmed was answered released";
+    ASSERT_EQ(1, proxy_->dropped_replies()) << "the fault was not injected";
+    EXPECT_EQ(unconfirmed + 1, stats().releases_unconfirmed);
+    EXPECT_EQ(1, lost.load()) << "the holder is told at its unlock";
+    EXPECT_NE(nullptr, strstr(rmutex_detail(), name.c_str())) << rmutex_detail();
+    EXPECT_RC(0, rmutex_lock(&m)) << "usable again";
+    EXPECT_RC(0, rmutex_unlock(&m));
+    rmutex_set_lost_callback(nullptr, nullptr);
+}
+
 } // namespace

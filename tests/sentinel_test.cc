@@ -9,6 +9,7 @@
  * fork. */
 #include "harness.h"
 #include "program_env.h"
+#include "wipe_util.h"
 
 #include <atomic>
 #include <fcntl.h>
@@ -216,6 +217,30 @@ TEST_F(SentinelTest, AForkedChildLocksWithoutReinitialising)
 {
     ASSERT_RC(0, rmutex_configure(set->url().c_str()));
     EXPECT_RC(0, fork_and_lock_in_child(name("fork")));
+}
+
+TEST_F(SentinelTest, AHoldWipedByAPrimaryRestartedWithoutDataIsLostNotReleased)
+{
+    /* The primary restarts empty faster than the sentinels' down-after
+     * (1 s): no failover; the replica resyncs the empty data set. */
+    ASSERT_RC(0, rmutex_configure(set->url().c_str()));
+    int port = set->primary_port();
+    RedisServer *primary = set->server_on(port);
+    ASSERT_TRUE(primary);
+    expect_every_kind_lost_not_released(
+        name("wiped") + ":", set->url(),
+        [&](pid_t pid) {
+            Redis r("127.0.0.1", port);
+            return !r.client_ids("rmutex:sub:" + std::to_string(pid)).empty();
+        },
+        [&]() -> std::optional<Clock::time_point> {
+            primary->stop();
+            std::this_thread::sleep_for(ms(300)); /* the outage injected: under down-after */
+            if (!primary->restart()) return std::nullopt;
+            return Clock::now();
+        });
+    EXPECT_EQ(port, set->primary_port()) << "a failover happened: the scenario was not a wipe";
+    ASSERT_TRUE(wait_until([&] { return set->settled(); }, ms(20000)));
 }
 
 /* Last: it leaves the old primary a replica of the new one. */
