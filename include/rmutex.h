@@ -376,15 +376,27 @@ RMUTEX_API int rmutex_holdcount(rmutex_t *m, unsigned *count);
  * A wait returns with the mutex held again (also on ETIMEDOUT and when
  * cancelled): a RECURSIVE mutex gets its whole count back, a fair mutex is
  * re-entered through its queue, a robust mutex can report EOWNERDEAD or
- * ENOTRECOVERABLE.  rcond_wait, rcond_timedwait and rcond_clockwait are
- * cancellation points (the cleanup handlers run with the mutex held); the
- * other calls are not.
+ * ENOTRECOVERABLE.
+ *
+ * While a thread is blocked on a condition, in any process, the condition
+ * is bound to its mutex: a wait with another mutex is EINVAL.  Blocked
+ * means waiting for a signal or broadcast that has not come: the binding
+ * ends as soon as the last such waiter is signalled or broadcast to, even
+ * though it has not yet taken its mutex back and returned.  A waiter whose
+ * deadline passed, or that was cancelled, was not unblocked by anyone: it
+ * keeps the binding until it has left the condition (at once, unless Redis
+ * cannot be reached), and a signal can still pick it until then (a timed
+ * wait then returns 0); a waiter whose process died keeps the binding
+ * until its waiter lease runs out.
+ *
+ * rcond_wait, rcond_timedwait and rcond_clockwait are cancellation points
+ * (the cleanup handlers run with the mutex held); the other calls are not.
  *
  * Return values:
  *   EINVAL   NULL or uninitialized arguments, a bad name or clock or
  *            abstime (tv_nsec outside [0, 1e9), NULL), or a mutex other
- *            than the one the condition's present waiters use (in this
- *            process, or in Redis)
+ *            than the one of the condition's blocked waiters (above), in
+ *            any process; the mutex was not let go of
  *   EPERM    the calling thread does not hold the mutex (wait)
  *   EBUSY    a thread of this process waits on it (destroy)
  *   ETIMEDOUT  the deadline passed (timed waits: the mutex is held again)

@@ -4,16 +4,17 @@
  * ------
  * A condition is a name; its state is in Redis (cond.lua has the keys and
  * the rules), and an rcond_t only points to what this process knows of it:
- * the keys, the clock, and how many of its threads wait on it and with
- * which mutex.
+ * the keys, the clock, and how many of its threads are in a wait on it (so
+ * that rcond_destroy cannot free what they use).
  *
  * A wait, in order:
  *   1. join the condition's channel, matching "s <waiter>" (so no message
  *      for this waiter is lost from now on), where <waiter> is the owner
  *      field of the thread and a request id;
- *   2. register in Redis (op wait: a ticket), while still holding the
- *      mutex -- so a signal by anyone who takes the mutex after step 4
- *      finds this waiter registered;
+ *   2. register in Redis (op wait: a ticket, or EINVAL for a mutex the
+ *      condition is not bound to, below), while still holding the mutex --
+ *      so a signal by anyone who takes the mutex after step 4 finds this
+ *      waiter registered;
  *   3. hand the waiter's lease to the watchdog (renewed with the held
  *      locks, in the same batches);
  *   4. let go of the mutex, at every level (mutex.c);
@@ -31,6 +32,23 @@
  * Cancellation is enabled only in the sleep of step 5.  Its cleanup handler
  * does step 6 with "pass on": a signal the cancelled waiter got goes to the
  * next waiter; the thread then unwinds holding the mutex, as POSIX says.
+ *
+ * The mutex a condition is bound to.  POSIX binds a condition to the
+ * mutex of its blocked waiters until the last of them is unblocked, and a
+ * wait with another mutex meanwhile is EINVAL here.  Blocked means: its
+ * ticket not yet released by a signal or a broadcast.  Only Redis knows
+ * that, for every process at once, the moment it happens: a thread of
+ * this process learns it later (a message, a check), so the process keeps
+ * no binding of its own, and op wait decides (cond.lua).  The rule, for
+ * every way a wait ends:
+ *   - signalled or broadcast: unblocked at once, though it still has to
+ *     leave and take its mutex back;
+ *   - deadline passed, or cancelled: no ticket was released, so it binds
+ *     until its leave has run (it can still be signalled until then);
+ *   - its process died: it binds until its waiter lease runs out;
+ *   - its entry gone (lease ran out while stopped, keys flushed): it binds
+ *     nothing, and wakes spuriously.
+ * A wait refused with EINVAL never let go of its mutex.
  *
  * Round trips: a wait costs 2 (register, leave) + 1 per poll or broadcast
  * it was not part of, plus the mutex's own release and acquisition; signal
@@ -63,7 +81,6 @@ struct rm_cond {
     clockid_t clock;           /* of rcond_timedwait */
     pthread_mutex_t mu;        /* protects what follows; never held across I/O */
     unsigned waiters;          /* threads of this process in a wait on it */
-    const struct rm_lock *bound; /* the mutex (name) they use */
     struct rm_cond *all_next, *all_prev;
 };
 
@@ -85,7 +102,6 @@ static void fork_child(void)
     for (struct rm_cond *cs = all; cs; cs = cs->all_next) {
         pthread_mutex_init(&cs->mu, NULL); /* another thread may have held it */
         cs->waiters = 0;
-        cs->bound = NULL;
     }
     pthread_mutex_unlock(&all_mu); /* taken by the prepare handler, in this thread */
 }
@@ -165,28 +181,13 @@ static struct rm_cond *get(rcond_t *c, int *err)
     return cs;
 }
 
-/* A thread of this process starts waiting on cs with mx: EINVAL if the
- * others use another mutex. */
-static int bind_mutex(struct rm_cond *cs, const struct rm_mutex *mx)
-{
-    int r = 0;
-    pthread_mutex_lock(&cs->mu);
-    if (cs->waiters && cs->bound != mx->lock) {
-        rm_detail("%s is being waited on with %s in this process, not with %s", cs->keys.name,
-                  cs->bound->keys.lock, mx->lock->keys.lock);
-        r = EINVAL;
-    } else {
-        cs->bound = mx->lock;
-        cs->waiters++;
-    }
-    pthread_mutex_unlock(&cs->mu);
-    return r;
-}
-
-static void unbind_mutex(struct rm_cond *cs)
+/* A thread of this process enters (+1) or leaves (-1) a wait on cs.  Which
+ * mutex it may use is Redis's answer (the DESIGN): a thread here cannot
+ * tell whether another one here is still blocked. */
+static void count_waiter(struct rm_cond *cs, int delta)
 {
     pthread_mutex_lock(&cs->mu);
-    if (--cs->waiters == 0) cs->bound = NULL;
+    cs->waiters += (unsigned)delta;
     pthread_mutex_unlock(&cs->mu);
 }
 
@@ -320,7 +321,7 @@ static int finish(struct waiting *wt, int pass_on, int *released)
     int r = rm_call_release(wt->ep, RM_SCRIPT_COND, NKEYS, NARGS, q.argv, q.lens,
                             rm_call_deadline(), rm_clock_after(RM_MSEC(wlease)), &answer);
     *released = !r && answer == 1;
-    unbind_mutex(wt->cs);
+    count_waiter(wt->cs, -1);
     r = rm_mutex_wait_retake(wt->mx, wt->self, wt->ep, wt->depth);
     rm_mutex_wait_end(wt->mx);
     rm_runtime_leave();
@@ -375,7 +376,7 @@ static int enqueue(struct waiting *wt, const struct rm_wait *w)
             rm_detail("unexpected reply from cond.lua");
             r = EIO;
         } else if (e[0]->integer == 1) {
-            rm_detail("%s is being waited on with %.*s, not with %s", cs->keys.name,
+            rm_detail("%s has a waiter blocked with %.*s, not with %s", cs->keys.name,
                       (int)e[1]->len, e[1]->str, wt->mx->keys.lock);
             r = EINVAL;
         } else {
@@ -445,15 +446,15 @@ static int wait_common(rcond_t *c, rmutex_t *m, struct rm_wait *w, int cancel_st
     }
     wt->self = rm_thread_self();
     if ((r = rm_mutex_wait_begin(wt->mx, wt->self))) goto out;
-    if ((r = bind_mutex(wt->cs, wt->mx))) goto end;
+    count_waiter(wt->cs, 1);
     if (w->deadline != RM_FOREVER && rm_clock_now() >= w->deadline) {
         r = ETIMEDOUT;
-        goto unbind;
+        goto uncount;
     }
-    if ((r = rm_runtime_enter(&wt->ep))) goto unbind;
+    if ((r = rm_runtime_enter(&wt->ep))) goto uncount;
     if ((r = enqueue(wt, w))) {
         rm_runtime_leave();
-        goto unbind;
+        goto uncount;
     }
     RM_COUNT(cond_waits);
     if (rm_mutex_wait_release(wt->mx, wt->self, wt->ep, &wt->depth))
@@ -469,9 +470,8 @@ static int wait_common(rcond_t *c, rmutex_t *m, struct rm_wait *w, int cancel_st
     free(wt);
     return r;
 
-unbind:
-    unbind_mutex(wt->cs);
-end:
+uncount:
+    count_waiter(wt->cs, -1);
     rm_mutex_wait_end(wt->mx);
 out:
     free(wt);

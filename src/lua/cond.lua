@@ -3,8 +3,8 @@
 --
 -- KEYS  1 H  rmutex_cond:{C}          hash: seq (last ticket), bcast (every
 --                                     ticket below it was released by a
---                                     broadcast), mutex (the mutex the
---                                     present waiters use)
+--                                     broadcast), mutex (the mutex of the
+--                                     last wait: binds while one is blocked)
 --       2 W  rmutex_cond_wait:{C}     zset <waiter> -> ticket while it waits,
 --                                     -ticket once a signal picked it
 --       3 A  rmutex_cond_alive:{C}    zset <waiter> -> liveness deadline
@@ -24,6 +24,18 @@
 -- the number of waiters.  A waiter is released when its score is negative
 -- or below bcast; it finds out by a message or by asking (check), and
 -- consumes the release when it leaves.
+--
+-- The binding (POSIX: a condition is bound to the mutex of its blocked
+-- waiters, until the last of them is unblocked).  A waiter is blocked
+-- while its ticket is not released: score >= max(bcast, 1) and its lease
+-- alive.  A wait with another mutex than H.mutex is refused (EINVAL in
+-- cond.c) only while such a waiter exists.  So it is accepted as soon as
+-- the last one was signalled or cut by a broadcast, even if they have not
+-- left yet (they are taking their mutex back); a waiter whose deadline
+-- passed or that was cancelled released no ticket and binds until its
+-- leave has run (its release may still come from a signal until then); a
+-- dead one binds until its lease runs out (found by the refusing wait
+-- itself, beyond PURGE); a waiter whose entry is gone binds nothing.
 --
 -- Liveness as in the fair lock: A holds each waiter's deadline (server
 -- TIME + waiter lease), pushed forward by its process's watchdog
@@ -82,6 +94,21 @@ local function purge()
   if #dead > 0 then tidy() end
 end
 
+-- Whether a waiter is blocked (see the binding above).  Waiters whose
+-- lease ran out are dropped on the way (a blocked one holds no signal to
+-- pass on): each once, so the loop is bounded by the dead it removes.
+local function anyone_blocked()
+  local cut = math.max(bcast(), 1)
+  while true do
+    local first = redis.call('zrangebyscore', W, cut, '+inf', 'limit', 0, 1)
+    if #first == 0 then return false end
+    local deadline = tonumber(redis.call('zscore', A, first[1]))
+    if deadline and deadline > clock() then return true end
+    redis.call('zrem', W, first[1])
+    redis.call('zrem', A, first[1])
+  end
+end
+
 -- 1 released (signalled, or broadcast), 0 waiting, 2 unknown (its entry
 -- is gone: its lease ran out, or the keys were lost).
 local function state()
@@ -99,9 +126,7 @@ if op == 'wait' then
   local s = redis.call('zscore', W, member)
   if s then return {0, math.abs(tonumber(s))} end -- a retried wait
   local bound = redis.call('hget', H, 'mutex')
-  if bound and bound ~= ARGV[4] and redis.call('zcard', A) > 0 then
-    return {1, bound}
-  end
+  if bound and bound ~= ARGV[4] and anyone_blocked() then return {1, bound} end
   local ticket = redis.call('hincrby', H, 'seq', 1)
   redis.call('hset', H, 'mutex', ARGV[4])
   redis.call('zadd', W, ticket, member)

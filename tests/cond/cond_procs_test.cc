@@ -2,7 +2,8 @@
  * forked producers and consumers with exact accounting while the pub/sub
  * connections are killed, a bounded queue on two conditions, waiters
  * killed with SIGKILL, a broadcast to a thousand waiters in ten processes,
- * two mutexes on one condition, fork, and the keys left behind. */
+ * two mutexes on one condition (and when it is free for another: issue
+ * 33), fork, and the keys left behind. */
 #include <signal.h>
 #include <unistd.h>
 
@@ -33,7 +34,7 @@ TEST_F(Cond, TwoMutexesOnOneConditionAtOnceAreEinval)
     EXPECT_RC(0, rmutex_holdcount(&m2, &n));
     EXPECT_EQ(1u, n);
 
-    /* Another process: Redis knows the mutex of the present waiters. */
+    /* Another process: Redis knows the mutex of the blocked waiters. */
     int up[2];
     ASSERT_EQ(0, pipe(up));
     Forked child([&] {
@@ -61,6 +62,165 @@ TEST_F(Cond, TwoMutexesOnOneConditionAtOnceAreEinval)
     struct timespec ts = abs_after(CLOCK_REALTIME, 200);
     EXPECT_RC(ETIMEDOUT, rcond_timedwait(c, &m2, &ts));
     EXPECT_RC(0, rmutex_unlock(&m2));
+}
+
+TEST_F(Cond, AWaitWithAnotherMutexIsAcceptedOnceEveryWaiterIsUnblockedAcrossProcesses)
+{
+    /* Issue 33 with the first waiter here and the 3 others in a forked
+     * child, 50 rounds (Cond::rebind_round): only Redis knows that they
+     * were released when the first waits with m2. */
+    Rebind rb;
+    make_rebind(&rb);
+    int go[2], done[2];
+    ASSERT_EQ(0, pipe(go));
+    ASSERT_EQ(0, pipe(done));
+    Forked child([&] {
+        close(go[1]);
+        close(done[0]);
+        /* A round per number read; the count of failed waiters back. */
+        for (long long k; read(go[0], &k, sizeof k) == static_cast<ssize_t>(sizeof k);) {
+            std::atomic<int> failed{0};
+            std::vector<std::thread> ts;
+            for (int i = 0; i < 3; i++)
+                ts.emplace_back([&] {
+                    auto r = connect();
+                    if (wait_for_key(*r, rb.c, &rb.m1, rb.key, 2 * k)) failed++;
+                });
+            for (auto &t : ts) t.join();
+            int n = failed;
+            if (write(done[1], &n, sizeof n) != static_cast<ssize_t>(sizeof n)) return 10;
+        }
+        return 0;
+    });
+    close(go[0]);
+    close(done[1]);
+    for (long long k = 1; k <= 50 && !HasFailure(); k++) {
+        auto start = [&] { ASSERT_EQ(static_cast<ssize_t>(sizeof k), write(go[1], &k, sizeof k)); };
+        auto finished = [&] {
+            int failed = -1;
+            if (!readable_within(done[0], ms(5000))) return false;
+            EXPECT_EQ(static_cast<ssize_t>(sizeof failed), read(done[0], &failed, sizeof failed));
+            EXPECT_EQ(0, failed) << "waiters of the child failed, round " << k;
+            return true;
+        };
+        rebind_round(k, rb, 3, start, finished);
+    }
+    close(go[1]);
+    EXPECT_EQ(0, child.wait(ms(5000)));
+    close(done[0]);
+}
+
+TEST_F(Cond, AWaiterNotYetSignalledInAnotherProcessStillKeepsAnotherMutexOut)
+{
+    /* The rule of issue 33 across processes: a wait with another mutex is
+     * EINVAL while a waiter is blocked -- no signal or broadcast released
+     * its ticket; one whose deadline passed stays blocked until it has
+     * left -- and accepted once the last one is released, though none has
+     * returned yet (their process is stopped).  The child waits on c with
+     * m1 in a, then in b (a wait of 300 ms). */
+    Rebind rb;
+    make_rebind(&rb);
+    rmutex_t *m1 = &rb.m1, *m2 = &rb.m2;
+    rcond_t *c = rb.c;
+    std::string waiters = wait_key("c"); /* (the names have the test's pid in them) */
+    int up[2];
+    ASSERT_EQ(0, pipe(up));
+    Forked child([&] {
+        close(up[0]);
+        auto r = connect();
+        int rc[2] = {-1, -1};
+        std::thread a([&] { rc[0] = timed_wait_once(c, m1, 10000); });
+        if (!wait_until([&] { return r->cmd({"ZCARD", waiters}).integer() == 1; }, ms(5000))) {
+            a.detach();
+            return 10;
+        }
+        std::thread b([&] {
+            if (rmutex_lock(m1)) return;
+            struct timespec deadline = abs_after(CLOCK_MONOTONIC, 300);
+            (void)!write(up[1], &deadline, sizeof deadline);
+            rc[1] = rcond_clockwait(c, m1, CLOCK_MONOTONIC, &deadline);
+            rmutex_unlock(m1);
+        });
+        a.join();
+        b.join();
+        return write(up[1], rc, sizeof rc) == static_cast<ssize_t>(sizeof rc) ? 0 : 11;
+    });
+    close(up[1]);
+    struct timespec b_deadline;
+    ASSERT_TRUE(readable_within(up[0], ms(5000))) << "the child did not wait: " << child.wait(ms(0));
+    ASSERT_EQ(static_cast<ssize_t>(sizeof b_deadline), read(up[0], &b_deadline, sizeof b_deadline));
+    ASSERT_TRUE(wait_until([&] { return registered() == 2; }, ms(5000)));
+    Unlocker hold(m2);
+    ASSERT_RC(0, rmutex_lock(m2));
+    ASSERT_RC(0, rcond_signal(c)); /* a: the lower ticket */
+    struct timespec ts = abs_after(CLOCK_REALTIME, 100);
+    EXPECT_RC(EINVAL, rcond_timedwait(c, m2, &ts)) << "b, not signalled, is blocked with m1";
+
+    kill(child.pid(), SIGSTOP);
+    int status = 0;
+    ASSERT_EQ(child.pid(), waitpid(child.pid(), &status, WUNTRACED));
+    ASSERT_TRUE(WIFSTOPPED(status));
+    ASSERT_FALSE(reached(CLOCK_MONOTONIC, b_deadline)) << "too slow: b timed out before the stop";
+    ASSERT_TRUE(wait_until([&] { return reached(CLOCK_MONOTONIC, b_deadline); }, ms(1000)));
+    ts = abs_after(CLOCK_REALTIME, 100);
+    EXPECT_RC(EINVAL, rcond_timedwait(c, m2, &ts))
+        << "b's deadline passed, but b has not left: it is still blocked";
+
+    ASSERT_RC(0, rcond_signal(c)); /* b: unblocked, though it cannot return */
+    ts = abs_after(CLOCK_REALTIME, 50);
+    EXPECT_RC(ETIMEDOUT, rcond_timedwait(c, m2, &ts))
+        << "refused, though every waiter with m1 was released";
+    kill(child.pid(), SIGCONT);
+    ASSERT_RC(0, rmutex_unlock(m2));
+
+    int rc[2] = {-1, -1};
+    ASSERT_TRUE(readable_within(up[0], ms(5000)));
+    ASSERT_EQ(static_cast<ssize_t>(sizeof rc), read(up[0], rc, sizeof rc));
+    close(up[0]);
+    EXPECT_RC(0, rc[0]);
+    EXPECT_RC(0, rc[1]) << "b did not take the signal given after its deadline, before it left";
+    EXPECT_EQ(0, child.wait(ms(5000)));
+    EXPECT_EQ(0, registered());
+}
+
+TEST_F(Cond, WaitersOfAKilledProcessBindNothingOnceTheirLeasesRanOut)
+{
+    /* More dead waiters than one call purges (16): a wait with another
+     * mutex finds every one of them dead, not the first 16 only. */
+    constexpr int kWaiters = 20;
+    Rebind rb;
+    make_rebind(&rb);
+    rmutex_t *m1 = &rb.m1, *m2 = &rb.m2;
+    rcond_t *c = rb.c;
+    Forked child([&] {
+        std::vector<std::thread> ts;
+        for (int i = 0; i < kWaiters; i++) ts.emplace_back([&] { timed_wait_once(c, m1, 60000); });
+        for (auto &t : ts) t.join();
+        return 0;
+    });
+    ASSERT_TRUE(wait_until([&] { return registered() == kWaiters; }, ms(10000)));
+    child.kill9();
+    Unlocker hold(m2);
+    ASSERT_RC(0, rmutex_lock(m2));
+    struct timespec ts = abs_after(CLOCK_REALTIME, 50);
+    EXPECT_RC(EINVAL, rcond_timedwait(c, m2, &ts)) << "killed, but their leases still run";
+    /* Every lease ran out (read without a call of cond.lua, which purges). */
+    std::string alive = "rmutex_cond_alive:{" + cond_name("c") + "}";
+    ASSERT_TRUE(wait_until(
+        [&] {
+            Reply last = redis().cmd({"ZRANGE", alive, "-1", "-1", "WITHSCORES"});
+            Reply now = redis().cmd({"TIME"});
+            if (last->type != REDIS_REPLY_ARRAY || last->elements != 2) return false;
+            long long now_ms = std::stoll(now->element[0]->str) * 1000 +
+                               std::stoll(now->element[1]->str) / 1000;
+            return std::stoll(last->element[1]->str) < now_ms;
+        },
+        ms(kWaiterLeaseMs * 3)));
+    ts = abs_after(CLOCK_REALTIME, 50);
+    EXPECT_RC(ETIMEDOUT, rcond_timedwait(c, m2, &ts))
+        << "waiters dead for a lease still bind the condition to m1";
+    EXPECT_RC(0, rmutex_unlock(m2));
+    EXPECT_EQ(0, registered());
 }
 
 TEST_F(Cond, AForkedChildWaitsOnNothingAndCanWaitItself)

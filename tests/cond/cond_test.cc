@@ -1,6 +1,7 @@
 /* cond_test.cc -- condition variables (rcond_*) between threads of one
  * process: arguments, timed waits, signal and broadcast, the ticket rule,
- * the mutex's kinds, destroy, the static initializer, cancellation.  (The
+ * the mutex a condition is bound to, the mutex's kinds, destroy, the static
+ * initializer, cancellation.  (The
  * tests across processes are cond_procs_test.cc: ThreadSanitizer cannot
  * follow a forked child that starts threads.) */
 #include <pthread.h>
@@ -241,6 +242,35 @@ TEST_F(Cond, AWaiterThatStartsAfterASignalReturnedIsNeverTheOneItWoke)
         EXPECT_RC(ETIMEDOUT, second) << "the signal woke a waiter that came after it, round " << i;
         ASSERT_TRUE(first.wait(ms(3000)));
         EXPECT_RC(0, first_rc.load()) << "round " << i;
+    }
+}
+
+/* ---- the mutex a condition is bound to ---------------------------------------- */
+
+TEST_F(Cond, AWaitWithAnotherMutexIsAcceptedOnceEveryWaiterIsUnblocked)
+{
+    /* Issue 33 with 4 waiters in this process, 50 rounds
+     * (Cond::rebind_round): the other 3 are released by a broadcast and are
+     * still taking m1 back when the first waits with m2. */
+    Rebind rb;
+    make_rebind(&rb);
+    for (long long k = 1; k <= 50 && !HasFailure(); k++) {
+        std::vector<std::unique_ptr<Async>> others;
+        auto start = [&] {
+            for (int i = 0; i < 3; i++)
+                others.emplace_back(new Async([&, k] {
+                    auto r = connect();
+                    return wait_for_key(*r, rb.c, &rb.m1, rb.key, 2 * k);
+                }));
+        };
+        auto done = [&] {
+            for (auto &o : others) {
+                if (!o->wait(ms(5000))) return false;
+                EXPECT_RC(0, o->rc()) << "round " << k;
+            }
+            return true;
+        };
+        rebind_round(k, rb, 3, start, done);
     }
 }
 
