@@ -1,5 +1,6 @@
 /* cli.h -- what the parts of the rmutex command share: exit codes, the
- * global options, durations and messages. */
+ * global options, durations and messages (common.c), and the subcommands'
+ * entry points (run.c, unlock.c, status.c), which main.c calls. */
 #ifndef RMUTEX_CLI_H
 #define RMUTEX_CLI_H
 
@@ -42,6 +43,7 @@ int exit_for(int rc);
 /* Configure the library from --url (when given). 0 or an exit code. */
 int configure(void);
 
+/* The subcommands: argv[0] is the subcommand's name.  The exit code. */
 int cmd_run(int argc, char **argv);
 int cmd_unlock(int argc, char **argv);
 int cmd_status(int argc, char **argv);

@@ -7,91 +7,15 @@
  *   rmutex [--url URL] wait [-w DURATION] [-E N] [--held] NAME
  *   rmutex [--url URL] list [--json] [PATTERN]
  *
- * The library does the locking; this file only parses and reports.  A
- * password belongs in RMUTEX_URL rather than on the command line, where
- * ps(1) shows it: --url with one gets a warning. */
+ * The library does the locking; this file only parses the global options
+ * and hands over to the subcommand's file (run.c, unlock.c, status.c),
+ * which use what common.c has.  A password belongs in RMUTEX_URL rather
+ * than on the command line, where ps(1) shows it: --url with one gets a
+ * warning. */
 #include "cli.h"
 
-#include <errno.h>
-#include <stdarg.h>
 #include <stdio.h>
-#include <stdlib.h>
 #include <string.h>
-#include <time.h>
-
-struct global g;
-
-int64_t mono_ns(void)
-{
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return (int64_t)t.tv_sec * 1000000000 + t.tv_nsec;
-}
-
-static void vmessage(const char *fmt, va_list ap)
-{
-    char line[1024];
-    vsnprintf(line, sizeof line, fmt, ap);
-    fprintf(stderr, "rmutex: %s\n", line);
-}
-
-void say(const char *fmt, ...)
-{
-    if (g.quiet) return;
-    va_list ap;
-    va_start(ap, fmt);
-    vmessage(fmt, ap);
-    va_end(ap);
-}
-
-void err(const char *fmt, ...)
-{
-    va_list ap;
-    va_start(ap, fmt);
-    vmessage(fmt, ap);
-    va_end(ap);
-}
-
-int parse_duration(const char *s, int64_t *ns)
-{
-    if (!s || !*s) return -1;
-    char *end;
-    errno = 0;
-    double v = strtod(s, &end);
-    if (errno || end == s || v < 0) return -1;
-    double unit = 1e9;
-    if (!strcmp(end, "ms")) unit = 1e6;
-    else if (!strcmp(end, "s") || !*end) unit = 1e9;
-    else if (!strcmp(end, "m")) unit = 60e9;
-    else if (!strcmp(end, "h")) unit = 3600e9;
-    else return -1;
-    if (v * unit > 9e18) return -1;
-    *ns = (int64_t)(v * unit);
-    return 0;
-}
-
-int exit_for(int rc)
-{
-    switch (rc) {
-    case EACCES: return EXIT_NOPERM;
-    case EINVAL: return EXIT_USAGE;
-    case EAGAIN: case ETIMEDOUT: case ECONNREFUSED: return EXIT_UNAVAILABLE;
-    default: return EXIT_PROTOCOL;
-    }
-}
-
-int configure(void)
-{
-    if (!g.url) return 0;
-    if (strchr(g.url, '@'))
-        say("warning: a password given with --url shows in ps(1); prefer RMUTEX_URL");
-    int r = rmutex_configure(g.url);
-    if (r) {
-        err("--url: %s", rmutex_detail());
-        return EXIT_USAGE;
-    }
-    return 0;
-}
 
 static void usage(FILE *f)
 {

@@ -3,32 +3,33 @@
  *
  * DESIGN
  * ------
- * 1. Take the lock in this process (trylock for -n and -w 0, a
- *    CLOCK_MONOTONIC clocklock for -w, lock otherwise).  A conflict or a
- *    timeout exits with the -E code; Redis unreachable when the wait ends,
- *    69; refused credentials, 77.
- * 2. Block the signals we forward in the main thread (the library's threads
- *    block everything) and read them from a signalfd; fork; the child makes
- *    its own process group, asks for SIGKILL when we die
- *    (PR_SET_PDEATHSIG, checked against a parent that died first) and execs
- *    the command with RMUTEX_LOCK, RMUTEX_FENCE, RMUTEX_OWNER,
+ * cmd_run goes through its phases in order, one function each:
+ * 1. parse(), open_lock(), acquire(): take the lock in this process
+ *    (trylock for -n and -w 0, a CLOCK_MONOTONIC clocklock for -w, lock
+ *    otherwise).  A conflict or a timeout exits with the -E code; Redis
+ *    unreachable when the wait ends, 69; refused credentials, 77.
+ * 2. start_command(): block the signals we forward in the main thread (the
+ *    library's threads block everything) and read them from a signalfd;
+ *    fork; the child makes its own process group, asks for SIGKILL when we
+ *    die (PR_SET_PDEATHSIG, checked against a parent that died first) and
+ *    execs the command with RMUTEX_LOCK, RMUTEX_FENCE, RMUTEX_OWNER,
  *    RMUTEX_LEASE_MS and RMUTEX_HELD in its environment (126/127 when it
  *    cannot).  We become a subreaper, so the command's orphans are reaped.
- * 3. While the command runs: TERM, INT, HUP, QUIT, USR1, USR2, WINCH and
- *    CONT go to its group; a second TERM or INT kills the group.  Every
- *    100 ms, and at once when the watchdog reports the hold lost, look at
- *    rmutex_hold_deadline(): the moment the hold is known good until (the
- *    last renewal Redis acknowledged, plus the lease).  If the hold is
- *    gone, signal the group now; if renewals are failing, signal it at
- *    deadline - margin - grace and kill it at deadline - margin, so the
- *    command is dead before Redis can give the lock to anyone else
- *    (margin = 250 ms + 1 % of the lease, for clock rates).  The lease and
- *    the grace must leave the renewals room: lease - grace - margin >
- *    1.2 * lease / 3, else usage error.  --max-time signals the group too
- *    (exit 124).
- * 4. When the command ends: unlock (not after a loss), and exit with its
- *    status (128 + N for a signal), or 75 after a loss, 124 after
- *    --max-time. */
+ * 3. run_and_watch(): while the command runs, TERM, INT, HUP, QUIT, USR1,
+ *    USR2, WINCH and CONT go to its group; a second TERM or INT kills the
+ *    group.  Every 100 ms, and at once when the watchdog reports the hold
+ *    lost, look at rmutex_hold_deadline(): the moment the hold is known
+ *    good until (the last renewal Redis acknowledged, plus the lease).  If
+ *    the hold is gone, signal the group now; if renewals are failing,
+ *    signal it at deadline - margin - grace and kill it at deadline -
+ *    margin, so the command is dead before Redis can give the lock to
+ *    anyone else (margin = 250 ms + 1 % of the lease, for clock rates).
+ *    The lease and the grace must leave the renewals room: lease - grace -
+ *    margin > 1.2 * lease / 3, else usage error (lease_in_force()).
+ *    --max-time signals the group too (exit 124).
+ * 4. release_and_report(): when the command ends, unlock (not after a
+ *    loss), and exit with its status (128 + N for a signal), or 75 after a
+ *    loss, 124 after --max-time. */
 #include "cli.h"
 
 #include <errno.h>
@@ -397,53 +398,71 @@ static int status_of(int st)
     return EXIT_OSERR;
 }
 
-int cmd_run(int argc, char **argv)
+static int64_t ns_of(struct timespec t) { return (int64_t)t.tv_sec * 1000000000 + t.tv_nsec; }
+
+/* Configure the library as o asks and make the mutex.  0 or an exit code. */
+static int open_lock(const struct run *o, rmutex_t *m)
 {
-    struct run o;
-    int r = parse(argc, argv, &o);
-    if (r) return r;
+    int r;
     if ((r = configure())) return r;
-    if (o.lease_ns && (r = rmutex_set_default_lease((unsigned long)(o.lease_ns / 1000000)))) {
+    if (o->lease_ns && rmutex_set_default_lease((unsigned long)(o->lease_ns / 1000000))) {
         err("run: --lease: %s", rmutex_detail());
         return EXIT_USAGE;
     }
-    int64_t lease = o.lease_ns ? o.lease_ns : 30000000000LL; /* (a URL's lease=: below) */
-    if (o.lease_ns && !room(&o, o.lease_ns)) return EXIT_USAGE; /* (a URL's lease=: later) */
+    if (o->lease_ns && !room(o, o->lease_ns)) return EXIT_USAGE; /* (a URL's lease=: later) */
     rmutex_set_outage_callback(on_outage, NULL);
 
     rmutexattr_t a;
     rmutexattr_init(&a);
     rmutexattr_settype(&a, RMUTEX_ERRORCHECK);
-    rmutexattr_setfair(&a, o.fair);
-    rmutexattr_setrobust(&a, o.robust ? RMUTEX_ROBUST : RMUTEX_STALLED);
-    rmutex_t m;
-    if ((r = rmutex_init(&m, o.name, &a))) {
+    rmutexattr_setfair(&a, o->fair);
+    rmutexattr_setrobust(&a, o->robust ? RMUTEX_ROBUST : RMUTEX_STALLED);
+    r = rmutex_init(m, o->name, &a);
+    rmutexattr_destroy(&a);
+    if (r) {
         err("run: %s", rmutex_detail());
         return EXIT_USAGE;
     }
-    rmutexattr_destroy(&a);
+    return 0;
+}
 
-    int owner_died = 0, code = 0;
-    if (!acquire(&o, &m, &owner_died, &code)) return code;
-
-    /* The lease really in force: the hold's deadline is at most one lease
-     * ahead right after the acquisition. */
+/* The lease really in force, once held: --lease, else what the hold's
+ * deadline shows right after the acquisition (at most one lease ahead;
+ * a URL's lease= counts).  0 when it leaves the renewals no room. */
+static int64_t lease_in_force(const struct run *o, rmutex_t *m)
+{
+    int64_t lease = o->lease_ns ? o->lease_ns : 30000000000LL;
     struct timespec d;
-    if (!rmutex_hold_deadline(&m, &d)) {
-        int64_t left = (int64_t)d.tv_sec * 1000000000 + d.tv_nsec - mono_ns();
-        if (!o.lease_ns && left > 0) lease = left + 50000000; /* rounded up by the call's time */
+    if (!o->lease_ns && !rmutex_hold_deadline(m, &d)) {
+        int64_t left = ns_of(d) - mono_ns();
+        if (left > 0) lease = left + 50000000; /* rounded up by the call's time */
     }
-    int64_t margin = margin_of(lease);
-    if (!room(&o, lease)) {
-        rmutex_unlock(&m);
-        return EXIT_USAGE;
-    }
+    return room(o, lease) ? lease : 0;
+}
 
+/* The command under watch. */
+struct watch {
+    pid_t child;
+    int sfd;                  /* the forwarded signals and SIGCHLD */
+    int64_t lease, margin;
+    int owner_died;           /* acquired with EOWNERDEAD (--robust) */
+    int64_t started, kill_at; /* kill_at: SIGKILL the group then (0: no) */
+    int terms;                /* TERMs and INTs forwarded */
+    int lost;                 /* the hold was lost, or its deadline came */
+    int timed_out;            /* --max-time */
+    int status;               /* the command's wait status, -1 while it runs */
+};
+
+/* Block the signals we forward and read them from a signalfd, set up the
+ * lost-hold wake-up, fork and exec the command with its environment.  0
+ * or an exit code (the lock released). */
+static int start_command(const struct run *o, rmutex_t *m, struct watch *w)
+{
     uint64_t fence = 0;
     char owner[64] = "";
-    rmutex_fence(&m, &fence);
+    rmutex_fence(m, &fence);
     rmutex_owner_id(owner, sizeof owner);
-    char **env = child_env(o.name, fence, owner, lease, owner_died);
+    char **env = child_env(o->name, fence, owner, w->lease, w->owner_died);
 
     sigset_t fwd;
     sigemptyset(&fwd);
@@ -451,89 +470,137 @@ int cmd_run(int argc, char **argv)
     for (size_t i = 0; i < sizeof forwarded / sizeof *forwarded; i++) sigaddset(&fwd, forwarded[i]);
     sigaddset(&fwd, SIGCHLD);
     pthread_sigmask(SIG_BLOCK, &fwd, NULL);
-    int sfd = signalfd(-1, &fwd, SFD_CLOEXEC | SFD_NONBLOCK);
+    w->sfd = signalfd(-1, &fwd, SFD_CLOEXEC | SFD_NONBLOCK);
     lost_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
-    if (!env || sfd < 0 || lost_fd < 0) {
+    if (!env || w->sfd < 0 || lost_fd < 0) {
         err("run: %s", strerror(errno));
-        rmutex_unlock(&m);
+        rmutex_unlock(m);
         env_free(env);
         return EXIT_OSERR;
     }
     rmutex_set_lost_callback(on_lost, NULL);
     prctl(PR_SET_CHILD_SUBREAPER, 1);
 
-    pid_t child = start(&o, env);
+    w->child = start(o, env);
     env_free(env); /* (the child has its copy) */
-    if (child < 0) {
+    if (w->child < 0) {
         err("run: fork: %s", strerror(errno));
-        rmutex_unlock(&m);
+        rmutex_unlock(m);
         return EXIT_OSERR;
     }
-    setpgid(child, child); /* (also done by the child: whoever is first) */
+    setpgid(w->child, w->child); /* (also done by the child: whoever is first) */
+    w->started = mono_ns();
+    w->status = -1;
+    return 0;
+}
 
-    int64_t t_start = mono_ns(), kill_at = 0;
-    int terms = 0, lost = 0, timed_out = 0, status = -1;
-    while (status < 0) {
-        struct pollfd p[2] = { { sfd, POLLIN, 0 }, { lost_fd, POLLIN, 0 } };
+/* Forward what came on the signalfd; a second TERM or INT kills. */
+static void forward_signals(struct watch *w)
+{
+    struct signalfd_siginfo si;
+    while (read(w->sfd, &si, sizeof si) == (ssize_t)sizeof si) {
+        int sig = (int)si.ssi_signo;
+        if (sig == SIGCHLD) continue; /* reaped apart */
+        kill(-w->child, sig);
+        if ((sig == SIGTERM || sig == SIGINT) && ++w->terms >= 2) kill(-w->child, SIGKILL);
+    }
+}
+
+/* Reap the command, and any orphan of its that came to us. */
+static void reap(struct watch *w)
+{
+    for (;;) {
+        int st;
+        pid_t p = waitpid(-1, &st, WNOHANG);
+        if (p <= 0) break;
+        if (p == w->child) w->status = st;
+    }
+}
+
+/* Look at the hold: signal the command when it is gone or its deadline
+ * comes near, as --on-lost says. */
+static void watch_hold(const struct run *o, rmutex_t *m, struct watch *w, int64_t now)
+{
+    struct timespec d;
+    if (o->on_lost == LOST_IGNORE) {
+        if (!w->lost && rmutex_hold_deadline(m, &d) == EPERM) {
+            w->lost = 1;
+            say("run: %s: the lock was lost; the command goes on (--on-lost ignore)", o->name);
+        }
+        return;
+    }
+    int r = rmutex_hold_deadline(m, &d);
+    int64_t dl = ns_of(d);
+    int gone = r == EPERM;
+    int hard = gone ? o->on_lost == LOST_KILL || o->grace_ns == 0 : now >= dl - w->margin;
+    int soft = gone || now >= dl - w->margin - o->grace_ns;
+    if ((soft || hard) && !w->lost) {
+        w->lost = 1;
+        say("run: %s: %s; stopping the command", o->name,
+            gone ? "the lock was lost" : "Redis has not acknowledged a renewal in time");
+        kill(-w->child, hard || o->on_lost == LOST_KILL ? SIGKILL : SIGTERM);
+        w->kill_at = gone ? now + o->grace_ns : dl - w->margin;
+        if (w->kill_at > now + o->grace_ns) w->kill_at = now + o->grace_ns;
+    }
+    if (!gone && w->lost && now >= dl - w->margin) kill(-w->child, SIGKILL);
+}
+
+/* Until the command ends: forward signals, watch the hold, --max-time. */
+static void run_and_watch(const struct run *o, rmutex_t *m, struct watch *w)
+{
+    while (w->status < 0) {
+        struct pollfd p[2] = { { w->sfd, POLLIN, 0 }, { lost_fd, POLLIN, 0 } };
         int n = poll(p, 2, 100);
         if (n < 0 && errno != EINTR) break;
         if (p[1].revents & POLLIN) {
             uint64_t v;
             if (read(lost_fd, &v, sizeof v) < 0) { /* nothing: it is a hint */ }
         }
-        struct signalfd_siginfo si;
-        while ((p[0].revents & POLLIN) && read(sfd, &si, sizeof si) == (ssize_t)sizeof si) {
-            int sig = (int)si.ssi_signo;
-            if (sig == SIGCHLD) continue; /* reaped below */
-            kill(-child, sig);
-            if ((sig == SIGTERM || sig == SIGINT) && ++terms >= 2) kill(-child, SIGKILL);
-        }
-        /* Reap: the command, and any orphan of its that came to us. */
-        for (;;) {
-            int st;
-            pid_t w = waitpid(-1, &st, WNOHANG);
-            if (w <= 0) break;
-            if (w == child) status = st;
-        }
-        if (status >= 0) break;
+        if (p[0].revents & POLLIN) forward_signals(w);
+        reap(w);
+        if (w->status >= 0) break;
 
         int64_t now = mono_ns();
-        if (o.on_lost != LOST_IGNORE) {
-            r = rmutex_hold_deadline(&m, &d);
-            int64_t dl = (int64_t)d.tv_sec * 1000000000 + d.tv_nsec;
-            int gone = r == EPERM;
-            int hard = gone ? o.on_lost == LOST_KILL || o.grace_ns == 0 : now >= dl - margin;
-            int soft = gone || now >= dl - margin - o.grace_ns;
-            if ((soft || hard) && !lost) {
-                lost = 1;
-                say("run: %s: %s; stopping the command", o.name,
-                    gone ? "the lock was lost" : "Redis has not acknowledged a renewal in time");
-                kill(-child, hard || o.on_lost == LOST_KILL ? SIGKILL : SIGTERM);
-                kill_at = gone ? now + o.grace_ns : dl - margin;
-                if (kill_at > now + o.grace_ns) kill_at = now + o.grace_ns;
-            }
-            if (!gone && lost && now >= dl - margin) kill(-child, SIGKILL);
-        } else if (!lost && rmutex_hold_deadline(&m, &d) == EPERM) {
-            lost = 1;
-            say("run: %s: the lock was lost; the command goes on (--on-lost ignore)", o.name);
-        }
-        if (o.max_ns && !timed_out && now - t_start >= o.max_ns) {
-            timed_out = 1;
+        watch_hold(o, m, w, now);
+        if (o->max_ns && !w->timed_out && now - w->started >= o->max_ns) {
+            w->timed_out = 1;
             if (g.verbose) say("run: --max-time reached; stopping the command");
-            kill(-child, SIGTERM);
-            if (!kill_at || kill_at > now + o.grace_ns) kill_at = now + o.grace_ns;
+            kill(-w->child, SIGTERM);
+            if (!w->kill_at || w->kill_at > now + o->grace_ns) w->kill_at = now + o->grace_ns;
         }
-        if (kill_at && now >= kill_at) kill(-child, SIGKILL);
+        if (w->kill_at && now >= w->kill_at) kill(-w->child, SIGKILL);
     }
+}
 
-    if (lost && o.on_lost != LOST_IGNORE) {
-        rmutex_unlock(&m); /* EPERM when gone: it only ends the local hold */
+/* Release the lock (not after a loss) and choose the exit status. */
+static int release_and_report(const struct run *o, rmutex_t *m, const struct watch *w)
+{
+    if (w->lost && o->on_lost != LOST_IGNORE) {
+        rmutex_unlock(m); /* EPERM when gone: it only ends the local hold */
         return EXIT_LOST;
     }
-    if (o.robust && owner_died && status_of(status) == 0) rmutex_consistent(&m);
-    r = rmutex_unlock(&m);
-    if (r == EPERM && !lost)
-        say("run: %s: the lock was lost before the command ended (%s)", o.name, rmutex_detail());
-    if (timed_out) return EXIT_MAXTIME;
-    return status_of(status);
+    if (o->robust && w->owner_died && status_of(w->status) == 0) rmutex_consistent(m);
+    int r = rmutex_unlock(m);
+    if (r == EPERM && !w->lost)
+        say("run: %s: the lock was lost before the command ended (%s)", o->name, rmutex_detail());
+    if (w->timed_out) return EXIT_MAXTIME;
+    return status_of(w->status);
+}
+
+int cmd_run(int argc, char **argv)
+{
+    struct run o;
+    rmutex_t m;
+    int r, owner_died = 0, code = 0;
+    if ((r = parse(argc, argv, &o)) || (r = open_lock(&o, &m))) return r;
+    if (!acquire(&o, &m, &owner_died, &code)) return code;
+    struct watch w = { .lease = lease_in_force(&o, &m), .owner_died = owner_died };
+    if (!w.lease) {
+        rmutex_unlock(&m);
+        return EXIT_USAGE;
+    }
+    w.margin = margin_of(w.lease);
+    if ((r = start_command(&o, &m, &w))) return r;
+    run_and_watch(&o, &m, &w);
+    return release_and_report(&o, &m, &w);
 }

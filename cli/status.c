@@ -40,18 +40,6 @@ static void json_str(const char *s)
     putchar('"');
 }
 
-void holder_name(const rmutex_lockinfo_t *in, char *buf, size_t size)
-{
-    if (!in->holder_known) {
-        snprintf(buf, size, "%s", in->owner);
-        return;
-    }
-    const char *prog = strrchr(in->holder_exe, '/');
-    prog = prog ? prog + 1 : in->holder_exe;
-    snprintf(buf, size, "pid %ld on %s%s%s%s", in->holder_pid, in->holder_host, *prog ? " (" : "",
-             prog, *prog ? ")" : "");
-}
-
 /* A duration for people: 850ms, 12.3s, 4m05s, 2h07m, 3d04h. */
 static void span(int64_t ms, char *buf, size_t size)
 {
