@@ -37,8 +37,17 @@ int parse_duration(const char *s, int64_t *ns);
 void say(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 void err(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 
-/* The exit code for a library error of a call that talks to Redis. */
-int exit_for(int rc);
+/* Whether arg asks for help (-h, --help). */
+int wants_help(const char *arg);
+
+/* Say why a call that talks to Redis failed ("rmutex: WHAT: NAME: why";
+ * name may be NULL) and return the exit code for it. */
+int redis_failed(const char *what, const char *name, int rc);
+
+/* Tell outages from now on: a line when Redis cannot be reached, one when
+ * it can again.  redis_down(): whether the last one told is still on. */
+void report_outages(void);
+int redis_down(void);
 
 /* Configure the library from --url (when given). 0 or an exit code. */
 int configure(void);

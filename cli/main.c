@@ -4,8 +4,9 @@
  *   rmutex [--url URL] [-v|-q] run [OPTIONS] NAME -c 'SHELL COMMAND'
  *   rmutex [--url URL] unlock --force [--if-owner ID] NAME
  *   rmutex [--url URL] status [--json] NAME...
- *   rmutex [--url URL] wait [-w DURATION] [-E N] [--held] NAME
+ *   rmutex [--url URL] wait [-w DURATION] [-E N] [--held|--free] NAME
  *   rmutex [--url URL] list [--json] [PATTERN]
+ *   rmutex -V|--version, rmutex [COMMAND] -h|--help
  *
  * The library does the locking; this file only parses the global options
  * and hands over to the subcommand's file (run.c, unlock.c, status.c),
@@ -19,16 +20,22 @@
 
 static void usage(FILE *f)
 {
-    fputs("usage: rmutex [--url URL] [-v|-q] run [OPTIONS] NAME [--] COMMAND [ARG...]\n"
-          "       rmutex [--url URL] [-v|-q] run [OPTIONS] NAME -c 'SHELL COMMAND'\n"
-          "       rmutex [--url URL] unlock --force [--if-owner ID] NAME\n"
-          "       rmutex [--url URL] status [--json] NAME...\n"
-          "       rmutex [--url URL] wait [-w DURATION] [-E N] [--held] NAME\n"
-          "       rmutex [--url URL] list [--json] [PATTERN]\n"
-          "run options: -n/--nonblock, -w/--timeout DUR, -E/--conflict-exit-code N, -c CMD,\n"
-          "  --verbose, --fair, --lease DUR, --robust, --max-time DUR, --kill-after DUR,\n"
-          "  --on-lost term|kill|ignore\n"
-          "Redis: --url, else RMUTEX_URL, else redis://127.0.0.1:6379.  See rmutex(1).\n",
+    fputs("usage: rmutex [GLOBAL OPTIONS] run [OPTIONS] NAME [--] COMMAND [ARG...]\n"
+          "       rmutex [GLOBAL OPTIONS] run [OPTIONS] NAME -c 'SHELL COMMAND'\n"
+          "       rmutex [GLOBAL OPTIONS] unlock --force [--if-owner ID] NAME\n"
+          "       rmutex [GLOBAL OPTIONS] status [--json] NAME...\n"
+          "       rmutex [GLOBAL OPTIONS] wait [-w DURATION] [-E N] [--held|--free] NAME\n"
+          "       rmutex [GLOBAL OPTIONS] list [--json] [PATTERN]\n"
+          "Locks held in Redis, shared by every machine that uses the same name and Redis:\n"
+          "run a command under one, break one, look at them.  COMMAND --help for each.\n"
+          "Global options:\n"
+          "      --url URL    the Redis deployment; default RMUTEX_URL, else\n"
+          "                   redis://127.0.0.1:6379 (a password on the command line shows in ps)\n"
+          "  -v, --verbose    say more\n"
+          "  -q, --quiet      errors only\n"
+          "  -V, --version    the version\n"
+          "  -h, --help       this text\n"
+          "See rmutex(1).\n",
           f);
 }
 
@@ -45,10 +52,10 @@ int main(int argc, char **argv)
             g.verbose = 1;
         } else if (!strcmp(a, "-q") || !strcmp(a, "--quiet")) {
             g.quiet = 1;
-        } else if (!strcmp(a, "--version")) {
+        } else if (!strcmp(a, "-V") || !strcmp(a, "--version")) {
             printf("rmutex %s\n", rmutex_version_string());
             return 0;
-        } else if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
+        } else if (wants_help(a)) {
             usage(stdout);
             return 0;
         } else {

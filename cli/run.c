@@ -7,14 +7,18 @@
  * 1. parse(), open_lock(), acquire(): take the lock in this process
  *    (trylock for -n and -w 0, a CLOCK_MONOTONIC clocklock for -w, lock
  *    otherwise).  A conflict or a timeout exits with the -E code; Redis
- *    unreachable when the wait ends, 69; refused credentials, 77.
+ *    unreachable when the wait ends, 69; a refused login, 77 at once (see
+ *    common.c, which also tells outages while we wait, even without -w).
  * 2. start_command(): block the signals we forward in the main thread (the
  *    library's threads block everything) and read them from a signalfd;
  *    fork; the child makes its own process group, asks for SIGKILL when we
  *    die (PR_SET_PDEATHSIG, checked against a parent that died first) and
  *    execs the command with RMUTEX_LOCK, RMUTEX_FENCE, RMUTEX_OWNER,
- *    RMUTEX_LEASE_MS and RMUTEX_HELD in its environment (126/127 when it
- *    cannot).  We become a subreaper, so the command's orphans are reaped.
+ *    RMUTEX_LEASE_MS and RMUTEX_HELD in its environment.  When it cannot,
+ *    it sends its errno down a close-on-exec pipe, which we read before
+ *    going on (nothing: the exec worked), to say so in flock's words, and
+ *    exits 127 (not found) or 126.  We become a subreaper, so the
+ *    command's orphans are reaped.
  * 3. run_and_watch(): while the command runs, TERM, INT, HUP, QUIT, USR1,
  *    USR2, WINCH and CONT go to its group; a second TERM or INT kills the
  *    group.  Every 100 ms, and at once when the watchdog reports the hold
@@ -26,13 +30,19 @@
  *    anyone else (margin = 250 ms + 1 % of the lease, for clock rates).
  *    The lease and the grace must leave the renewals room: lease - grace -
  *    margin > 1.2 * lease / 3, else usage error (lease_in_force()).
- *    --max-time signals the group too (exit 124).
- * 4. release_and_report(): when the command ends, unlock (not after a
- *    loss), and exit with its status (128 + N for a signal), or 75 after a
- *    loss, 124 after --max-time. */
+ *    --on-lost ignore only says it and lets the command go on.  --max-time
+ *    signals the group too (exit 124).
+ * 4. release_and_report(): when the command ends, unlock (not after a loss
+ *    we stopped it for) and exit with its status (128 + N for a signal),
+ *    124 after --max-time, or 75 after a loss -- also with --on-lost
+ *    ignore, and also a loss found only at the release, the command having
+ *    ended: the exit status is where a cron job or a script learns that the
+ *    command did not run alone to its end.  Then the command's own status
+ *    is said on stderr. */
 #include "cli.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <poll.h>
 #include <pthread.h>
 #include <signal.h>
@@ -52,19 +62,11 @@ enum { LOST_TERM, LOST_KILL, LOST_IGNORE };
 struct run {
     const char *name, *shell_cmd;
     char **cmd;
-    int nonblock, has_timeout, conflict, fair, robust, on_lost;
+    int nonblock, has_timeout, conflict, fair, robust, on_lost, help;
     int64_t timeout_ns, lease_ns, max_ns, grace_ns;
 };
 
-static volatile int redis_down;
 static int lost_fd = -1;
-
-static void on_outage(int down, const char *detail, void *arg)
-{
-    (void)arg;
-    redis_down = down;
-    if (g.verbose) say(down ? "Redis unreachable: %s" : "Redis reachable again%s", detail);
-}
 
 static void on_lost(rmutex_t *m, const char *name, void *arg)
 {
@@ -73,6 +75,31 @@ static void on_lost(rmutex_t *m, const char *name, void *arg)
     if (lost_fd >= 0 && write(lost_fd, &one, sizeof one) < 0) {
         /* the 100 ms look finds it anyway */
     }
+}
+
+static void usage(FILE *f)
+{
+    fputs("usage: rmutex [GLOBAL OPTIONS] run [OPTIONS] NAME [--] COMMAND [ARG...]\n"
+          "       rmutex [GLOBAL OPTIONS] run [OPTIONS] NAME -c 'SHELL COMMAND'\n"
+          "Run COMMAND while holding the lock NAME in Redis (flock(1) for many machines).\n"
+          "  -n, --nb, --nonblock         fail at once when the lock is held (exit: the -E code)\n"
+          "  -w, --wait, --timeout DUR    wait at most DUR (exit: the -E code); -w 0 is -n\n"
+          "  -E, --conflict-exit-code N   the exit code of a conflict or timeout (default 1)\n"
+          "  -c, --command CMD            run CMD with $SHELL -c\n"
+          "  -v, --verbose                say how long the lock took, and what runs\n"
+          "      --fair                   a fair lock: waiters are served in order\n"
+          "      --lease DUR              the lease renewed while the command runs (30s)\n"
+          "      --robust                 a robust lock (RMUTEX_PREV_OWNER_DIED=1 after a dead holder)\n"
+          "      --max-time DUR           stop the command after DUR (exit 124)\n"
+          "      --kill-after, --grace DUR  from the first signal to SIGKILL (5s)\n"
+          "      --on-lost term|kill|ignore  a lost lock: TERM then KILL the command (default),\n"
+          "                               KILL it, or let it end; the exit is 75 in every case\n"
+          "  -x, -e, --exclusive, -o, --close: accepted for flock's sake; -s (shared) is refused\n"
+          "DUR: seconds (1.5) or with a unit: 500ms, 30s, 2m, 1h.\n"
+          "Exit: the command's status (128+N: killed by signal N); the -E code; 75 the lock was\n"
+          "lost; 124 --max-time; 126 cannot execute; 127 not found; 64 usage; 69 Redis\n"
+          "unreachable; 76 a Redis error; 77 login or ACL refused.  See rmutex(1).\n",
+          f);
 }
 
 static int usage_error(const char *msg)
@@ -92,6 +119,9 @@ static int parse(int argc, char **argv, struct run *o)
         int64_t ns;
         if (!strcmp(a, "--")) {
             break;
+        } else if (wants_help(a)) {
+            o->help = 1;
+            return 0;
         } else if (!strcmp(a, "-n") || !strcmp(a, "--nb") || !strcmp(a, "--nonblock")) {
             o->nonblock = 1;
         } else if (!strcmp(a, "-w") || !strcmp(a, "--wait") || !strcmp(a, "--timeout")) {
@@ -335,7 +365,7 @@ static int acquire(const struct run *o, rmutex_t *m, int *owner_died, int *code)
         progress_start(&prog, o->name, o->fair);
         r = rmutex_clocklock(m, CLOCK_MONOTONIC, &ts);
         progress_stop(&prog);
-        if (r == ETIMEDOUT && !redis_down) {
+        if (r == ETIMEDOUT && !redis_down()) {
             if (g.verbose) err("timeout while waiting to get lock");
             *code = o->conflict;
             return 0;
@@ -346,8 +376,7 @@ static int acquire(const struct run *o, rmutex_t *m, int *owner_died, int *code)
         progress_stop(&prog);
     }
     if (r && r != EOWNERDEAD) {
-        err("run: %s: %s", o->name, rmutex_detail());
-        *code = exit_for(r == ETIMEDOUT ? EAGAIN : r);
+        *code = redis_failed("run", o->name, r == ETIMEDOUT ? EAGAIN : r);
         return 0;
     }
     *owner_died = r == EOWNERDEAD;
@@ -360,18 +389,10 @@ static int acquire(const struct run *o, rmutex_t *m, int *owner_died, int *code)
     return 1;
 }
 
-static pid_t start(const struct run *o, char **env)
+/* Fork and exec argv.  An exec that fails sends its errno down report
+ * (close-on-exec: the parent reads nothing when the exec worked). */
+static pid_t start(char **argv, char **env, int report)
 {
-    char *sh_argv[4];
-    char **argv = o->cmd;
-    if (o->shell_cmd) {
-        const char *shell = getenv("SHELL");
-        sh_argv[0] = (char *)(shell && *shell ? shell : "/bin/sh");
-        sh_argv[1] = (char *)"-c";
-        sh_argv[2] = (char *)o->shell_cmd;
-        sh_argv[3] = NULL;
-        argv = sh_argv;
-    }
     if (g.verbose) {
         printf("rmutex: executing %s\n", argv[0]);
         fflush(stdout);
@@ -387,7 +408,20 @@ static pid_t start(const struct run *o, char **env)
     if (getppid() != parent) _exit(EXIT_LOST); /* we died before the line above */
     pthread_sigmask(SIG_SETMASK, &none, NULL);
     execvpe(argv[0], argv, env);
-    _exit(errno == ENOENT ? EXIT_NOT_FOUND : EXIT_CANNOT_EXEC);
+    int e = errno;
+    if (write(report, &e, sizeof e) < 0) { /* the exit status still tells */ }
+    _exit(e == ENOENT ? EXIT_NOT_FOUND : EXIT_CANNOT_EXEC);
+}
+
+/* Tell an exec that failed, in flock's words ("failed to execute CMD:
+ * why"); the child exits 126 or 127 by itself. */
+static void tell_exec_failure(const char *cmd, int report)
+{
+    int e;
+    ssize_t n;
+    while ((n = read(report, &e, sizeof e)) < 0 && errno == EINTR) {
+    }
+    if (n == (ssize_t)sizeof e) err("failed to execute %s: %s", cmd, strerror(e));
 }
 
 /* The exit status of a wait(2) status, as a shell reports it. */
@@ -410,7 +444,7 @@ static int open_lock(const struct run *o, rmutex_t *m)
         return EXIT_USAGE;
     }
     if (o->lease_ns && !room(o, o->lease_ns)) return EXIT_USAGE; /* (a URL's lease=: later) */
-    rmutex_set_outage_callback(on_outage, NULL);
+    if (!o->nonblock) report_outages(); /* (-n: its one try says why it failed) */
 
     rmutexattr_t a;
     rmutexattr_init(&a);
@@ -449,6 +483,7 @@ struct watch {
     int64_t started, kill_at; /* kill_at: SIGKILL the group then (0: no) */
     int terms;                /* TERMs and INTs forwarded */
     int lost;                 /* the hold was lost, or its deadline came */
+    int lapsed;               /* (which: its deadline came, renewals failing) */
     int timed_out;            /* --max-time */
     int status;               /* the command's wait status, -1 while it runs */
 };
@@ -472,7 +507,8 @@ static int start_command(const struct run *o, rmutex_t *m, struct watch *w)
     pthread_sigmask(SIG_BLOCK, &fwd, NULL);
     w->sfd = signalfd(-1, &fwd, SFD_CLOEXEC | SFD_NONBLOCK);
     lost_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
-    if (!env || w->sfd < 0 || lost_fd < 0) {
+    int report[2] = { -1, -1 };
+    if (!env || w->sfd < 0 || lost_fd < 0 || pipe2(report, O_CLOEXEC)) {
         err("run: %s", strerror(errno));
         rmutex_unlock(m);
         env_free(env);
@@ -480,15 +516,30 @@ static int start_command(const struct run *o, rmutex_t *m, struct watch *w)
     }
     rmutex_set_lost_callback(on_lost, NULL);
     prctl(PR_SET_CHILD_SUBREAPER, 1);
+    report_outages(); /* (-n: from now on) */
 
-    w->child = start(o, env);
+    char *sh_argv[4], **argv = o->cmd;
+    if (o->shell_cmd) {
+        const char *shell = getenv("SHELL");
+        sh_argv[0] = (char *)(shell && *shell ? shell : "/bin/sh");
+        sh_argv[1] = (char *)"-c";
+        sh_argv[2] = (char *)o->shell_cmd;
+        sh_argv[3] = NULL;
+        argv = sh_argv;
+    }
+    w->child = start(argv, env, report[1]);
+    int fork_errno = errno;
+    close(report[1]);
     env_free(env); /* (the child has its copy) */
     if (w->child < 0) {
-        err("run: fork: %s", strerror(errno));
+        close(report[0]);
+        err("run: fork: %s", strerror(fork_errno));
         rmutex_unlock(m);
         return EXIT_OSERR;
     }
     setpgid(w->child, w->child); /* (also done by the child: whoever is first) */
+    tell_exec_failure(argv[0], report[0]);
+    close(report[0]);
     w->started = mono_ns();
     w->status = -1;
     return 0;
@@ -522,16 +573,18 @@ static void reap(struct watch *w)
 static void watch_hold(const struct run *o, rmutex_t *m, struct watch *w, int64_t now)
 {
     struct timespec d;
-    if (o->on_lost == LOST_IGNORE) {
-        if (!w->lost && rmutex_hold_deadline(m, &d) == EPERM) {
-            w->lost = 1;
-            say("run: %s: the lock was lost; the command goes on (--on-lost ignore)", o->name);
-        }
-        return;
-    }
     int r = rmutex_hold_deadline(m, &d);
     int64_t dl = ns_of(d);
     int gone = r == EPERM;
+    if (o->on_lost == LOST_IGNORE) {
+        if (!w->lost && (gone || now >= dl - w->margin)) {
+            w->lost = 1;
+            w->lapsed = !gone;
+            say("run: %s: %s; the command goes on (--on-lost ignore)", o->name,
+                gone ? "the lock was lost" : "Redis has not acknowledged a renewal in time");
+        }
+        return;
+    }
     int hard = gone ? o->on_lost == LOST_KILL || o->grace_ns == 0 : now >= dl - w->margin;
     int soft = gone || now >= dl - w->margin - o->grace_ns;
     if ((soft || hard) && !w->lost) {
@@ -572,19 +625,32 @@ static void run_and_watch(const struct run *o, rmutex_t *m, struct watch *w)
     }
 }
 
-/* Release the lock (not after a loss) and choose the exit status. */
+/* Release the lock and choose the exit status: 75 after a loss, whether
+ * the command was stopped for it, let go on (--on-lost ignore) or had
+ * ended before the loss was found (at the release); then the command's
+ * own status, which would be lost, is said. */
 static int release_and_report(const struct run *o, rmutex_t *m, const struct watch *w)
 {
+    int status = status_of(w->status);
     if (w->lost && o->on_lost != LOST_IGNORE) {
         rmutex_unlock(m); /* EPERM when gone: it only ends the local hold */
         return EXIT_LOST;
     }
-    if (o->robust && w->owner_died && status_of(w->status) == 0) rmutex_consistent(m);
+    if (o->robust && w->owner_died && status == 0) rmutex_consistent(m);
     int r = rmutex_unlock(m);
-    if (r == EPERM && !w->lost)
-        say("run: %s: the lock was lost before the command ended (%s)", o->name, rmutex_detail());
+    if (w->lost) {
+        say("run: %s: the command's status was %d; %s while it ran", o->name, status,
+            w->lapsed ? "Redis did not acknowledge a renewal in time" : "the lock was lost");
+        return EXIT_LOST;
+    }
+    if (r == EPERM) {
+        say("run: %s: the lock was lost under the command (found at its release: %s); the "
+            "command's status was %d",
+            o->name, rmutex_detail(), status);
+        return EXIT_LOST;
+    }
     if (w->timed_out) return EXIT_MAXTIME;
-    return status_of(w->status);
+    return status;
 }
 
 int cmd_run(int argc, char **argv)
@@ -592,7 +658,12 @@ int cmd_run(int argc, char **argv)
     struct run o;
     rmutex_t m;
     int r, owner_died = 0, code = 0;
-    if ((r = parse(argc, argv, &o)) || (r = open_lock(&o, &m))) return r;
+    if ((r = parse(argc, argv, &o))) return r;
+    if (o.help) {
+        usage(stdout);
+        return 0;
+    }
+    if ((r = open_lock(&o, &m))) return r;
     if (!acquire(&o, &m, &owner_died, &code)) return code;
     struct watch w = { .lease = lease_in_force(&o, &m), .owner_died = owner_died };
     if (!w.lease) {
