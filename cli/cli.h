@@ -1,6 +1,7 @@
 /* cli.h -- what the parts of the rmutex command share: exit codes, the
- * global options, durations and messages (common.c), and the subcommands'
- * entry points (run.c, unlock.c, status.c), which main.c calls. */
+ * global options, durations and messages (common.c), the waiting line
+ * (progress.c), and the subcommands' entry points (run.c, unlock.c,
+ * status.c), which main.c calls. */
 #ifndef RMUTEX_CLI_H
 #define RMUTEX_CLI_H
 
@@ -62,6 +63,12 @@ int cmd_list(int argc, char **argv);
 /* A held lock's holder in a few words: "pid 4242 on web1 (cron-import)"
  * from the holder registry, else its owner id. */
 void holder_name(const rmutex_lockinfo_t *in, char *buf, size_t size);
+
+/* The waiting line (progress.c): started while run waits, on a terminal
+ * only (NULL otherwise); progress_stop() clears it (NULL: nothing). */
+struct progress;
+struct progress *progress_start(const char *name, int fair);
+void progress_stop(struct progress *p);
 
 /* CLOCK_MONOTONIC now, in ns. */
 int64_t mono_ns(void);

@@ -252,106 +252,13 @@ static void env_free(char **env)
     free(env);
 }
 
-/* ---- the waiting line ----
- *
- * While run waits on a terminal (stderr a tty, not -q), a thread rewrites one
- * line each second: whom it waits for, the lease the holder has left, its
- * place in a fair queue, how long it has waited.  The line is cleared when
- * the wait ends.  The thread blocks every signal; it only reads
- * (rmutex_inspect). */
-
-struct progress {
-    const char *name;
-    int fair;
-    char owner[64];
-    pthread_t t;
-    pthread_mutex_t mu;
-    pthread_cond_t cv;
-    int stop, started;
-    int64_t since;
-};
-
-static void *progress_main(void *arg)
-{
-    struct progress *p = arg;
-    pthread_mutex_lock(&p->mu);
-    for (int shown = 0;;) {
-        struct timespec at;
-        clock_gettime(CLOCK_REALTIME, &at);
-        at.tv_sec += 1;
-        while (!p->stop && pthread_cond_timedwait(&p->cv, &p->mu, &at) != ETIMEDOUT) {
-        }
-        if (p->stop) {
-            if (shown) fprintf(stderr, "\r\033[K");
-            break;
-        }
-        pthread_mutex_unlock(&p->mu);
-        rmutex_lockinfo_t in;
-        int r = rmutex_inspect(p->name, &in, sizeof in);
-        int64_t waited = (mono_ns() - p->since) / 1000000000;
-        char place[64] = "";
-        if (!r && p->fair) {
-            unsigned ahead = in.queue_len;
-            for (unsigned i = 0; i < in.queue_shown; i++)
-                if (!strncmp(in.queue[i], p->owner, strlen(p->owner)) &&
-                    in.queue[i][strlen(p->owner)] == '|')
-                    ahead = i;
-            snprintf(place, sizeof place, "; %u ahead (fair)", ahead);
-        }
-        if (r) fprintf(stderr, "\rrmutex: waiting for %s (Redis: %s) %02lld:%02lld\033[K", p->name,
-                       rmutex_detail(), (long long)(waited / 60), (long long)(waited % 60));
-        else if (in.held) {
-            char who[160];
-            holder_name(&in, who, sizeof who);
-            fprintf(stderr, "\rrmutex: waiting for %s -- held by %s, lease %.0fs left%s %02lld:%02lld\033[K",
-                    p->name, who, (double)in.ttl_ms / 1000, place, (long long)(waited / 60),
-                    (long long)(waited % 60));
-        }
-        else
-            fprintf(stderr, "\rrmutex: waiting for %s -- free now%s %02lld:%02lld\033[K", p->name, place,
-                    (long long)(waited / 60), (long long)(waited % 60));
-        fflush(stderr);
-        shown = 1;
-        pthread_mutex_lock(&p->mu);
-    }
-    pthread_mutex_unlock(&p->mu);
-    return NULL;
-}
-
-static void progress_start(struct progress *p, const char *name, int fair)
-{
-    memset(p, 0, sizeof *p);
-    if (g.quiet || !isatty(2)) return;
-    p->name = name;
-    p->fair = fair;
-    p->since = mono_ns();
-    rmutex_owner_id(p->owner, sizeof p->owner);
-    pthread_mutex_init(&p->mu, NULL);
-    pthread_cond_init(&p->cv, NULL);
-    sigset_t all, old;
-    sigfillset(&all);
-    pthread_sigmask(SIG_BLOCK, &all, &old);
-    p->started = pthread_create(&p->t, NULL, progress_main, p) == 0;
-    pthread_sigmask(SIG_SETMASK, &old, NULL);
-}
-
-static void progress_stop(struct progress *p)
-{
-    if (!p->started) return;
-    pthread_mutex_lock(&p->mu);
-    p->stop = 1;
-    pthread_cond_signal(&p->cv);
-    pthread_mutex_unlock(&p->mu);
-    pthread_join(p->t, NULL);
-}
-
 /* Take the lock as o asks: 1 with it held, else 0 and *code the exit code
  * (which may be 0: -E 0). */
 static int acquire(const struct run *o, rmutex_t *m, int *owner_died, int *code)
 {
     int64_t t0 = mono_ns();
     int r;
-    struct progress prog;
+    struct progress *prog;
     if (o->nonblock) {
         r = rmutex_trylock(m);
         if (r == EBUSY) {
@@ -362,18 +269,18 @@ static int acquire(const struct run *o, rmutex_t *m, int *owner_died, int *code)
     } else if (o->has_timeout) {
         int64_t at = t0 + o->timeout_ns;
         struct timespec ts = { (time_t)(at / 1000000000), (long)(at % 1000000000) };
-        progress_start(&prog, o->name, o->fair);
+        prog = progress_start(o->name, o->fair);
         r = rmutex_clocklock(m, CLOCK_MONOTONIC, &ts);
-        progress_stop(&prog);
+        progress_stop(prog);
         if (r == ETIMEDOUT && !redis_down()) {
             if (g.verbose) err("timeout while waiting to get lock");
             *code = o->conflict;
             return 0;
         }
     } else {
-        progress_start(&prog, o->name, o->fair);
+        prog = progress_start(o->name, o->fair);
         r = rmutex_lock(m);
-        progress_stop(&prog);
+        progress_stop(prog);
     }
     if (r && r != EOWNERDEAD) {
         *code = redis_failed("run", o->name, r == ETIMEDOUT ? EAGAIN : r);
