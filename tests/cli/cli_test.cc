@@ -503,6 +503,10 @@ TEST_F(Cli, ARedisErrorIsReadableWithItsCodeAndNotCutOff)
     ASSERT_TRUE(mkdtemp(tmpl));
     auto srv = RedisServer::start({ "--dir", tmpl, "--save", "3600 1" });
     ASSERT_TRUE(srv);
+    struct Kill { /* SIGTERM would have it save first, and fail, and stay */
+        RedisServer *s;
+        ~Kill() { s->kill9(); }
+    } kill9{ srv.get() };
     ASSERT_EQ(0, rmdir(tmpl));
     Redis r(srv->host(), srv->port());
     r.cmd({ "BGSAVE" });
@@ -515,7 +519,6 @@ TEST_F(Cli, ARedisErrorIsReadableWithItsCodeAndNotCutOff)
     EXPECT_EQ(76, exit_code({ "run", n, "--", "true" }, srv->url(), &err));
     EXPECT_EQ(0u, err.find("rmutex: run: " + n + ": Redis answered: " + misconf)) << err;
     EXPECT_EQ(1, std::count(err.begin(), err.end(), '\n')) << err;
-    r.cmd({ "CONFIG", "SET", "save", "" }); /* else it will not shut down */
 }
 
 TEST_F(Cli, TheCommandGetsTheLockItsFencingTokenAndItsOwnerInItsEnvironment)
