@@ -1,5 +1,7 @@
 /* cli.h -- what the parts of the rmutex command share: exit codes, the
- * global options, durations and messages. */
+ * global options, durations and messages (common.c), the waiting line
+ * (progress.c), and the subcommands' entry points (run.c, unlock.c,
+ * status.c), which main.c calls. */
 #ifndef RMUTEX_CLI_H
 #define RMUTEX_CLI_H
 
@@ -36,12 +38,22 @@ int parse_duration(const char *s, int64_t *ns);
 void say(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 void err(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 
-/* The exit code for a library error of a call that talks to Redis. */
-int exit_for(int rc);
+/* Whether arg asks for help (-h, --help). */
+int wants_help(const char *arg);
+
+/* Say why a call that talks to Redis failed ("rmutex: WHAT: NAME: why";
+ * name may be NULL) and return the exit code for it. */
+int redis_failed(const char *what, const char *name, int rc);
+
+/* Tell outages from now on: a line when Redis cannot be reached, one when
+ * it can again.  redis_down(): whether the last one told is still on. */
+void report_outages(void);
+int redis_down(void);
 
 /* Configure the library from --url (when given). 0 or an exit code. */
 int configure(void);
 
+/* The subcommands: argv[0] is the subcommand's name.  The exit code. */
 int cmd_run(int argc, char **argv);
 int cmd_unlock(int argc, char **argv);
 int cmd_status(int argc, char **argv);
@@ -51,6 +63,12 @@ int cmd_list(int argc, char **argv);
 /* A held lock's holder in a few words: "pid 4242 on web1 (cron-import)"
  * from the holder registry, else its owner id. */
 void holder_name(const rmutex_lockinfo_t *in, char *buf, size_t size);
+
+/* The waiting line (progress.c): started while run waits, on a terminal
+ * only (NULL otherwise); progress_stop() clears it (NULL: nothing). */
+struct progress;
+struct progress *progress_start(const char *name, int fair);
+void progress_stop(struct progress *p);
 
 /* CLOCK_MONOTONIC now, in ns. */
 int64_t mono_ns(void);

@@ -4,107 +4,38 @@
  *   rmutex [--url URL] [-v|-q] run [OPTIONS] NAME -c 'SHELL COMMAND'
  *   rmutex [--url URL] unlock --force [--if-owner ID] NAME
  *   rmutex [--url URL] status [--json] NAME...
- *   rmutex [--url URL] wait [-w DURATION] [-E N] [--held] NAME
+ *   rmutex [--url URL] wait [-w DURATION] [-E N] [--held|--free] NAME
  *   rmutex [--url URL] list [--json] [PATTERN]
+ *   rmutex -V|--version, rmutex [COMMAND] -h|--help
  *
- * The library does the locking; this file only parses and reports.  A
- * password belongs in RMUTEX_URL rather than on the command line, where
- * ps(1) shows it: --url with one gets a warning. */
+ * The library does the locking; this file only parses the global options
+ * and hands over to the subcommand's file (run.c, unlock.c, status.c),
+ * which use what common.c has.  A password belongs in RMUTEX_URL rather
+ * than on the command line, where ps(1) shows it: --url with one gets a
+ * warning. */
 #include "cli.h"
 
-#include <errno.h>
-#include <stdarg.h>
 #include <stdio.h>
-#include <stdlib.h>
 #include <string.h>
-#include <time.h>
-
-struct global g;
-
-int64_t mono_ns(void)
-{
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return (int64_t)t.tv_sec * 1000000000 + t.tv_nsec;
-}
-
-static void vmessage(const char *fmt, va_list ap)
-{
-    char line[1024];
-    vsnprintf(line, sizeof line, fmt, ap);
-    fprintf(stderr, "rmutex: %s\n", line);
-}
-
-void say(const char *fmt, ...)
-{
-    if (g.quiet) return;
-    va_list ap;
-    va_start(ap, fmt);
-    vmessage(fmt, ap);
-    va_end(ap);
-}
-
-void err(const char *fmt, ...)
-{
-    va_list ap;
-    va_start(ap, fmt);
-    vmessage(fmt, ap);
-    va_end(ap);
-}
-
-int parse_duration(const char *s, int64_t *ns)
-{
-    if (!s || !*s) return -1;
-    char *end;
-    errno = 0;
-    double v = strtod(s, &end);
-    if (errno || end == s || v < 0) return -1;
-    double unit = 1e9;
-    if (!strcmp(end, "ms")) unit = 1e6;
-    else if (!strcmp(end, "s") || !*end) unit = 1e9;
-    else if (!strcmp(end, "m")) unit = 60e9;
-    else if (!strcmp(end, "h")) unit = 3600e9;
-    else return -1;
-    if (v * unit > 9e18) return -1;
-    *ns = (int64_t)(v * unit);
-    return 0;
-}
-
-int exit_for(int rc)
-{
-    switch (rc) {
-    case EACCES: return EXIT_NOPERM;
-    case EINVAL: return EXIT_USAGE;
-    case EAGAIN: case ETIMEDOUT: case ECONNREFUSED: return EXIT_UNAVAILABLE;
-    default: return EXIT_PROTOCOL;
-    }
-}
-
-int configure(void)
-{
-    if (!g.url) return 0;
-    if (strchr(g.url, '@'))
-        say("warning: a password given with --url shows in ps(1); prefer RMUTEX_URL");
-    int r = rmutex_configure(g.url);
-    if (r) {
-        err("--url: %s", rmutex_detail());
-        return EXIT_USAGE;
-    }
-    return 0;
-}
 
 static void usage(FILE *f)
 {
-    fputs("usage: rmutex [--url URL] [-v|-q] run [OPTIONS] NAME [--] COMMAND [ARG...]\n"
-          "       rmutex [--url URL] [-v|-q] run [OPTIONS] NAME -c 'SHELL COMMAND'\n"
-          "       rmutex [--url URL] unlock --force [--if-owner ID] NAME\n"
-          "       rmutex [--url URL] status [--json] NAME...\n"
-          "       rmutex [--url URL] wait [-w DURATION] [-E N] [--held] NAME\n"
-          "       rmutex [--url URL] list [--json] [PATTERN]\n"
-          "run options: -n/--nonblock, -w/--timeout DUR, -E/--conflict-exit-code N, -c CMD,\n"
-          "  --verbose, --fair, --lease DUR, --robust, --max-time DUR, --kill-after DUR,\n"
-          "  --on-lost term|kill|ignore\n"
-          "Redis: --url, else RMUTEX_URL, else redis://127.0.0.1:6379.  See rmutex(1).\n",
+    fputs("usage: rmutex [GLOBAL OPTIONS] run [OPTIONS] NAME [--] COMMAND [ARG...]\n"
+          "       rmutex [GLOBAL OPTIONS] run [OPTIONS] NAME -c 'SHELL COMMAND'\n"
+          "       rmutex [GLOBAL OPTIONS] unlock --force [--if-owner ID] NAME\n"
+          "       rmutex [GLOBAL OPTIONS] status [--json] NAME...\n"
+          "       rmutex [GLOBAL OPTIONS] wait [-w DURATION] [-E N] [--held|--free] NAME\n"
+          "       rmutex [GLOBAL OPTIONS] list [--json] [PATTERN]\n"
+          "Locks held in Redis, shared by every machine that uses the same name and Redis:\n"
+          "run a command under one, break one, look at them.  COMMAND --help for each.\n"
+          "Global options:\n"
+          "      --url URL    the Redis deployment; default RMUTEX_URL, else\n"
+          "                   redis://127.0.0.1:6379 (a password on the command line shows in ps)\n"
+          "  -v, --verbose    say more\n"
+          "  -q, --quiet      errors only\n"
+          "  -V, --version    the version\n"
+          "  -h, --help       this text\n"
+          "See rmutex(1).\n",
           f);
 }
 
@@ -121,10 +52,10 @@ int main(int argc, char **argv)
             g.verbose = 1;
         } else if (!strcmp(a, "-q") || !strcmp(a, "--quiet")) {
             g.quiet = 1;
-        } else if (!strcmp(a, "--version")) {
+        } else if (!strcmp(a, "-V") || !strcmp(a, "--version")) {
             printf("rmutex %s\n", rmutex_version_string());
             return 0;
-        } else if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
+        } else if (wants_help(a)) {
             usage(stdout);
             return 0;
         } else {

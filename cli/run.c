@@ -3,35 +3,46 @@
  *
  * DESIGN
  * ------
- * 1. Take the lock in this process (trylock for -n and -w 0, a
- *    CLOCK_MONOTONIC clocklock for -w, lock otherwise).  A conflict or a
- *    timeout exits with the -E code; Redis unreachable when the wait ends,
- *    69; refused credentials, 77.
- * 2. Block the signals we forward in the main thread (the library's threads
- *    block everything) and read them from a signalfd; fork; the child makes
- *    its own process group, asks for SIGKILL when we die
- *    (PR_SET_PDEATHSIG, checked against a parent that died first) and execs
- *    the command with RMUTEX_LOCK, RMUTEX_FENCE, RMUTEX_OWNER,
- *    RMUTEX_LEASE_MS and RMUTEX_HELD in its environment (126/127 when it
- *    cannot).  We become a subreaper, so the command's orphans are reaped.
- * 3. While the command runs: TERM, INT, HUP, QUIT, USR1, USR2, WINCH and
- *    CONT go to its group; a second TERM or INT kills the group.  Every
- *    100 ms, and at once when the watchdog reports the hold lost, look at
- *    rmutex_hold_deadline(): the moment the hold is known good until (the
- *    last renewal Redis acknowledged, plus the lease).  If the hold is
- *    gone, signal the group now; if renewals are failing, signal it at
- *    deadline - margin - grace and kill it at deadline - margin, so the
- *    command is dead before Redis can give the lock to anyone else
- *    (margin = 250 ms + 1 % of the lease, for clock rates).  The lease and
- *    the grace must leave the renewals room: lease - grace - margin >
- *    1.2 * lease / 3, else usage error.  --max-time signals the group too
- *    (exit 124).
- * 4. When the command ends: unlock (not after a loss), and exit with its
- *    status (128 + N for a signal), or 75 after a loss, 124 after
- *    --max-time. */
+ * cmd_run goes through its phases in order, one function each:
+ * 1. parse(), open_lock(), acquire(): take the lock in this process
+ *    (trylock for -n and -w 0, a CLOCK_MONOTONIC clocklock for -w, lock
+ *    otherwise).  A conflict or a timeout exits with the -E code; Redis
+ *    unreachable when the wait ends, 69; a refused login, 77 at once (see
+ *    common.c, which also tells outages while we wait, even without -w).
+ * 2. start_command(): block the signals we forward in the main thread (the
+ *    library's threads block everything) and read them from a signalfd;
+ *    fork; the child makes its own process group, asks for SIGKILL when we
+ *    die (PR_SET_PDEATHSIG, checked against a parent that died first) and
+ *    execs the command with RMUTEX_LOCK, RMUTEX_FENCE, RMUTEX_OWNER,
+ *    RMUTEX_LEASE_MS and RMUTEX_HELD in its environment.  When it cannot,
+ *    it sends its errno down a close-on-exec pipe, which we read before
+ *    going on (nothing: the exec worked), to say so in flock's words, and
+ *    exits 127 (not found) or 126.  We become a subreaper, so the
+ *    command's orphans are reaped.
+ * 3. run_and_watch(): while the command runs, TERM, INT, HUP, QUIT, USR1,
+ *    USR2, WINCH and CONT go to its group; a second TERM or INT kills the
+ *    group.  Every 100 ms, and at once when the watchdog reports the hold
+ *    lost, look at rmutex_hold_deadline(): the moment the hold is known
+ *    good until (the last renewal Redis acknowledged, plus the lease).  If
+ *    the hold is gone, signal the group now; if renewals are failing,
+ *    signal it at deadline - margin - grace and kill it at deadline -
+ *    margin, so the command is dead before Redis can give the lock to
+ *    anyone else (margin = 250 ms + 1 % of the lease, for clock rates).
+ *    The lease and the grace must leave the renewals room: lease - grace -
+ *    margin > 1.2 * lease / 3, else usage error (lease_in_force()).
+ *    --on-lost ignore only says it and lets the command go on.  --max-time
+ *    signals the group too (exit 124).
+ * 4. release_and_report(): when the command ends, unlock (not after a loss
+ *    we stopped it for) and exit with its status (128 + N for a signal),
+ *    124 after --max-time, or 75 after a loss -- also with --on-lost
+ *    ignore, and also a loss found only at the release, the command having
+ *    ended: the exit status is where a cron job or a script learns that the
+ *    command did not run alone to its end.  Then the command's own status
+ *    is said on stderr. */
 #include "cli.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <poll.h>
 #include <pthread.h>
 #include <signal.h>
@@ -51,19 +62,11 @@ enum { LOST_TERM, LOST_KILL, LOST_IGNORE };
 struct run {
     const char *name, *shell_cmd;
     char **cmd;
-    int nonblock, has_timeout, conflict, fair, robust, on_lost;
+    int nonblock, has_timeout, conflict, fair, robust, on_lost, help;
     int64_t timeout_ns, lease_ns, max_ns, grace_ns;
 };
 
-static volatile int redis_down;
 static int lost_fd = -1;
-
-static void on_outage(int down, const char *detail, void *arg)
-{
-    (void)arg;
-    redis_down = down;
-    if (g.verbose) say(down ? "Redis unreachable: %s" : "Redis reachable again%s", detail);
-}
 
 static void on_lost(rmutex_t *m, const char *name, void *arg)
 {
@@ -72,6 +75,31 @@ static void on_lost(rmutex_t *m, const char *name, void *arg)
     if (lost_fd >= 0 && write(lost_fd, &one, sizeof one) < 0) {
         /* the 100 ms look finds it anyway */
     }
+}
+
+static void usage(FILE *f)
+{
+    fputs("usage: rmutex [GLOBAL OPTIONS] run [OPTIONS] NAME [--] COMMAND [ARG...]\n"
+          "       rmutex [GLOBAL OPTIONS] run [OPTIONS] NAME -c 'SHELL COMMAND'\n"
+          "Run COMMAND while holding the lock NAME in Redis (flock(1) for many machines).\n"
+          "  -n, --nb, --nonblock         fail at once when the lock is held (exit: the -E code)\n"
+          "  -w, --wait, --timeout DUR    wait at most DUR (exit: the -E code); -w 0 is -n\n"
+          "  -E, --conflict-exit-code N   the exit code of a conflict or timeout (default 1)\n"
+          "  -c, --command CMD            run CMD with $SHELL -c\n"
+          "  -v, --verbose                say how long the lock took, and what runs\n"
+          "      --fair                   a fair lock: waiters are served in order\n"
+          "      --lease DUR              the lease renewed while the command runs (30s)\n"
+          "      --robust                 a robust lock (RMUTEX_PREV_OWNER_DIED=1 after a dead holder)\n"
+          "      --max-time DUR           stop the command after DUR (exit 124)\n"
+          "      --kill-after, --grace DUR  from the first signal to SIGKILL (5s)\n"
+          "      --on-lost term|kill|ignore  a lost lock: TERM then KILL the command (default),\n"
+          "                               KILL it, or let it end; the exit is 75 in every case\n"
+          "  -x, -e, --exclusive, -o, --close: accepted for flock's sake; -s (shared) is refused\n"
+          "DUR: seconds (1.5) or with a unit: 500ms, 30s, 2m, 1h.\n"
+          "Exit: the command's status (128+N: killed by signal N); the -E code; 75 the lock was\n"
+          "lost; 124 --max-time; 126 cannot execute; 127 not found; 64 usage; 69 Redis\n"
+          "unreachable; 76 a Redis error; 77 login or ACL refused.  See rmutex(1).\n",
+          f);
 }
 
 static int usage_error(const char *msg)
@@ -91,6 +119,9 @@ static int parse(int argc, char **argv, struct run *o)
         int64_t ns;
         if (!strcmp(a, "--")) {
             break;
+        } else if (wants_help(a)) {
+            o->help = 1;
+            return 0;
         } else if (!strcmp(a, "-n") || !strcmp(a, "--nb") || !strcmp(a, "--nonblock")) {
             o->nonblock = 1;
         } else if (!strcmp(a, "-w") || !strcmp(a, "--wait") || !strcmp(a, "--timeout")) {
@@ -221,106 +252,13 @@ static void env_free(char **env)
     free(env);
 }
 
-/* ---- the waiting line ----
- *
- * While run waits on a terminal (stderr a tty, not -q), a thread rewrites one
- * line each second: whom it waits for, the lease the holder has left, its
- * place in a fair queue, how long it has waited.  The line is cleared when
- * the wait ends.  The thread blocks every signal; it only reads
- * (rmutex_inspect). */
-
-struct progress {
-    const char *name;
-    int fair;
-    char owner[64];
-    pthread_t t;
-    pthread_mutex_t mu;
-    pthread_cond_t cv;
-    int stop, started;
-    int64_t since;
-};
-
-static void *progress_main(void *arg)
-{
-    struct progress *p = arg;
-    pthread_mutex_lock(&p->mu);
-    for (int shown = 0;;) {
-        struct timespec at;
-        clock_gettime(CLOCK_REALTIME, &at);
-        at.tv_sec += 1;
-        while (!p->stop && pthread_cond_timedwait(&p->cv, &p->mu, &at) != ETIMEDOUT) {
-        }
-        if (p->stop) {
-            if (shown) fprintf(stderr, "\r\033[K");
-            break;
-        }
-        pthread_mutex_unlock(&p->mu);
-        rmutex_lockinfo_t in;
-        int r = rmutex_inspect(p->name, &in, sizeof in);
-        int64_t waited = (mono_ns() - p->since) / 1000000000;
-        char place[64] = "";
-        if (!r && p->fair) {
-            unsigned ahead = in.queue_len;
-            for (unsigned i = 0; i < in.queue_shown; i++)
-                if (!strncmp(in.queue[i], p->owner, strlen(p->owner)) &&
-                    in.queue[i][strlen(p->owner)] == '|')
-                    ahead = i;
-            snprintf(place, sizeof place, "; %u ahead (fair)", ahead);
-        }
-        if (r) fprintf(stderr, "\rrmutex: waiting for %s (Redis: %s) %02lld:%02lld\033[K", p->name,
-                       rmutex_detail(), (long long)(waited / 60), (long long)(waited % 60));
-        else if (in.held) {
-            char who[160];
-            holder_name(&in, who, sizeof who);
-            fprintf(stderr, "\rrmutex: waiting for %s -- held by %s, lease %.0fs left%s %02lld:%02lld\033[K",
-                    p->name, who, (double)in.ttl_ms / 1000, place, (long long)(waited / 60),
-                    (long long)(waited % 60));
-        }
-        else
-            fprintf(stderr, "\rrmutex: waiting for %s -- free now%s %02lld:%02lld\033[K", p->name, place,
-                    (long long)(waited / 60), (long long)(waited % 60));
-        fflush(stderr);
-        shown = 1;
-        pthread_mutex_lock(&p->mu);
-    }
-    pthread_mutex_unlock(&p->mu);
-    return NULL;
-}
-
-static void progress_start(struct progress *p, const char *name, int fair)
-{
-    memset(p, 0, sizeof *p);
-    if (g.quiet || !isatty(2)) return;
-    p->name = name;
-    p->fair = fair;
-    p->since = mono_ns();
-    rmutex_owner_id(p->owner, sizeof p->owner);
-    pthread_mutex_init(&p->mu, NULL);
-    pthread_cond_init(&p->cv, NULL);
-    sigset_t all, old;
-    sigfillset(&all);
-    pthread_sigmask(SIG_BLOCK, &all, &old);
-    p->started = pthread_create(&p->t, NULL, progress_main, p) == 0;
-    pthread_sigmask(SIG_SETMASK, &old, NULL);
-}
-
-static void progress_stop(struct progress *p)
-{
-    if (!p->started) return;
-    pthread_mutex_lock(&p->mu);
-    p->stop = 1;
-    pthread_cond_signal(&p->cv);
-    pthread_mutex_unlock(&p->mu);
-    pthread_join(p->t, NULL);
-}
-
 /* Take the lock as o asks: 1 with it held, else 0 and *code the exit code
  * (which may be 0: -E 0). */
 static int acquire(const struct run *o, rmutex_t *m, int *owner_died, int *code)
 {
     int64_t t0 = mono_ns();
     int r;
-    struct progress prog;
+    struct progress *prog;
     if (o->nonblock) {
         r = rmutex_trylock(m);
         if (r == EBUSY) {
@@ -331,22 +269,21 @@ static int acquire(const struct run *o, rmutex_t *m, int *owner_died, int *code)
     } else if (o->has_timeout) {
         int64_t at = t0 + o->timeout_ns;
         struct timespec ts = { (time_t)(at / 1000000000), (long)(at % 1000000000) };
-        progress_start(&prog, o->name, o->fair);
+        prog = progress_start(o->name, o->fair);
         r = rmutex_clocklock(m, CLOCK_MONOTONIC, &ts);
-        progress_stop(&prog);
-        if (r == ETIMEDOUT && !redis_down) {
+        progress_stop(prog);
+        if (r == ETIMEDOUT && !redis_down()) {
             if (g.verbose) err("timeout while waiting to get lock");
             *code = o->conflict;
             return 0;
         }
     } else {
-        progress_start(&prog, o->name, o->fair);
+        prog = progress_start(o->name, o->fair);
         r = rmutex_lock(m);
-        progress_stop(&prog);
+        progress_stop(prog);
     }
     if (r && r != EOWNERDEAD) {
-        err("run: %s: %s", o->name, rmutex_detail());
-        *code = exit_for(r == ETIMEDOUT ? EAGAIN : r);
+        *code = redis_failed("run", o->name, r == ETIMEDOUT ? EAGAIN : r);
         return 0;
     }
     *owner_died = r == EOWNERDEAD;
@@ -359,18 +296,10 @@ static int acquire(const struct run *o, rmutex_t *m, int *owner_died, int *code)
     return 1;
 }
 
-static pid_t start(const struct run *o, char **env)
+/* Fork and exec argv.  An exec that fails sends its errno down report
+ * (close-on-exec: the parent reads nothing when the exec worked). */
+static pid_t start(char **argv, char **env, int report)
 {
-    char *sh_argv[4];
-    char **argv = o->cmd;
-    if (o->shell_cmd) {
-        const char *shell = getenv("SHELL");
-        sh_argv[0] = (char *)(shell && *shell ? shell : "/bin/sh");
-        sh_argv[1] = (char *)"-c";
-        sh_argv[2] = (char *)o->shell_cmd;
-        sh_argv[3] = NULL;
-        argv = sh_argv;
-    }
     if (g.verbose) {
         printf("rmutex: executing %s\n", argv[0]);
         fflush(stdout);
@@ -386,7 +315,20 @@ static pid_t start(const struct run *o, char **env)
     if (getppid() != parent) _exit(EXIT_LOST); /* we died before the line above */
     pthread_sigmask(SIG_SETMASK, &none, NULL);
     execvpe(argv[0], argv, env);
-    _exit(errno == ENOENT ? EXIT_NOT_FOUND : EXIT_CANNOT_EXEC);
+    int e = errno;
+    if (write(report, &e, sizeof e) < 0) { /* the exit status still tells */ }
+    _exit(e == ENOENT ? EXIT_NOT_FOUND : EXIT_CANNOT_EXEC);
+}
+
+/* Tell an exec that failed, in flock's words ("failed to execute CMD:
+ * why"); the child exits 126 or 127 by itself. */
+static void tell_exec_failure(const char *cmd, int report)
+{
+    int e;
+    ssize_t n;
+    while ((n = read(report, &e, sizeof e)) < 0 && errno == EINTR) {
+    }
+    if (n == (ssize_t)sizeof e) err("failed to execute %s: %s", cmd, strerror(e));
 }
 
 /* The exit status of a wait(2) status, as a shell reports it. */
@@ -397,53 +339,72 @@ static int status_of(int st)
     return EXIT_OSERR;
 }
 
-int cmd_run(int argc, char **argv)
+static int64_t ns_of(struct timespec t) { return (int64_t)t.tv_sec * 1000000000 + t.tv_nsec; }
+
+/* Configure the library as o asks and make the mutex.  0 or an exit code. */
+static int open_lock(const struct run *o, rmutex_t *m)
 {
-    struct run o;
-    int r = parse(argc, argv, &o);
-    if (r) return r;
+    int r;
     if ((r = configure())) return r;
-    if (o.lease_ns && (r = rmutex_set_default_lease((unsigned long)(o.lease_ns / 1000000)))) {
+    if (o->lease_ns && rmutex_set_default_lease((unsigned long)(o->lease_ns / 1000000))) {
         err("run: --lease: %s", rmutex_detail());
         return EXIT_USAGE;
     }
-    int64_t lease = o.lease_ns ? o.lease_ns : 30000000000LL; /* (a URL's lease=: below) */
-    if (o.lease_ns && !room(&o, o.lease_ns)) return EXIT_USAGE; /* (a URL's lease=: later) */
-    rmutex_set_outage_callback(on_outage, NULL);
+    if (o->lease_ns && !room(o, o->lease_ns)) return EXIT_USAGE; /* (a URL's lease=: later) */
+    if (!o->nonblock) report_outages(); /* (-n: its one try says why it failed) */
 
     rmutexattr_t a;
     rmutexattr_init(&a);
     rmutexattr_settype(&a, RMUTEX_ERRORCHECK);
-    rmutexattr_setfair(&a, o.fair);
-    rmutexattr_setrobust(&a, o.robust ? RMUTEX_ROBUST : RMUTEX_STALLED);
-    rmutex_t m;
-    if ((r = rmutex_init(&m, o.name, &a))) {
+    rmutexattr_setfair(&a, o->fair);
+    rmutexattr_setrobust(&a, o->robust ? RMUTEX_ROBUST : RMUTEX_STALLED);
+    r = rmutex_init(m, o->name, &a);
+    rmutexattr_destroy(&a);
+    if (r) {
         err("run: %s", rmutex_detail());
         return EXIT_USAGE;
     }
-    rmutexattr_destroy(&a);
+    return 0;
+}
 
-    int owner_died = 0, code = 0;
-    if (!acquire(&o, &m, &owner_died, &code)) return code;
-
-    /* The lease really in force: the hold's deadline is at most one lease
-     * ahead right after the acquisition. */
+/* The lease really in force, once held: --lease, else what the hold's
+ * deadline shows right after the acquisition (at most one lease ahead;
+ * a URL's lease= counts).  0 when it leaves the renewals no room. */
+static int64_t lease_in_force(const struct run *o, rmutex_t *m)
+{
+    int64_t lease = o->lease_ns ? o->lease_ns : 30000000000LL;
     struct timespec d;
-    if (!rmutex_hold_deadline(&m, &d)) {
-        int64_t left = (int64_t)d.tv_sec * 1000000000 + d.tv_nsec - mono_ns();
-        if (!o.lease_ns && left > 0) lease = left + 50000000; /* rounded up by the call's time */
+    if (!o->lease_ns && !rmutex_hold_deadline(m, &d)) {
+        int64_t left = ns_of(d) - mono_ns();
+        if (left > 0) lease = left + 50000000; /* rounded up by the call's time */
     }
-    int64_t margin = margin_of(lease);
-    if (!room(&o, lease)) {
-        rmutex_unlock(&m);
-        return EXIT_USAGE;
-    }
+    return room(o, lease) ? lease : 0;
+}
 
+/* The command under watch. */
+struct watch {
+    pid_t child;
+    int sfd;                  /* the forwarded signals and SIGCHLD */
+    int64_t lease, margin;
+    int owner_died;           /* acquired with EOWNERDEAD (--robust) */
+    int64_t started, kill_at; /* kill_at: SIGKILL the group then (0: no) */
+    int terms;                /* TERMs and INTs forwarded */
+    int lost;                 /* the hold was lost, or its deadline came */
+    int lapsed;               /* (which: its deadline came, renewals failing) */
+    int timed_out;            /* --max-time */
+    int status;               /* the command's wait status, -1 while it runs */
+};
+
+/* Block the signals we forward and read them from a signalfd, set up the
+ * lost-hold wake-up, fork and exec the command with its environment.  0
+ * or an exit code (the lock released). */
+static int start_command(const struct run *o, rmutex_t *m, struct watch *w)
+{
     uint64_t fence = 0;
     char owner[64] = "";
-    rmutex_fence(&m, &fence);
+    rmutex_fence(m, &fence);
     rmutex_owner_id(owner, sizeof owner);
-    char **env = child_env(o.name, fence, owner, lease, owner_died);
+    char **env = child_env(o->name, fence, owner, w->lease, w->owner_died);
 
     sigset_t fwd;
     sigemptyset(&fwd);
@@ -451,89 +412,173 @@ int cmd_run(int argc, char **argv)
     for (size_t i = 0; i < sizeof forwarded / sizeof *forwarded; i++) sigaddset(&fwd, forwarded[i]);
     sigaddset(&fwd, SIGCHLD);
     pthread_sigmask(SIG_BLOCK, &fwd, NULL);
-    int sfd = signalfd(-1, &fwd, SFD_CLOEXEC | SFD_NONBLOCK);
+    w->sfd = signalfd(-1, &fwd, SFD_CLOEXEC | SFD_NONBLOCK);
     lost_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
-    if (!env || sfd < 0 || lost_fd < 0) {
+    int report[2] = { -1, -1 };
+    if (!env || w->sfd < 0 || lost_fd < 0 || pipe2(report, O_CLOEXEC)) {
         err("run: %s", strerror(errno));
-        rmutex_unlock(&m);
+        rmutex_unlock(m);
         env_free(env);
         return EXIT_OSERR;
     }
     rmutex_set_lost_callback(on_lost, NULL);
     prctl(PR_SET_CHILD_SUBREAPER, 1);
+    report_outages(); /* (-n: from now on) */
 
-    pid_t child = start(&o, env);
+    char *sh_argv[4], **argv = o->cmd;
+    if (o->shell_cmd) {
+        const char *shell = getenv("SHELL");
+        sh_argv[0] = (char *)(shell && *shell ? shell : "/bin/sh");
+        sh_argv[1] = (char *)"-c";
+        sh_argv[2] = (char *)o->shell_cmd;
+        sh_argv[3] = NULL;
+        argv = sh_argv;
+    }
+    w->child = start(argv, env, report[1]);
+    int fork_errno = errno;
+    close(report[1]);
     env_free(env); /* (the child has its copy) */
-    if (child < 0) {
-        err("run: fork: %s", strerror(errno));
-        rmutex_unlock(&m);
+    if (w->child < 0) {
+        close(report[0]);
+        err("run: fork: %s", strerror(fork_errno));
+        rmutex_unlock(m);
         return EXIT_OSERR;
     }
-    setpgid(child, child); /* (also done by the child: whoever is first) */
+    setpgid(w->child, w->child); /* (also done by the child: whoever is first) */
+    tell_exec_failure(argv[0], report[0]);
+    close(report[0]);
+    w->started = mono_ns();
+    w->status = -1;
+    return 0;
+}
 
-    int64_t t_start = mono_ns(), kill_at = 0;
-    int terms = 0, lost = 0, timed_out = 0, status = -1;
-    while (status < 0) {
-        struct pollfd p[2] = { { sfd, POLLIN, 0 }, { lost_fd, POLLIN, 0 } };
+/* Forward what came on the signalfd; a second TERM or INT kills. */
+static void forward_signals(struct watch *w)
+{
+    struct signalfd_siginfo si;
+    while (read(w->sfd, &si, sizeof si) == (ssize_t)sizeof si) {
+        int sig = (int)si.ssi_signo;
+        if (sig == SIGCHLD) continue; /* reaped apart */
+        kill(-w->child, sig);
+        if ((sig == SIGTERM || sig == SIGINT) && ++w->terms >= 2) kill(-w->child, SIGKILL);
+    }
+}
+
+/* Reap the command, and any orphan of its that came to us. */
+static void reap(struct watch *w)
+{
+    for (;;) {
+        int st;
+        pid_t p = waitpid(-1, &st, WNOHANG);
+        if (p <= 0) break;
+        if (p == w->child) w->status = st;
+    }
+}
+
+/* Look at the hold: signal the command when it is gone or its deadline
+ * comes near, as --on-lost says. */
+static void watch_hold(const struct run *o, rmutex_t *m, struct watch *w, int64_t now)
+{
+    struct timespec d;
+    int r = rmutex_hold_deadline(m, &d);
+    int64_t dl = ns_of(d);
+    int gone = r == EPERM;
+    if (o->on_lost == LOST_IGNORE) {
+        if (!w->lost && (gone || now >= dl - w->margin)) {
+            w->lost = 1;
+            w->lapsed = !gone;
+            say("run: %s: %s; the command goes on (--on-lost ignore)", o->name,
+                gone ? "the lock was lost" : "Redis has not acknowledged a renewal in time");
+        }
+        return;
+    }
+    int hard = gone ? o->on_lost == LOST_KILL || o->grace_ns == 0 : now >= dl - w->margin;
+    int soft = gone || now >= dl - w->margin - o->grace_ns;
+    if ((soft || hard) && !w->lost) {
+        w->lost = 1;
+        say("run: %s: %s; stopping the command", o->name,
+            gone ? "the lock was lost" : "Redis has not acknowledged a renewal in time");
+        kill(-w->child, hard || o->on_lost == LOST_KILL ? SIGKILL : SIGTERM);
+        w->kill_at = gone ? now + o->grace_ns : dl - w->margin;
+        if (w->kill_at > now + o->grace_ns) w->kill_at = now + o->grace_ns;
+    }
+    if (!gone && w->lost && now >= dl - w->margin) kill(-w->child, SIGKILL);
+}
+
+/* Until the command ends: forward signals, watch the hold, --max-time. */
+static void run_and_watch(const struct run *o, rmutex_t *m, struct watch *w)
+{
+    while (w->status < 0) {
+        struct pollfd p[2] = { { w->sfd, POLLIN, 0 }, { lost_fd, POLLIN, 0 } };
         int n = poll(p, 2, 100);
         if (n < 0 && errno != EINTR) break;
         if (p[1].revents & POLLIN) {
             uint64_t v;
             if (read(lost_fd, &v, sizeof v) < 0) { /* nothing: it is a hint */ }
         }
-        struct signalfd_siginfo si;
-        while ((p[0].revents & POLLIN) && read(sfd, &si, sizeof si) == (ssize_t)sizeof si) {
-            int sig = (int)si.ssi_signo;
-            if (sig == SIGCHLD) continue; /* reaped below */
-            kill(-child, sig);
-            if ((sig == SIGTERM || sig == SIGINT) && ++terms >= 2) kill(-child, SIGKILL);
-        }
-        /* Reap: the command, and any orphan of its that came to us. */
-        for (;;) {
-            int st;
-            pid_t w = waitpid(-1, &st, WNOHANG);
-            if (w <= 0) break;
-            if (w == child) status = st;
-        }
-        if (status >= 0) break;
+        if (p[0].revents & POLLIN) forward_signals(w);
+        reap(w);
+        if (w->status >= 0) break;
 
         int64_t now = mono_ns();
-        if (o.on_lost != LOST_IGNORE) {
-            r = rmutex_hold_deadline(&m, &d);
-            int64_t dl = (int64_t)d.tv_sec * 1000000000 + d.tv_nsec;
-            int gone = r == EPERM;
-            int hard = gone ? o.on_lost == LOST_KILL || o.grace_ns == 0 : now >= dl - margin;
-            int soft = gone || now >= dl - margin - o.grace_ns;
-            if ((soft || hard) && !lost) {
-                lost = 1;
-                say("run: %s: %s; stopping the command", o.name,
-                    gone ? "the lock was lost" : "Redis has not acknowledged a renewal in time");
-                kill(-child, hard || o.on_lost == LOST_KILL ? SIGKILL : SIGTERM);
-                kill_at = gone ? now + o.grace_ns : dl - margin;
-                if (kill_at > now + o.grace_ns) kill_at = now + o.grace_ns;
-            }
-            if (!gone && lost && now >= dl - margin) kill(-child, SIGKILL);
-        } else if (!lost && rmutex_hold_deadline(&m, &d) == EPERM) {
-            lost = 1;
-            say("run: %s: the lock was lost; the command goes on (--on-lost ignore)", o.name);
-        }
-        if (o.max_ns && !timed_out && now - t_start >= o.max_ns) {
-            timed_out = 1;
+        watch_hold(o, m, w, now);
+        if (o->max_ns && !w->timed_out && now - w->started >= o->max_ns) {
+            w->timed_out = 1;
             if (g.verbose) say("run: --max-time reached; stopping the command");
-            kill(-child, SIGTERM);
-            if (!kill_at || kill_at > now + o.grace_ns) kill_at = now + o.grace_ns;
+            kill(-w->child, SIGTERM);
+            if (!w->kill_at || w->kill_at > now + o->grace_ns) w->kill_at = now + o->grace_ns;
         }
-        if (kill_at && now >= kill_at) kill(-child, SIGKILL);
+        if (w->kill_at && now >= w->kill_at) kill(-w->child, SIGKILL);
     }
+}
 
-    if (lost && o.on_lost != LOST_IGNORE) {
-        rmutex_unlock(&m); /* EPERM when gone: it only ends the local hold */
+/* Release the lock and choose the exit status: 75 after a loss, whether
+ * the command was stopped for it, let go on (--on-lost ignore) or had
+ * ended before the loss was found (at the release); then the command's
+ * own status, which would be lost, is said. */
+static int release_and_report(const struct run *o, rmutex_t *m, const struct watch *w)
+{
+    int status = status_of(w->status);
+    if (w->lost && o->on_lost != LOST_IGNORE) {
+        rmutex_unlock(m); /* EPERM when gone: it only ends the local hold */
         return EXIT_LOST;
     }
-    if (o.robust && owner_died && status_of(status) == 0) rmutex_consistent(&m);
-    r = rmutex_unlock(&m);
-    if (r == EPERM && !lost)
-        say("run: %s: the lock was lost before the command ended (%s)", o.name, rmutex_detail());
-    if (timed_out) return EXIT_MAXTIME;
-    return status_of(status);
+    if (o->robust && w->owner_died && status == 0) rmutex_consistent(m);
+    int r = rmutex_unlock(m);
+    if (w->lost) {
+        say("run: %s: the command's status was %d; %s while it ran", o->name, status,
+            w->lapsed ? "Redis did not acknowledge a renewal in time" : "the lock was lost");
+        return EXIT_LOST;
+    }
+    if (r == EPERM) {
+        say("run: %s: the lock was lost under the command (found at its release: %s); the "
+            "command's status was %d",
+            o->name, rmutex_detail(), status);
+        return EXIT_LOST;
+    }
+    if (w->timed_out) return EXIT_MAXTIME;
+    return status;
+}
+
+int cmd_run(int argc, char **argv)
+{
+    struct run o;
+    rmutex_t m;
+    int r, owner_died = 0, code = 0;
+    if ((r = parse(argc, argv, &o))) return r;
+    if (o.help) {
+        usage(stdout);
+        return 0;
+    }
+    if ((r = open_lock(&o, &m))) return r;
+    if (!acquire(&o, &m, &owner_died, &code)) return code;
+    struct watch w = { .lease = lease_in_force(&o, &m), .owner_died = owner_died };
+    if (!w.lease) {
+        rmutex_unlock(&m);
+        return EXIT_USAGE;
+    }
+    w.margin = margin_of(w.lease);
+    if ((r = start_command(&o, &m, &w))) return r;
+    run_and_watch(&o, &m, &w);
+    return release_and_report(&o, &m, &w);
 }

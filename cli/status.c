@@ -7,12 +7,15 @@
  * name, free or held, the holder, the lease left, the fencing counter, the
  * robust marks, the fair queue and the subscribers, and who the holder is
  * and how long it has held when its process announces itself (the holder
- * registry); --json one object per line with stable field names.  Exit 0 when every name is held, 3 when one
- * is free, 4 when one could not be read (LSB status codes).
+ * registry); --json one object per line with stable field names.  Exit 0
+ * when every name is held, 3 when one is free, 4 when one could not be
+ * read (LSB status codes; unreachable, refused, or a name taken by other
+ * data: the reason is said, common.c's redis_failed).
  *
  * wait polls every 50 ms (bounded work: one script call) until the lock is
  * seen free, or held with --held; exit 0, the -E code (1) at the -w
- * deadline, 69 when Redis cannot be reached.
+ * deadline, 69 when Redis cannot be reached then.  Without -w it waits on
+ * through an outage, which it tells as it happens (as run does).
  *
  * list walks every primary's keyspace with SCAN (rmutex_list: O(keys),
  * never KEYS) and prints the held locks whose names match PATTERN, one
@@ -38,18 +41,6 @@ static void json_str(const char *s)
         else putchar(c);
     }
     putchar('"');
-}
-
-void holder_name(const rmutex_lockinfo_t *in, char *buf, size_t size)
-{
-    if (!in->holder_known) {
-        snprintf(buf, size, "%s", in->owner);
-        return;
-    }
-    const char *prog = strrchr(in->holder_exe, '/');
-    prog = prog ? prog + 1 : in->holder_exe;
-    snprintf(buf, size, "pid %ld on %s%s%s%s", in->holder_pid, in->holder_host, *prog ? " (" : "",
-             prog, *prog ? ")" : "");
 }
 
 /* A duration for people: 850ms, 12.3s, 4m05s, 2h07m, 3d04h. */
@@ -137,12 +128,26 @@ static void print_human(const char *name, const rmutex_lockinfo_t *in)
     printf("  waiting  %u subscribed\n", in->subscribers);
 }
 
+static void status_usage(FILE *f)
+{
+    fputs("usage: rmutex [GLOBAL OPTIONS] status [--json] NAME...\n"
+          "Show locks without touching them: free or held, the holder, the lease left, the\n"
+          "fencing counter, the robust marks, the fair queue, the waiters subscribed.\n"
+          "      --json   one JSON object per name, one per line\n"
+          "Exit: 0 every name held; 3 one is free; 4 one could not be read; 64 usage.\n",
+          f);
+}
+
 int cmd_status(int argc, char **argv)
 {
     int json = 0, names = 0, code = 0, r;
     for (int i = 1; i < argc; i++) {
-        if (!strcmp(argv[i], "--json")) json = 1;
-        else if (argv[i][0] == '-' && argv[i][1]) {
+        if (wants_help(argv[i])) {
+            status_usage(stdout);
+            return 0;
+        } else if (!strcmp(argv[i], "--json")) {
+            json = 1;
+        } else if (argv[i][0] == '-' && argv[i][1]) {
             err("status: unknown option %s", argv[i]);
             return EXIT_USAGE;
         }
@@ -153,12 +158,8 @@ int cmd_status(int argc, char **argv)
         names++;
         rmutex_lockinfo_t in;
         r = rmutex_inspect(argv[i], &in, sizeof in);
-        if (r == EINVAL) {
-            err("status: %s", rmutex_detail());
-            return EXIT_USAGE;
-        }
         if (r) {
-            err("status: %s: %s", argv[i], rmutex_detail());
+            if (redis_failed("status", argv[i], r) == EXIT_USAGE) return EXIT_USAGE;
             code = 4;
             continue;
         }
@@ -173,6 +174,19 @@ int cmd_status(int argc, char **argv)
     return code;
 }
 
+static void wait_usage(FILE *f)
+{
+    fputs("usage: rmutex [GLOBAL OPTIONS] wait [-w DURATION] [-E N] [--held|--free] NAME\n"
+          "Wait until the lock NAME is free (or held), without taking it.\n"
+          "  -w, --timeout DUR  wait at most DUR (seconds, or 500ms, 30s, 2m, 1h)\n"
+          "  -E N               the exit code at that deadline (default 1)\n"
+          "      --held         until it is held\n"
+          "      --free         until it is free (the default)\n"
+          "Exit: 0 seen; the -E code at the deadline; 64 usage; 69 Redis unreachable;\n"
+          "76 a Redis error; 77 login or ACL refused.\n",
+          f);
+}
+
 int cmd_wait(int argc, char **argv)
 {
     int held = 0, has_timeout = 0, conflict = 1;
@@ -180,7 +194,10 @@ int cmd_wait(int argc, char **argv)
     const char *name = NULL;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
-        if (!strcmp(a, "--held")) {
+        if (wants_help(a)) {
+            wait_usage(stdout);
+            return 0;
+        } else if (!strcmp(a, "--held")) {
             held = 1;
         } else if (!strcmp(a, "--free")) {
             held = 0;
@@ -214,26 +231,14 @@ int cmd_wait(int argc, char **argv)
     }
     int r = configure();
     if (r) return r;
+    report_outages();
     int64_t deadline = mono_ns() + timeout;
     for (;;) {
         rmutex_lockinfo_t in;
         r = rmutex_inspect(name, &in, sizeof in);
-        if (r == EINVAL) {
-            err("wait: %s", rmutex_detail());
-            return EXIT_USAGE;
-        }
-        if (r && r != ETIMEDOUT) {
-            err("wait: %s: %s", name, rmutex_detail());
-            return exit_for(r);
-        }
+        if (r && r != ETIMEDOUT) return redis_failed("wait", name, r);
         if (!r && in.held == held) return 0;
-        if (has_timeout && mono_ns() >= deadline) {
-            if (r) {
-                err("wait: %s: %s", name, rmutex_detail());
-                return EXIT_UNAVAILABLE;
-            }
-            return conflict;
-        }
+        if (has_timeout && mono_ns() >= deadline) return r ? redis_failed("wait", name, r) : conflict;
         struct timespec pause = { 0, 50000000 };
         nanosleep(&pause, NULL);
     }
@@ -256,12 +261,26 @@ static int list_one(const char *name, const rmutex_lockinfo_t *in, void *arg)
     return 0;
 }
 
+static void list_usage(FILE *f)
+{
+    fputs("usage: rmutex [GLOBAL OPTIONS] list [--json] [PATTERN]\n"
+          "List the held locks whose names match PATTERN (a Redis glob; default *).  It SCANs\n"
+          "the whole keyspace of every primary: for operators, not for scripts run often.\n"
+          "      --json   status's JSON objects, one per line\n"
+          "Exit: 0 (also when nothing matches); 64 usage; 69 Redis unreachable; 76 a Redis\n"
+          "error; 77 login or ACL refused (SCAN not allowed).\n",
+          f);
+}
+
 int cmd_list(int argc, char **argv)
 {
     int json = 0;
     const char *pattern = NULL;
     for (int i = 1; i < argc; i++) {
-        if (!strcmp(argv[i], "--json")) {
+        if (wants_help(argv[i])) {
+            list_usage(stdout);
+            return 0;
+        } else if (!strcmp(argv[i], "--json")) {
             json = 1;
         } else if (argv[i][0] == '-' && argv[i][1]) {
             err("list: unknown option %s", argv[i]);
@@ -276,9 +295,5 @@ int cmd_list(int argc, char **argv)
     int r = configure();
     if (r) return r;
     r = rmutex_list(pattern ? pattern : "*", list_one, &json);
-    if (r) {
-        err("list: %s", rmutex_detail());
-        return exit_for(r);
-    }
-    return 0;
+    return r ? redis_failed("list", NULL, r) : 0;
 }

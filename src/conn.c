@@ -240,7 +240,7 @@ int rm_conn_reply_status(const redisReply *r)
         "LOADING", "BUSY", "MASTERDOWN", "TRYAGAIN", "CLUSTERDOWN", "MOVED", "ASK", NULL,
     };
     if (r->type != REDIS_REPLY_ERROR) return 0;
-    rm_detail("Redis answered: %.*s", (int)(r->len > 200 ? 200 : r->len), r->str);
+    rm_detail("Redis answered: %.*s", (int)r->len, r->str);
     for (int i = 0; transient[i]; i++)
         if (starts_with(r, transient[i])) return RM_E_TRANSIENT;
     if (starts_with(r, "OOM")) return ENOMEM;
@@ -330,12 +330,13 @@ static int handshake(struct rm_conn *c, const struct rm_server_addr *a, const ch
         if (rm_conn_read(c, deadline, &reply)) return RM_E_UNSENT;
         int last = i >= cmds - 2; /* SETNAME and INFO may be refused (ACL) */
         if (i == cmds - 1) learn_run_id(c, reply);
-        if (reply->type == REDIS_REPLY_ERROR && !last && !status) {
-            /* AUTH or SELECT refused: a configuration error, never retried away. */
-            rm_detail("Redis at %s refused the login: %.*s", a->display,
-                      (int)(reply->len > 120 ? 120 : reply->len), reply->str);
+        int noauth = reply->type == REDIS_REPLY_ERROR && starts_with(reply, "NOAUTH");
+        if (reply->type == REDIS_REPLY_ERROR && (!last || noauth) && !status) {
+            /* AUTH or SELECT refused, or a password wanted and none given:
+             * a configuration error, never retried away. */
+            rm_detail("Redis at %s refused the login: %.*s", a->display, (int)reply->len, reply->str);
             status = starts_with(reply, "LOADING") ? RM_E_UNSENT
-                   : (a->password && i == 0) ? EACCES : EINVAL;
+                   : (a->password && i == 0) || noauth ? EACCES : EINVAL;
         }
         freeReplyObject(reply);
     }

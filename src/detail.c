@@ -6,7 +6,9 @@
 #include <stdarg.h>
 #include <stdio.h>
 
-static __thread char detail_buf[256];
+/* Room for Redis's longest texts (MISCONF, DENIED: up to about 1 KiB):
+ * what Redis says is passed on whole. */
+static __thread char detail_buf[1536];
 
 void rm_detail(const char *fmt, ...)
 {

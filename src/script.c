@@ -64,8 +64,7 @@ static void name_refused_call(int id, const redisReply *reply)
     const char *cmd = call + 6, *q = memchr(cmd, '\'', (size_t)((eol ? eol : end) - cmd));
     if (!q) return;
     rm_detail("Redis refused %.*s to this user (ACL) in %s.lua line %ld: %.*s", (int)(q - cmd),
-              cmd, rm_scripts[id].name, line, (int)(reply->len > 120 ? 120 : reply->len),
-              reply->str);
+              cmd, rm_scripts[id].name, line, (int)reply->len, reply->str);
 }
 
 int rm_script_call(struct rm_conn *c, int id, int nkeys, int argc, const char *const *argv,

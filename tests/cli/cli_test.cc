@@ -3,13 +3,22 @@
  * against flock itself, every exit code, the child's environment, signals
  * forwarded to the command's group, the command killed with rmutex, and the
  * command stopped before the lock can pass to anyone else when Redis stalls
- * longer than the lease or the lock is broken under it. */
+ * longer than the lease or the lock is broken under it; what it says, with
+ * stderr a file as under cron, when Redis is down, is not Redis, refuses
+ * the login or answers an error. */
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <poll.h>
 #include <signal.h>
+#include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <fstream>
+#include <regex>
+#include <set>
 #include <sstream>
 #include <thread>
 
@@ -79,6 +88,22 @@ class Cli : public RedisTest {
         EXPECT_TRUE(wait_until([&] { return access(mark.c_str(), F_OK) == 0; }, ms(5000)));
         return c;
     }
+
+    /* rmutex run OPTS NAME with a command that runs until go(), then exits
+     * with code; returns once the command runs. */
+    std::unique_ptr<Child> run_until_go(std::vector<std::string> opts, const std::string &name,
+                                        int code = 0)
+    {
+        std::string mark = file("started." + name);
+        opts.insert(opts.begin(), "run");
+        opts.insert(opts.end(), { name, "--", "sh", "-c",
+                                  "touch " + mark + "; while [ ! -e " + file("go") +
+                                      " ]; do sleep 0.01; done; exit " + std::to_string(code) });
+        auto c = cli(opts);
+        EXPECT_TRUE(wait_until([&] { return access(mark.c_str(), F_OK) == 0; }, ms(5000)));
+        return c;
+    }
+    void go() { std::ofstream(file("go")) << ""; }
 
     std::string dir_;
 };
@@ -191,6 +216,309 @@ TEST_F(Cli, RedisUnreachableIs69AndRefusedCredentialsAre77)
     ASSERT_TRUE(secured);
     std::string wrong = "redis://:wrong@127.0.0.1:" + std::to_string(secured->port());
     EXPECT_EQ(77, exit_code({ "run", "-n", n, "true" }, wrong, &err)) << err;
+}
+
+/* ---- with stderr a file, as under cron ------------------------------------ */
+
+/* A plain TCP service on 127.0.0.1 that is not Redis: it accepts, sends
+ * greeting ("": nothing) and keeps the connection open until it ends. */
+class NotRedis {
+  public:
+    explicit NotRedis(std::string greeting) : greeting_(std::move(greeting))
+    {
+        fd_ = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+        sockaddr_in a{};
+        a.sin_family = AF_INET;
+        a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+        socklen_t len = sizeof a;
+        EXPECT_EQ(0, bind(fd_, reinterpret_cast<sockaddr *>(&a), sizeof a));
+        EXPECT_EQ(0, listen(fd_, 64));
+        EXPECT_EQ(0, getsockname(fd_, reinterpret_cast<sockaddr *>(&a), &len));
+        port_ = ntohs(a.sin_port);
+        thread_ = std::thread([this] { serve(); });
+    }
+    ~NotRedis()
+    {
+        stop_ = true;
+        thread_.join();
+        for (int c : conns_) close(c);
+        close(fd_);
+    }
+    int port() const { return port_; }
+    std::string url() const { return "redis://127.0.0.1:" + std::to_string(port_); }
+
+  private:
+    void serve()
+    {
+        while (!stop_) {
+            pollfd p{ fd_, POLLIN, 0 };
+            if (poll(&p, 1, 20) <= 0) continue;
+            int c = accept4(fd_, nullptr, nullptr, SOCK_CLOEXEC);
+            if (c < 0) continue;
+            if (!greeting_.empty()) send(c, greeting_.data(), greeting_.size(), MSG_NOSIGNAL);
+            conns_.push_back(c);
+        }
+    }
+    std::string greeting_;
+    int fd_ = -1, port_ = 0;
+    std::vector<int> conns_;
+    std::atomic<bool> stop_{ false };
+    std::thread thread_;
+};
+
+/* Redis down and no -w: one line says so at once, whatever stderr is, one
+ * more when Redis is back; the wait goes on and the command runs then. */
+TEST_F(Cli, RedisDownWithoutWaitSaysSoOnceAndAgainWhenItIsBack)
+{
+    int port = free_port();
+    std::string u = "redis://127.0.0.1:" + std::to_string(port);
+    std::string down = "rmutex: Redis unreachable: cannot connect to Redis at " + u +
+                       "/0: Connection refused\n";
+    auto c = cli({ "run", lock_name(), "--", "echo", "ran" }, u);
+    ASSERT_TRUE(wait_until([&] { return c->err() == down; }, ms(5000)))
+        << "nothing said, or not this: " << c->err();
+    EXPECT_FALSE(c->poll_line()) << "it ran without the lock";
+    auto srv = RedisServer::start({}, port);
+    ASSERT_TRUE(srv);
+    EXPECT_EQ("ran", c->read_line(ms(10000)).value_or("(nothing)"));
+    int st = c->wait(ms(5000));
+    EXPECT_TRUE(st >= 0 && WIFEXITED(st) && WEXITSTATUS(st) == 0) << st;
+    EXPECT_EQ(down + "rmutex: Redis reachable again\n", c->err());
+}
+
+/* A service on the port that is not Redis is named as such; one that
+ * accepts and says nothing too.  The wait goes on (the port may yet be
+ * Redis's); -n gives up with 69 and the same words. */
+TEST_F(Cli, AServerThatIsNotRedisOnThePortIsNamedNotRedis)
+{
+    NotRedis http("HTTP/1.1 400 Bad Request\r\nContent-Length: 0\r\n\r\n");
+    std::string n = lock_name(), err;
+    std::string why = "the server at " + http.url() +
+                      " is not Redis (Protocol error, got \"H\" as reply type byte)";
+    auto c = cli({ "run", n, "--", "echo", "ran" }, http.url());
+    ASSERT_TRUE(wait_until([&] { return c->err() == "rmutex: Redis unreachable: " + why + "\n"; },
+                           ms(5000)))
+        << c->err();
+    EXPECT_FALSE(c->poll_line()) << "it ran without the lock";
+    c->kill(SIGTERM);
+    c->wait(ms(5000));
+    EXPECT_EQ(69, exit_code({ "run", "-n", n, "--", "true" }, http.url(), &err));
+    EXPECT_EQ("rmutex: run: " + n + ": " + why + "\n", err);
+
+    NotRedis mute("");
+    auto m = cli({ "run", n, "--", "echo", "ran" }, mute.url() + "?command_timeout=300");
+    std::string said = "rmutex: Redis unreachable: the server at " + mute.url() +
+                       " accepted the connection but gave no answer (waiting for Redis's reply: "
+                       "timed out)\n";
+    ASSERT_TRUE(wait_until([&] { return m->err() == said; }, ms(5000))) << m->err();
+    m->kill(SIGTERM);
+    m->wait(ms(5000));
+}
+
+/* A refused login is a configuration error: said, and 77 at once, even
+ * without -w: a wrong password, none where one is needed, a disabled ACL
+ * user. */
+TEST_F(Cli, ARefusedLoginExits77AtOnceWithoutWaiting)
+{
+    std::string n = lock_name(), err;
+    auto secured = RedisServer::start({ "--requirepass", "right" });
+    ASSERT_TRUE(secured);
+    std::string at = "127.0.0.1:" + std::to_string(secured->port());
+    struct Case {
+        std::string url, said;
+    } cases[] = {
+        { "redis://:wrong@" + at, "Redis at redis://:***@" + at +
+                                     "/0 refused the login: WRONGPASS invalid username-password "
+                                     "pair or user is disabled." },
+        { "redis://" + at, "Redis at redis://" + at + "/0 refused the login: NOAUTH Authentication "
+                                                      "required." },
+        { "redis://cli-off:pw@" + at, "Redis at redis://cli-off:***@" + at +
+                                         "/0 refused the login: WRONGPASS invalid "
+                                         "username-password pair or user is disabled." },
+    };
+    Redis admin(secured->host(), secured->port(), "right");
+    ASSERT_EQ("OK", admin.cmd({ "ACL", "SETUSER", "cli-off", "off", ">pw", "~*", "+@all" }).str());
+    for (const auto &c : cases) {
+        auto t0 = Clock::now();
+        EXPECT_EQ(77, exit_code({ "run", n, "--", "true" }, c.url, &err)) << c.url;
+        EXPECT_EQ("rmutex: run: " + n + ": " + c.said + "\n", err);
+        EXPECT_LT(elapsed_ms(t0), scaled(ms(3000)).count()) << c.url << ": it waited";
+    }
+}
+
+/* flock's words, besides 127 and 126. */
+TEST_F(Cli, ACommandThatCannotBeExecutedIsNamedAsFlockDoes)
+{
+    std::string n = lock_name(), err, noexec = file("noexec");
+    std::ofstream(noexec) << "not a program\n";
+    EXPECT_EQ(127, exit_code({ "run", n, "--", "/no/such/program", "arg" }, "", &err));
+    EXPECT_EQ("rmutex: failed to execute /no/such/program: No such file or directory\n", err);
+    EXPECT_EQ(126, exit_code({ "run", n, "--", noexec }, "", &err));
+    EXPECT_EQ("rmutex: failed to execute " + noexec + ": Permission denied\n", err);
+    EXPECT_FALSE(redis().exists(n)) << "the lock outlived the command";
+}
+
+/* The lock force-unlocked under a command that ends before the watchdog
+ * looks (its next renewal is 10 s away with the default lease): the loss
+ * is found at the release, and the exit status says it. */
+TEST_F(Cli, ALossFoundOnlyAtTheReleaseExits75)
+{
+    std::string n = lock_name();
+    auto c = run_until_go({}, n);
+    ASSERT_EQ(0, rmutex_force_unlock(n.c_str())) << rmutex_detail();
+    go();
+    int st = c->wait(ms(5000));
+    EXPECT_TRUE(st >= 0 && WIFEXITED(st) && WEXITSTATUS(st) == 75) << st;
+    EXPECT_EQ("rmutex: run: " + n + ": the lock was lost under the command (found at its release: " +
+                  n + " is not held by this thread in Redis (its lease ran out, or it was "
+                      "force-unlocked)); the command's status was 0\n",
+              c->err());
+}
+
+/* --on-lost ignore: the command is not stopped, it ends by itself; the
+ * exit status still tells the loss, and the command's own status is said. */
+TEST_F(Cli, OnLostIgnoreLetsTheCommandFinishAndStillExits75)
+{
+    std::string n = lock_name();
+    auto c = run_until_go({ "--on-lost", "ignore", "--lease", "3s" }, n, 3);
+    ASSERT_EQ(0, rmutex_force_unlock(n.c_str())) << rmutex_detail();
+    std::string lost = "rmutex: run: " + n + ": the lock was lost; the command goes on (--on-lost ignore)\n";
+    ASSERT_TRUE(wait_until([&] { return c->err() == lost; }, ms(3000 / 3 + 1000 + 1000))) << c->err();
+    EXPECT_FALSE(c->exited());
+    go();
+    int st = c->wait(ms(5000));
+    EXPECT_TRUE(st >= 0 && WIFEXITED(st) && WEXITSTATUS(st) == 75) << st;
+    EXPECT_EQ(lost + "rmutex: run: " + n + ": the command's status was 3; the lock was lost while it ran\n",
+              c->err());
+}
+
+/* --on-lost ignore and Redis stalled past the hold's deadline (CLIENT
+ * PAUSE): the command runs on, the exit status still says it did not run
+ * alone for sure.  (The watchdog's redial in the pause may add an outage
+ * line, at a moment that depends on the renewals' phase: left out.) */
+TEST_F(Cli, OnLostIgnoreLetsTheCommandRunThroughAStallAndStillExits75)
+{
+    std::string n = lock_name();
+    auto c = run_until_go({ "--on-lost", "ignore", "--lease", "1500ms" }, n);
+    ASSERT_EQ("OK", redis().cmd({ "CLIENT", "PAUSE", "2500", "ALL" }).str());
+    auto said = [&] {
+        std::string kept, line;
+        std::istringstream in(c->err());
+        while (std::getline(in, line))
+            if (line.rfind("rmutex: Redis unreachable: ", 0) && line != "rmutex: Redis reachable again")
+                kept += line + "\n";
+        return kept;
+    };
+    std::string going_on = "rmutex: run: " + n +
+                           ": Redis has not acknowledged a renewal in time; the command goes on "
+                           "(--on-lost ignore)\n";
+    ASSERT_TRUE(wait_until([&] { return said() == going_on; }, ms(5000))) << c->err();
+    EXPECT_EQ("PONG", redis().cmd({ "PING" }).str()) << "(answered when the pause ends)";
+    EXPECT_FALSE(c->exited());
+    go();
+    int st = c->wait(ms(10000));
+    EXPECT_TRUE(st >= 0 && WIFEXITED(st) && WEXITSTATUS(st) == 75) << st;
+    EXPECT_EQ(going_on + "rmutex: run: " + n +
+                  ": the command's status was 0; Redis did not acknowledge a renewal in time "
+                  "while it ran\n",
+              said());
+}
+
+/* --help on every subcommand (stdout, exit 0), -V and --version. */
+TEST_F(Cli, HelpOnEverySubcommandAndVersion)
+{
+    for (std::vector<std::string> args :
+         { std::vector<std::string>{ "--help" }, { "-h" }, { "run", "--help" }, { "run", "-h" },
+           { "unlock", "--help" }, { "status", "--help" }, { "wait", "--help" }, { "list", "--help" } }) {
+        std::string out, err;
+        EXPECT_EQ(0, exit_code(args, "", &err, &out)) << ::testing::PrintToString(args);
+        EXPECT_EQ(0u, out.rfind("usage: rmutex ", 0)) << ::testing::PrintToString(args) << out;
+        if (args[0] != "--help" && args[0] != "-h") {
+            EXPECT_NE(std::string::npos, out.find(" " + args[0] + " ")) << out;
+        }
+        EXPECT_EQ("", err);
+    }
+    for (std::string v : { "-V", "--version" }) {
+        std::string out;
+        EXPECT_EQ(0, exit_code({ v }, "", nullptr, &out)) << v;
+        EXPECT_EQ("rmutex " + std::string(rmutex_version_string()) + "\n", out) << v;
+    }
+    EXPECT_EQ(0, redis().cmd({ "DBSIZE" }).integer()) << "help took a lock";
+}
+
+/* The long options: what --help names is in the man page and the bash
+ * completion, and what the completion offers --help names. */
+TEST_F(Cli, HelpTheManPageAndTheCompletionNameTheSameOptions)
+{
+    std::string src = __FILE__;
+    src = src.substr(0, src.rfind("/tests/cli/"));
+    std::string man = slurp(src + "/cli/rmutex.1"), completion = slurp(src + "/cli/rmutex.bash-completion");
+    ASSERT_FALSE(man.empty());
+    ASSERT_FALSE(completion.empty());
+    for (size_t p; (p = man.find("\\-")) != std::string::npos;) man.replace(p, 2, "-");
+    std::string help;
+    for (std::string sub : { "", "run", "unlock", "status", "wait", "list" }) {
+        std::string out;
+        EXPECT_EQ(0, exit_code(sub.empty() ? std::vector<std::string>{ "--help" }
+                                           : std::vector<std::string>{ sub, "--help" },
+                               "", nullptr, &out));
+        help += out;
+    }
+    std::regex opt("--[a-z][a-z-]*[a-z]");
+    auto options = [&](const std::string &text) {
+        std::set<std::string> found;
+        for (std::sregex_iterator i(text.begin(), text.end(), opt), e; i != e; ++i) found.insert(i->str());
+        return found;
+    };
+    auto in_help = options(help);
+    EXPECT_GT(in_help.size(), 20u) << help;
+    for (const auto &o : in_help) {
+        EXPECT_TRUE(std::regex_search(man, std::regex(o + "\\b"))) << o << " is not in rmutex.1";
+        EXPECT_TRUE(std::regex_search(completion, std::regex(o + "\\b"))) << o << " is not completed";
+    }
+    for (const auto &o : options(completion)) EXPECT_TRUE(in_help.count(o)) << o << " is not in --help";
+}
+
+/* A Redis error: its own exit code and a readable line, Redis's text whole
+ * -- WRONGTYPE (the name is a string) and MISCONF (over 300 characters). */
+TEST_F(Cli, ARedisErrorIsReadableWithItsCodeAndNotCutOff)
+{
+    std::string n = lock_name(), err;
+    redis().cmd({ "SET", n, "a string" });
+    std::string wrongtype = ": " + n + ": the name is taken by data that is not a lock (Redis answered: "
+                            "WRONGTYPE Operation against a key holding the wrong kind of value)\n";
+    EXPECT_EQ(76, exit_code({ "run", n, "--", "true" }, "", &err));
+    EXPECT_EQ("rmutex: run" + wrongtype, err);
+    /* (wait and status read through inspect.lua, which names the type) */
+    std::string string_key = ": " + n + ": the name is taken by data that is not a lock (Redis "
+                             "answered: WRONGTYPE the lock key holds a string, not a lock)\n";
+    EXPECT_EQ(76, exit_code({ "wait", n }, "", &err));
+    EXPECT_EQ("rmutex: wait" + string_key, err);
+    EXPECT_EQ(4, exit_code({ "status", n }, "", &err)) << "status: unreadable";
+    EXPECT_EQ("rmutex: status" + string_key, err);
+    EXPECT_EQ("a string", redis().get(n).value_or("")) << "the data was touched";
+
+    /* MISCONF: writes refused after a failed snapshot (its directory gone). */
+    char tmpl[] = "/tmp/rmutex-cli-misconf.XXXXXX";
+    ASSERT_TRUE(mkdtemp(tmpl));
+    auto srv = RedisServer::start({ "--dir", tmpl, "--save", "3600 1" });
+    ASSERT_TRUE(srv);
+    struct Kill { /* SIGTERM would have it save first, and fail, and stay */
+        RedisServer *s;
+        ~Kill() { s->kill9(); }
+    } kill9{ srv.get() };
+    ASSERT_EQ(0, rmdir(tmpl));
+    Redis r(srv->host(), srv->port());
+    r.cmd({ "BGSAVE" });
+    std::string misconf;
+    ASSERT_TRUE(wait_until([&] {
+        misconf = r.cmd({ "SET", "probe", "1" }).str();
+        return misconf.rfind("MISCONF ", 0) == 0;
+    }, ms(5000))) << misconf;
+    ASSERT_GT(misconf.size(), 300u);
+    EXPECT_EQ(76, exit_code({ "run", n, "--", "true" }, srv->url(), &err));
+    EXPECT_EQ(0u, err.find("rmutex: run: " + n + ": Redis answered: " + misconf)) << err;
+    EXPECT_EQ(1, std::count(err.begin(), err.end(), '\n')) << err;
 }
 
 TEST_F(Cli, TheCommandGetsTheLockItsFencingTokenAndItsOwnerInItsEnvironment)
