@@ -316,6 +316,8 @@ TEST_P(RestartWipe, TheHolderIsToldWithinASecondAndItsUnlockAfterTheWaitersIsEpe
                          std::chrono::duration_cast<ms>(back->time_since_epoch()).count();
     EXPECT_LE(told_after, scaled(ms(1500)).count())
         << "the loss was found " << told_after << " ms after the server answered again";
+    std::cerr << "[restart] " << GetParam().name << ": the holder was told " << told_after
+              << " ms after the server was back\n";
     EXPECT_RC(EPERM, rmutex_unlock(&m)) << "an unlock after a wipe must not say it released";
     EXPECT_EQ(1, g_lost.load()) << "one loss, one callback";
     EXPECT_EQ(1u, stats().locks_lost);
