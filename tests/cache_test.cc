@@ -97,6 +97,57 @@ class CachePark : public Cache {
     }
 };
 
+/* A process caching a lock, a thread inside, stopped (SIGSTOP) longer than
+ * its lease while another process takes the lock; after SIGCONT the thread
+ * unlocks at once -- before the watchdog may have looked.  The unlock must
+ * say the hold was lost, and the holder must be told. */
+class CacheStopped : public RedisTest, public ::testing::WithParamInterface<bool> {
+  protected:
+    CacheStopped() : RedisTest(false, "lease=1500") {}
+};
+
+TEST_P(CacheStopped, AnUnlockAfterAStopPastTheLeaseIsEpermAndCallsBackNotZero)
+{
+    bool fair = GetParam();
+    std::string name = lock_name();
+    std::vector<std::string> args{ "hold", name, "--cache" };
+    if (fair) args.push_back("--fair");
+    Child holder(args, url_with("lease=1500&cache_idle=60000"));
+    auto held = holder.expect_line("held", ms(5000));
+    ASSERT_TRUE(held);
+    ASSERT_EQ("0", field(*held, "rc")) << *held;
+    holder.kill(SIGSTOP);
+    rmutex_t m;
+    rmutexattr_t a;
+    rmutexattr_init(&a);
+    rmutexattr_setfair(&a, fair);
+    ASSERT_RC(0, rmutex_init(&m, name.c_str(), &a));
+    rmutexattr_destroy(&a);
+    auto t0 = Clock::now();
+    ASSERT_RC(0, rmutex_lock(&m)) << "the stopped holder's lease did not run out";
+    std::cerr << "[cache] took the lock of the stopped caching process after " << elapsed_ms(t0) << " ms\n";
+    holder.kill(SIGCONT);
+    ASSERT_TRUE(holder.write_line("unlock"));
+    std::vector<std::string> said;
+    while (auto l = holder.read_line(ms(3000))) {
+        said.push_back(*l);
+        bool unlocked = false, lost = false;
+        for (auto &x : said) unlocked |= x.rfind("unlocked", 0) == 0, lost |= x.rfind("lost", 0) == 0;
+        if (unlocked && lost) break;
+    }
+    std::string all;
+    for (auto &x : said) all += x + "; ";
+    EXPECT_NE(std::string::npos, all.find("unlocked rc=" + std::to_string(EPERM)))
+        << "a lost cached hold was unlocked as released: " << all;
+    EXPECT_NE(std::string::npos, all.find("lost " + name)) << "the holder was never told: " << all;
+    EXPECT_TRUE(redis().hgetall(name).size() == 1) << "our hold is intact";
+    EXPECT_RC(0, rmutex_unlock(&m));
+    EXPECT_RC(0, rmutex_destroy(&m));
+}
+
+INSTANTIATE_TEST_SUITE_P(Kinds, CacheStopped, ::testing::Values(false, true),
+                         [](const ::testing::TestParamInfo<bool> &i) { return i.param ? "fair" : "nonfair"; });
+
 TEST(CacheAttr, SetGetAndBadValues)
 {
     rmutexattr_t a;

@@ -6,7 +6,8 @@
  * commands come from stdin, one line each.
  *
  *   hold NAME [--robust] [--fair] [--type=N] [--lease=MS] [--hold-ms=MS]
- *       Lock NAME and print "held rc=<rc> fence=<token>".  With --hold-ms,
+ *       Lock NAME and print "held rc=<rc> fence=<token>" (and "lost NAME"
+ *       whenever the lost-lock callback runs).  With --hold-ms,
  *       unlock after that many ms; otherwise obey stdin:
  *         "unlock" -> unlock, print "unlocked rc=<rc>"
  *         "lock"   -> lock again, print "held rc=<rc> fence=<token>"
@@ -46,6 +47,8 @@ int cmd_hold(const char *name, int argc, char **argv)
     static rmutex_t m;
     if (!init_from_args(&m, name, argc, argv, false))
         return 2;
+    rmutex_set_lost_callback([](rmutex_t *, const char *lost, void *) { say(std::string("lost ") + lost); },
+                             nullptr);
     int rc = rmutex_lock(&m);
     if (rc == EOWNERDEAD && flag(argc, argv, "--consistent"))
         rmutex_consistent(&m);
