@@ -27,6 +27,7 @@
 #ifndef RMUTEX_H
 #define RMUTEX_H
 
+#include <errno.h>     /* the error codes every call returns */
 #include <stddef.h>
 #include <stdint.h>
 #include <sys/types.h> /* clockid_t */

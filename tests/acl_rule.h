@@ -1,6 +1,6 @@
-/* acl_rule.h -- the least-privilege Redis ACL rule for rmutex, as the README
+/* acl_rule.h -- the least-privilege Redis ACL rule for rmutex, as docs/acl.md
  * gives it.  The harness's ACL mode (RMUTEX_TEST_ACL=1) creates this user and
- * runs the library as it; acl_test.cc checks that the README says the same
+ * runs the library as it; acl_test.cc checks that docs/acl.md says the same
  * and that less is refused with EACCES. */
 #ifndef RMUTEX_TEST_ACL_RULE_H
 #define RMUTEX_TEST_ACL_RULE_H

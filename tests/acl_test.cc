@@ -1,6 +1,6 @@
-/* acl_test.cc -- least privilege.  The README gives the Redis ACL rule that
- * rmutex needs and nothing more (tests/acl_rule.h holds the same rule; the
- * "acl:" tests run the core of the suite as that user).  Here: the README
+/* acl_test.cc -- least privilege.  docs/acl.md gives the Redis ACL rule
+ * that rmutex needs and nothing more (tests/acl_rule.h holds the same rule;
+ * the "acl:" tests run the core of the suite as that user).  Here: the page
  * says that rule, and a user with less -- no script commands, no key, a
  * command a script calls, no channel -- gets EACCES with a detail that
  * names what was refused, without hanging. */
@@ -19,7 +19,7 @@ class Acl : public RedisTest {
   protected:
     Acl() : RedisTest(false, "", false) {}
 
-    /* A user with the README's rule changed by edit, and rmutex configured
+    /* A user with the documented rule changed by edit, and rmutex configured
      * to use it. */
     void configure_user(const std::string &user, std::vector<std::string> rule)
     {
@@ -53,15 +53,16 @@ std::string lower(std::string s)
     return s;
 }
 
-TEST_F(Acl, TheReadmeGivesTheRuleTheTestsRunWith)
+TEST_F(Acl, TheAclPageGivesTheRuleTheTestsRunWith)
 {
-    std::ifstream f(RMUTEX_README);
+    std::ifstream f(RMUTEX_ACL_DOC);
     std::stringstream ss;
     ss << f.rdbuf();
-    std::string readme = ss.str();
-    ASSERT_NE(std::string::npos, readme.find("ACL SETUSER rmutex on >"));
-    EXPECT_NE(std::string::npos, readme.find(acl_rule_line()))
-        << "the README's rule is not tests/acl_rule.h's:\n" << acl_rule_line();
+    std::string page = ss.str();
+    ASSERT_NE(std::string::npos, page.find("ACL SETUSER rmutex on >"))
+        << RMUTEX_ACL_DOC << " gives no ACL rule";
+    EXPECT_NE(std::string::npos, page.find(acl_rule_line()))
+        << "the rule of " << RMUTEX_ACL_DOC << " is not tests/acl_rule.h's:\n" << acl_rule_line();
 }
 
 TEST_F(Acl, TheRuleIsEnoughForEveryKindOfCall)
