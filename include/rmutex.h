@@ -5,7 +5,7 @@
  * Redis server excludes every other.  The calls, their order of checks and
  * their return codes follow glibc 2.36's pthread_mutex_* except where a lock
  * shared with other processes must differ; those deviations are marked
- * "Deviation" below and listed in README.md.
+ * "Deviation" below and listed in docs/api.md.
  *
  * Conventions that hold for every function in this header:
  *
@@ -199,8 +199,8 @@ RMUTEX_API int rmutexattr_getlease(const rmutexattr_t *attr, unsigned long *leas
  * as one waiter, another process's queued waiter (or trylock) is a
  * request, and an asked fair cache goes to the first waiter at the next
  * unlock (no minimum hold) and serves no later local lock.  Needs a
- * renewed lease (EINVAL at rmutex_init with a fixed one).  README: Lock
- * caching.  Returns 0 or EINVAL, as for the type. */
+ * renewed lease (EINVAL at rmutex_init with a fixed one).  See docs/caching.md.
+ * Returns 0 or EINVAL, as for the type. */
 RMUTEX_API int rmutexattr_setcache(rmutexattr_t *attr, int cache);
 RMUTEX_API int rmutexattr_getcache(const rmutexattr_t *attr, int *cache);
 
@@ -485,8 +485,7 @@ RMUTEX_API int rcond_broadcast(rcond_t *c);
  * or Sentinel also refresh=ms (topology refresh period: 5000, Sentinel
  * 1000) and, for Sentinel, sentinel_user and sentinel_password (the
  * URL's own login is the data nodes').  A cluster's hosts are seeds, any
- * of which may be down; Sentinel's are sentinels (README: Cluster and
- * Sentinel).
+ * of which may be down; Sentinel's are sentinels (docs/cluster.md).
  * NULL means the environment variable RMUTEX_URL or, without it,
  * redis://127.0.0.1:6379.
  *
@@ -686,7 +685,7 @@ typedef struct rmutex_stats {
     uint64_t releases_unconfirmed; /* unlocks answered EPERM because a try whose reply was
                                     lost went to a server that has restarted since: the
                                     release may have run, or the restart wiped the hold
-                                    first; nothing can tell (see the README) */
+                                    first; nothing can tell (docs/api.md) */
     uint64_t holds_checked;      /* holds checked at once after a connection to their
                                     server dropped (a restart is found within about a
                                     second of the server answering, not at lease/3) */

@@ -77,7 +77,7 @@ static void warn_local_once(const void *m)
     if (__atomic_exchange_n(&warned, 1, __ATOMIC_RELAXED)) return;
     fprintf(stderr, "rmutex: the zero-filled pthread_mutex_t at %p is in no symbol (heap memory "
                     "or a stripped binary): it and any like it are process-local; give them "
-                    "names with pthread_mutex_init (README, porting)\n", m);
+                    "names with pthread_mutex_init (docs/porting.md)\n", m);
 }
 
 /* m as a distributed mutex is ready to use: a zero-filled one gets its
@@ -300,7 +300,7 @@ static void warn_local_cond_once(const void *c)
     if (__atomic_exchange_n(&warned, 1, __ATOMIC_RELAXED)) return;
     fprintf(stderr, "rmutex: the zero-filled pthread_cond_t at %p is in no symbol (heap memory "
                     "or a stripped binary): it and any like it are process-local; give them "
-                    "names with pthread_cond_init (README, porting)\n", c);
+                    "names with pthread_cond_init (docs/porting.md)\n", c);
 }
 
 /* c as a distributed condition is ready: a zero-filled one is named after

@@ -647,7 +647,7 @@ void rm_sub_move_all(struct rm_sub *s)
 int rm_sub_refused(const struct rm_waiter *w)
 {
     rm_detail("Redis refused to SUBSCRIBE to %s (NOPERM: the user's ACL needs its channel "
-              "pattern, README: least privilege)", w->ch->name);
+              "pattern, docs/acl.md)", w->ch->name);
     return EACCES;
 }
 

@@ -890,7 +890,7 @@ void RedisTest::SetUp()
     ASSERT_TRUE(redis_->ok()) << redis_->error();
     const char *acl = getenv("RMUTEX_TEST_ACL");
     if (acl && !strcmp(acl, "1")) {
-        /* ACL mode: the library (and every child) runs as the README's
+        /* ACL mode: the library (and every child) runs as docs/acl.md's
          * least-privileged user; redis() stays the default user, for the
          * tests' own looks at the server. */
         std::vector<std::string> cmd = {"ACL", "SETUSER", kAclUser, "reset", "on",

@@ -80,7 +80,7 @@
  * whose threads lock a mutex many times in a row then pays no round trip
  * for a relock while no other process wants it (rmutexattr_setcache).
  *
- * Deviations from pthreads: see rm_dm (shim/dmutex.c) and README.md.  An
+ * Deviations from pthreads: see rm_dm (shim/dmutex.c) and docs/porting.md.  An
  * unlock by a thread that does not hold the mutex returns EPERM for every
  * type; trylock also returns EBUSY while Redis cannot be reached; unlock
  * returns EPERM (after releasing the local mutex) if the Redis hold was
