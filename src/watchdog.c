@@ -129,6 +129,8 @@ struct link {
     struct rm_conn *conn;
     unsigned failures;
     int started, busy;           /* its thread runs; it has work (wd.mu) */
+    int connected;               /* conn is open, as of its last round trip (wd.mu:
+                                    conn itself is its round trip's thread's) */
     pthread_t thread;
     pthread_cond_t cv;           /* work was handed to it, or stop */
     struct rm_watchdog_entry **work;
@@ -400,7 +402,7 @@ struct rm_watchdog_entry *rm_watchdog_hold(struct rm_endpoint *ep, const struct 
      * whose closing tells of a restart (sleep_locked). */
     struct rm_node *at = rm_endpoint_route(ep, e->slot, 0);
     struct link *l = at ? link_find(at) : NULL;
-    if (!l || !l->conn) e->next_due = rm_clock_now(), e->window = 0;
+    if (!l || !l->connected) e->next_due = rm_clock_now(), e->window = 0;
     add_locked(e);
     announce_hold_locked(e);
     pthread_mutex_unlock(&wd.mu);
@@ -825,6 +827,7 @@ static void *link_main(void *arg)
         rm_nsec sent = rm_clock_now();
         round_trip(l, l->work, l->nwork, l->holds, l->res, sent + l->budget);
         pthread_mutex_lock(&wd.mu);
+        l->connected = l->conn != NULL;
         settle_locked(l->work, l->res, l->nwork, sent);
         l->busy = 0;
         wake_locked(); /* its node's entries can be collected again */
@@ -874,6 +877,7 @@ static void dropped_locked(struct link *l)
            l->node->addr.display);
     rm_conn_close(l->conn);
     l->conn = NULL;
+    l->connected = 0;
     l->failures++;
     rm_nsec now = rm_clock_now();
     for (struct rm_watchdog_entry *e = wd.head; e; e = e->next) {
@@ -1014,6 +1018,7 @@ static void *wd_main(void *arg)
         rm_nsec sent = rm_clock_now();
         round_trip(l, due, n, holds, res, sent + budget);
         pthread_mutex_lock(&wd.mu);
+        if (l) l->connected = l->conn != NULL;
         settle_locked(due, res, n, sent);
     }
     pthread_mutex_unlock(&wd.mu);
