@@ -336,7 +336,8 @@ static int handshake(struct rm_conn *c, const struct rm_server_addr *a, const ch
              * a configuration error, never retried away. */
             rm_detail("Redis at %s refused the login: %.*s", a->display, (int)reply->len, reply->str);
             status = starts_with(reply, "LOADING") ? RM_E_UNSENT
-                   : (a->password && i == 0) || noauth ? EACCES : EINVAL;
+                   : (a->password && i == 0) || noauth || starts_with(reply, "NOPERM") ? EACCES
+                   : EINVAL;
         }
         freeReplyObject(reply);
     }
@@ -349,6 +350,7 @@ int rm_conn_dial(const struct rm_server_addr *a, const char *role, rm_nsec deadl
     struct rm_conn *c = calloc(1, sizeof *c);
     if (!c) { rm_detail("out of memory"); return ENOMEM; }
     c->pid = getpid();
+    snprintf(c->user, sizeof c->user, "%s", a->user ? a->user : "default");
     c->reader = redisReaderCreate();
     c->rbuf = malloc(RM_CONN_RBUF);
     c->fd = socket(a->sa.ss_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);

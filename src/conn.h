@@ -24,6 +24,7 @@ struct rm_conn {
     rm_nsec recv_wait;     /* the socket's receive timeout; 0: none, never block */
     int count_round_trips; /* a calling thread's connection: count in stats */
     pid_t pid;             /* the process that dialled it */
+    char user[33];         /* the user it logged in as, for details ("default": none given) */
     char run_id[41];       /* the server's run_id (INFO server), "" if it would not say */
     struct rm_conn *next, *prev; /* the owner's list of every connection */
     struct rm_conn *idle_next;   /* the pool's idle stack */

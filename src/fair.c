@@ -188,7 +188,7 @@ static int queue_for(struct rm_mutex *mx, struct rm_thread *self, struct rm_endp
     struct rm_waiter waiter;
     struct rm_watchdog_entry *alive = NULL;
     struct rm_attempts at = { 0 };
-    int joined = 0, queued = 0, r;
+    int joined = 0, queued = 0, busy = 0, r;
     unsigned long wlease = RM_SETTING(waiter_lease_ms);
 
     /* Subscribe before the first attempt: a grant can follow the enqueue at
@@ -212,6 +212,10 @@ static int queue_for(struct rm_mutex *mx, struct rm_thread *self, struct rm_endp
     }
 
     for (int first = 1;; first = 0) {
+        /* Queued until the deadline: no attempt whose reply could not come
+         * in time (its I/O would end at the deadline, a lost reply). */
+        if (busy && (r = rm_wait_busy(w, mx->keys.lock, "held, or others are queued for it"))) break;
+        busy = 0;
         r = attempt(mx, me, ep, try_only, rm_wait_io_deadline(w, first), o);
         if (r) {
             if ((r = rm_wait_failed(&at, w, r, &self->rng))) break;
@@ -229,10 +233,8 @@ static int queue_for(struct rm_mutex *mx, struct rm_thread *self, struct rm_endp
             break;
         }
         queued = !try_only;
-        if ((r = rm_wait_check(w))) {
-            if (r == EBUSY) rm_detail("%s is held, or others are queued for it", mx->keys.lock);
-            break;
-        }
+        if ((r = rm_wait_busy(w, mx->keys.lock, "held, or others are queued for it"))) break;
+        busy = 1;
         rm_wait_begin(&at);
         if (!alive && !(alive = rm_watchdog_waiter(ep, mx->keys.alive, mx->keys.queue, mx->keys.seq, member, mlen, wlease))) {
             rm_detail("out of memory");

@@ -141,6 +141,8 @@ int rm_lock_gate_enter(struct rm_lock *l, struct rm_thread *self, const struct r
             *p = me.next;
             if (l->gq_tail == &me) l->gq_tail = prev;
             r = ETIMEDOUT;
+            rm_detail("%s is held or being acquired by another thread of this process "
+                      "(still at the deadline)", l->keys.lock);
             break;
         }
     }

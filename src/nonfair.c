@@ -195,9 +195,13 @@ static int acquire(struct rm_mutex *mx, struct rm_thread *self, struct rm_endpoi
 {
     struct rm_waiter waiter;
     struct rm_attempts at = { 0 };
-    int joined = 0, r;
+    int joined = 0, busy = 0, r;
 
     for (int first = 1;; first = 0) {
+        /* Busy until the deadline: no attempt whose reply could not come
+         * in time (its I/O would end at the deadline, a lost reply). */
+        if (busy && (r = rm_wait_busy(w, mx->keys.lock, "held by another thread or process"))) break;
+        busy = 0;
         r = attempt(mx, me, ep, rm_wait_io_deadline(w, first),
                     w->mode == RM_WAIT_TRY ? RM_POOL_FAILFAST : 0, g);
         if (r) {
@@ -217,10 +221,8 @@ static int acquire(struct rm_mutex *mx, struct rm_thread *self, struct rm_endpoi
             r = RMUTEX_ENOREPLICAS;
             break;
         }
-        if ((r = rm_wait_check(w))) {
-            if (r == EBUSY) rm_detail("%s is held by another thread or process", mx->keys.lock);
-            break;
-        }
+        if ((r = rm_wait_busy(w, mx->keys.lock, "held by another thread or process"))) break;
+        busy = 1;
         rm_wait_begin(&at);
         if (!joined) {
             joined = rm_endpoint_join(ep, mx->keys.slot, mx->keys.channel, &waiter, NULL, 0) ? -1 : 1;

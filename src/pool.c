@@ -14,6 +14,15 @@
  * longer than that deadline; trylock asks FAILFAST and gets RM_E_UNSENT at
  * once while the server is known to be down.
  *
+ * A server that answered but refused the login (a wrong password, a user
+ * that is off, a SELECT refused) is not down: the refusal is remembered,
+ * code and detail, and every caller during the backoff gets that same
+ * answer at once -- trylock, lock and timedlock alike, never "unreachable"
+ * for one call and EACCES for the next.  The next dial after the backoff
+ * asks again, so a login fixed on the server (ACL SETUSER) heals without
+ * a restart.  The refusal counts as reaching the server (node.c): it is
+ * no outage.
+ *
  * Any error on a connection closes it: a stream in an unknown state is never
  * reused.  An idle connection is peeked at before it is lent (one
  * non-blocking recv): one the server closed meanwhile -- it restarted, or
@@ -33,6 +42,7 @@
 
 #include <errno.h>
 #include <hiredis/hiredis.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -164,6 +174,7 @@ int rm_pool_get(struct rm_pool *p, rm_nsec deadline, int flags, struct rm_conn *
                 if (p->dial_failures || p->broken) RM_COUNT(reconnects);
                 if (p->broken) p->broken--;
                 p->dial_failures = 0;
+                p->refused = 0;
                 pthread_mutex_unlock(&p->mu);
                 reached(p, 1);
                 *out = c;
@@ -173,11 +184,22 @@ int rm_pool_get(struct rm_pool *p, rm_nsec deadline, int flags, struct rm_conn *
             if (first) p->policy_checked = 0;
             p->dial_not_before = rm_clock_now() + rm_clock_backoff(p->dial_failures++, RM_MSEC(10),
                                                         RM_MSEC(1000), &p->rng);
+            p->refused = r == EACCES || r == EINVAL ? r : 0;
+            if (p->refused) snprintf(p->refusal, sizeof p->refusal, "%s", rmutex_detail());
             pthread_cond_broadcast(&p->cv);
             pthread_mutex_unlock(&p->mu);
             if (r == RM_E_UNSENT) reached(p, 0);
+            else if (r == EACCES || r == EINVAL) reached(p, 1); /* it answered */
             /* One dial per call: the caller decides whether and when to try
              * again (its own backoff and deadline). */
+            return r;
+        }
+        if (p->open < max && p->refused) {
+            /* Refused a moment ago: the same answer, until the backoff
+             * lets the next dial ask again. */
+            int r = p->refused;
+            rm_detail("%s", p->refusal);
+            pthread_mutex_unlock(&p->mu);
             return r;
         }
         if (p->open < max && (flags & RM_POOL_FAILFAST)) {
@@ -258,6 +280,7 @@ void rm_pool_atfork(struct rm_pool *p, int who)
     p->idle = NULL;
     p->open = 0;
     p->dial_failures = 0;
+    p->refused = 0;
     p->broken = 0;
     p->dial_not_before = 0;
     p->rng ^= (uint32_t)getpid();

@@ -20,6 +20,8 @@ struct rm_pool {
     unsigned open;             /* connections open or being dialled */
     rm_nsec dial_not_before;   /* backoff after failed dials */
     unsigned dial_failures;
+    int refused;               /* the last dial's login was refused: EACCES/EINVAL, else 0 */
+    char refusal[512];         /* ... and the detail that said so */
     unsigned broken;           /* connections dropped after errors, not yet replaced */
     uint32_t rng;
     int policy_checked;        /* maxmemory-policy was read */
@@ -40,7 +42,8 @@ enum { RM_POOL_FAILFAST = 1 }; /* do not wait out a dial backoff */
  * While dials are backing off after failures, waits for the backoff (or,
  * with FAILFAST, returns at once).  Returns 0; RM_E_UNSENT (no connection
  * by the deadline, server unreachable); EACCES/EINVAL when the server
- * refuses our login; ENOMEM.  The detail says why. */
+ * refuses our login (at once, with the same detail, until the backoff
+ * lets a dial ask again); ENOMEM.  The detail says why. */
 int rm_pool_get(struct rm_pool *p, rm_nsec deadline, int flags, struct rm_conn **out);
 
 /* Give c back.  ok = 0 after any error: c is closed, never reused. */

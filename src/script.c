@@ -48,23 +48,27 @@ void rm_script_append(struct rm_conn *c, int id, int nkeys, int argc, const char
     }
 }
 
-/* An ACL refused a call inside script id: Redis names only the script's
- * line ("... @user_script:195."); name the command on that line too. */
-static void name_refused_call(int id, const redisReply *reply)
+/* An ACL refused the call of script id, or a call inside it: name the
+ * user, and for a call inside, the command on the script's line (Redis
+ * names only the line: "... @user_script:195."). */
+static void name_refused_call(const struct rm_conn *c, int id, const redisReply *reply)
 {
     const char *at = memmem(reply->str, reply->len, "@user_script:", 13);
-    if (!at) return;
-    long line = strtol(at + 13, NULL, 10);
-    const char *p = rm_scripts[id].body, *end = p + rm_scripts[id].len;
-    for (long n = 1; n < line && p < end; p++)
+    const char *p = rm_scripts[id].body, *end = p + rm_scripts[id].len, *cmd = NULL, *q = NULL;
+    long line = at ? strtol(at + 13, NULL, 10) : 0;
+    for (long n = 1; at && n < line && p < end; p++)
         if (*p == '\n') n++;
-    const char *eol = memchr(p, '\n', (size_t)(end - p));
-    const char *call = memmem(p, (size_t)((eol ? eol : end) - p), "call('", 6);
-    if (!call) return;
-    const char *cmd = call + 6, *q = memchr(cmd, '\'', (size_t)((eol ? eol : end) - cmd));
-    if (!q) return;
-    rm_detail("Redis refused %.*s to this user (ACL) in %s.lua line %ld: %.*s", (int)(q - cmd),
-              cmd, rm_scripts[id].name, line, (int)reply->len, reply->str);
+    const char *eol = at ? memchr(p, '\n', (size_t)(end - p)) : NULL;
+    const char *call = at ? memmem(p, (size_t)((eol ? eol : end) - p), "call('", 6) : NULL;
+    if (call) {
+        cmd = call + 6;
+        q = memchr(cmd, '\'', (size_t)((eol ? eol : end) - cmd));
+    }
+    if (q)
+        rm_detail("Redis refused %.*s to user '%s' (ACL) in %s.lua line %ld: %.*s", (int)(q - cmd),
+                  cmd, c->user, rm_scripts[id].name, line, (int)reply->len, reply->str);
+    else
+        rm_detail("Redis refused user '%s': %.*s", c->user, (int)reply->len, reply->str);
 }
 
 int rm_script_call(struct rm_conn *c, int id, int nkeys, int argc, const char *const *argv,
@@ -94,7 +98,7 @@ int rm_script_call(struct rm_conn *c, int id, int nkeys, int argc, const char *c
             return RM_E_REDIRECT;
         }
         if ((r = rm_conn_reply_status(reply))) {
-            if (r == EACCES) name_refused_call(id, reply);
+            if (r == EACCES) name_refused_call(c, id, reply);
             freeReplyObject(reply);
             return r;
         }

@@ -52,6 +52,14 @@ int rm_wait_check(const struct rm_wait *w)
     return 0;
 }
 
+int rm_wait_busy(const struct rm_wait *w, const char *lock, const char *why)
+{
+    int r = rm_wait_check(w);
+    if (r == EBUSY || r == ETIMEDOUT)
+        rm_detail("%s is %s%s", lock, why, r == ETIMEDOUT ? " (still at the deadline)" : "");
+    return r;
+}
+
 void rm_wait_begin(struct rm_attempts *a)
 {
     if (!a->waited) RM_COUNT(waiting);
@@ -68,7 +76,10 @@ int rm_wait_failed(struct rm_attempts *a, const struct rm_wait *w, int r, uint32
          * that cannot be reached, not in a tight loop. */
         a->unknown = 1;
         if (++a->lost > 1 && w->mode == RM_WAIT_TRY) return EAGAIN;
-        if (w->mode == RM_WAIT_TIMED && rm_clock_now() >= w->deadline) return ETIMEDOUT;
+        if (w->mode == RM_WAIT_TIMED && rm_clock_now() >= w->deadline) {
+            rm_detail("the deadline passed before Redis answered");
+            return ETIMEDOUT;
+        }
         if (a->lost == 1) return 0;
     } else {
         if (r != RM_E_UNSENT && r != RM_E_TRANSIENT) return r; /* Redis refused for good */

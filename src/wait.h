@@ -25,6 +25,12 @@ void rm_wait_timed(struct rm_wait *w, clockid_t clock, const struct timespec *ab
  * the deadline has passed. */
 int rm_wait_check(const struct rm_wait *w);
 
+/* rm_wait_check after Redis answered that lock is busy ("is " why): an
+ * EBUSY or ETIMEDOUT comes with a detail that says the lock is held, and
+ * a timed wait makes no attempt at or past its deadline (its reply could
+ * not come in time). */
+int rm_wait_busy(const struct rm_wait *w, const char *lock, const char *why);
+
 /* The bookkeeping of one acquiring call's attempts, shared by the lock
  * algorithms' loops. */
 struct rm_attempts {

@@ -95,6 +95,8 @@ TEST_F(Acl, WithoutScriptCommandsEveryLockIsEaccesNamingTheCommand)
     init(&m, lock_name());
     EXPECT_RC(EACCES, rmutex_trylock(&m));
     EXPECT_NE(std::string::npos, lower(rmutex_detail()).find("evalsha")) << rmutex_detail();
+    EXPECT_NE(std::string::npos, std::string(rmutex_detail()).find("'noscript'"))
+        << "the user is not named: " << rmutex_detail();
     EXPECT_RC(EACCES, rmutex_lock(&m));
     EXPECT_FALSE(redis().exists(lock_name()));
     rmutex_destroy(&m);
@@ -127,6 +129,41 @@ TEST_F(Acl, WithoutACommandAScriptCallsTheCallIsEaccesNamingIt)
     EXPECT_NE(std::string::npos, lower(rmutex_detail()).find("zadd")) << rmutex_detail();
     holder.write_line("unlock");
     rmutex_destroy(&f);
+}
+
+/* A refused login is one answer, whatever the call and however often:
+ * EACCES with the same detail -- not "unreachable" (EAGAIN) for a trylock
+ * during the backoff after it -- and once the login is fixed on the server
+ * it is used, without configuring again. */
+TEST_F(Acl, ARefusedLoginIsEaccesOnEveryCallUntilTheServerAcceptsIt)
+{
+    std::vector<std::string> cmd = { "ACL", "SETUSER", "later", "reset", "on", ">Not-Its-Pw-1" };
+    cmd.insert(cmd.end(), acl_rule().begin(), acl_rule().end());
+    ASSERT_EQ("OK", redis().cmd(cmd).str());
+    ASSERT_RC(0, rmutex_configure(user_url("later").c_str()));
+    rmutex_t m;
+    init(&m, lock_name());
+    std::string first;
+    for (int i = 0; i < 4; i++) {
+        ASSERT_RC(EACCES, rmutex_trylock(&m)) << "call " << i;
+        if (!i) first = rmutex_detail();
+        EXPECT_EQ(first, rmutex_detail()) << "call " << i;
+    }
+    EXPECT_NE(std::string::npos, first.find("refused the login")) << first;
+    EXPECT_NE(std::string::npos, first.find("later")) << "the user is not named: " << first;
+    struct timespec t = abs_after(CLOCK_REALTIME, 2000);
+    EXPECT_RC(EACCES, rmutex_timedlock(&m, &t));
+    EXPECT_EQ(first, rmutex_detail());
+    EXPECT_RC(EACCES, rmutex_lock(&m));
+    EXPECT_EQ(first, rmutex_detail());
+    EXPECT_RC(EACCES, rmutex_trylock(&m));
+    EXPECT_EQ(first, rmutex_detail());
+
+    ASSERT_EQ("OK", redis().cmd({ "ACL", "SETUSER", "later", ">Pw-later" }).str());
+    EXPECT_TRUE(wait_until([&] { return rmutex_trylock(&m) == 0; }, ms(5000))) << rmutex_detail();
+    EXPECT_TRUE(redis().exists(lock_name()));
+    EXPECT_RC(0, rmutex_unlock(&m));
+    rmutex_destroy(&m);
 }
 
 /* A refused SUBSCRIBE must not leave a waiter polling in silence: it fails

@@ -186,6 +186,27 @@ TEST_F(RmutexDetail, NeverContainsThePassword)
     EXPECT_EQ(std::string::npos, d.find(wrong)) << d;
 }
 
+/* A timed lock that runs out while another process holds the lock says
+ * so -- not what its last, hopeless, round trip met ("waiting for Redis's
+ * reply: timed out"). */
+TEST_F(RmutexDetail, ATimedlockThatTimesOutOnALockHeldElsewhereSaysItIsHeld)
+{
+    ASSERT_RC(0, rmutex_configure(url().c_str()));
+    std::string name = lock_name();
+    auto holder = child_holding(name, url());
+    ASSERT_TRUE(holder);
+    rmutex_t m;
+    init_mutex(&m, name);
+    for (int i = 0; i < 2; i++) {
+        struct timespec dl = abs_after(CLOCK_REALTIME, 300);
+        EXPECT_RC(ETIMEDOUT, rmutex_timedlock(&m, &dl));
+        std::string d = rmutex_detail();
+        EXPECT_NE(std::string::npos, d.find(name + " is held by another")) << d;
+    }
+    holder->write_line("unlock");
+    rmutex_destroy(&m);
+}
+
 TEST_F(RmutexDetail, AclUserAndPasswordAuthenticate)
 {
     ASSERT_EQ("OK", redis().cmd({"ACL", "SETUSER", "rmtuser", "on", ">UserPw123", "~*", "&*", "+@all"}).str());
