@@ -33,10 +33,10 @@
  *     waits while it also holds another mutex of the same name keeps the
  *     name for the wait (one level of it is given up).
  *
- * If a part fails (trylock busy, timeout, Redis error) what was taken is
- * given back and the call fails: there is never a local hold without the
- * Redis hold except for the "inside" case below.  If the local acquisition
- * reported EOWNERDEAD and the call fails after all, the mutex is first made
+ * If a part fails (trylock busy, timeout) what was taken is given back and
+ * the call fails: there is never a local hold without the Redis hold
+ * except for the "inside" case below.  If the local acquisition reported
+ * EOWNERDEAD and the call fails after all, the mutex is first made
  * consistent and the owner death is handed on (pending_dead) to the next
  * successful locker, who gets EOWNERDEAD in turn; otherwise the failed
  * attempt would have made the local mutex not recoverable for everyone.
@@ -52,22 +52,35 @@
  * If that code meets a distributed mutex (an allocator that locks one, say)
  * the mutex is used as a plain local mutex instead of recursing.
  *
- * Outages (only when the owner installed an outage hook, i.e. the shim):
- * every wait starts with rmutex_trylock, whose EAGAIN means Redis cannot be
- * reached, and a blocking wait for a non-fair lock is cut into slices of
- * SLICE_MS, each followed by another trylock, so an outage that starts
- * while a thread waits is noticed too.  A fair lock is not sliced (giving
- * up a wait would lose the place in the queue); the library's outage
- * callback (installed by setup.c) reports the outages of its waits, and
- * its outages are also
- * noticed when a wait starts.  Nothing is ever given up because Redis is
- * down: lock keeps waiting, trylock says EBUSY, timedlock times out. */
+ * Redis trouble never reaches the program as an error: ported code does
+ * not check what a lock returns.  Every wait starts with rmutex_trylock;
+ * its answer is sorted (settle) into an answer for the pthread call, an
+ * outage (EAGAIN: no connection) or a refusal (an error no pthread call
+ * returns: a bad URL, a refused login, an ACL...), the last two told to
+ * policy.c, which says them in one line (or, RMUTEX_ON_ERROR=abort, ends
+ * the program).  Then lock keeps waiting, trylock says EBUSY, a timed lock
+ * times out.  Through an outage rmutex_lock itself waits; a blocking wait
+ * for a non-fair lock is cut into slices of SLICE_MS, each followed by
+ * another trylock, so an outage that starts while a thread waits is
+ * noticed too.  A fair lock is not sliced (giving up a wait would lose the
+ * place in the queue): its outages are noticed when a wait starts (and,
+ * under the shim, by the library's outage callback).  A refusal comes back
+ * at once from every call, so the wait pauses itself (PAUSE_MIN_MS
+ * doubling to PAUSE_MAX_MS) before asking again: a login or an ACL fixed
+ * on the server heals the program without a restart.  A condition wait
+ * that Redis cannot serve returns a spurious wake-up with the mutex held
+ * again (after a pause with the name let go, if the refusal came before
+ * the wait let go of it). */
 #include "dmutex.h"
+#include "policy.h"
 
 #include <errno.h>
 #include <stdint.h>
 
 #define SLICE_MS 2000
+#define PAUSE_MIN_MS 100 /* asking again after an error: 100 ms, doubling... */
+#define PAUSE_MAX_MS 1000 /* ... to a second */
+#define COND_PAUSE_MS 250 /* a condition wait refused: the spurious wake-up's pause */
 
 #ifdef RM_DM_INITIAL_EXEC
 #define RM_TLS __thread __attribute__((tls_model("initial-exec")))
@@ -144,57 +157,94 @@ static int mono_deadline(clockid_t clock, const struct timespec *abs, nsec *out)
     return 0;
 }
 
-static void note(const struct rm_dm_real *real, int r)
-{
-    if (!real->outage) return;
-    if (r == EAGAIN) real->outage(1, rmutex_detail());
-    else real->outage(0, NULL);
-}
+/* What an answer of rmutex means for a pthread call: itself when Redis
+ * answered (0, EOWNERDEAD, ENOTRECOVERABLE: the name is taken, or never
+ * will be; EBUSY: held elsewhere), ETIMEDOUT (a wait ran out), else
+ * DOWN (no connection: EAGAIN from trylock) or REFUSED (an error no
+ * pthread call returns), both told to the policy (policy.c). */
+enum { DOWN = -1, REFUSED = -2 };
 
-/* Try once.  Returns 0/EOWNERDEAD (acquired), EBUSY (held elsewhere, or
- * Redis unreachable), or another error from Redis. */
-static int try_remote(const struct rm_dm_real *real, rmutex_t *rm, int *unreachable)
+static int settle(int r)
 {
-    int r = rmutex_trylock(rm);
-    note(real, r);
-    *unreachable = r == EAGAIN;
-    return r == EAGAIN ? EBUSY : r;
-}
-
-static int remote_acquire(const struct rm_dm_real *real, rmutex_t *rm, int fair, int mode,
-                          clockid_t clock, const struct timespec *abs)
-{
-    int down, r;
-    if (!real->outage) {
-        if (mode == RM_DM_TRY) return try_remote(real, rm, &down);
-        if (mode == RM_DM_FOREVER) return rmutex_lock(rm);
-        return clock == CLOCK_REALTIME ? rmutex_timedlock(rm, abs) : rmutex_clocklock(rm, clock, abs);
+    switch (r) {
+    case 0:
+    case EOWNERDEAD:
+    case ENOTRECOVERABLE:
+    case EBUSY:
+        rm_policy_answered();
+        return r;
+    case ETIMEDOUT:
+        return r;
+    case EAGAIN:
+        rm_policy_outage(rmutex_detail());
+        return DOWN;
+    default:
+        rm_policy_error(r, rmutex_detail()); /* returns unless RMUTEX_ON_ERROR=abort */
+        return REFUSED;
     }
-    r = try_remote(real, rm, &down);
-    if (r != EBUSY || mode == RM_DM_TRY) return r;
+}
 
-    nsec deadline = INT64_MAX;
-    if (mode == RM_DM_TIMED && (r = mono_deadline(clock, abs, &deadline))) return r;
+/* The name is taken (0, EOWNERDEAD), or never will be (ENOTRECOVERABLE). */
+static int final(int r) { return r == 0 || r == EOWNERDEAD || r == ENOTRECOVERABLE; }
+
+/* Sleep until t on CLOCK_MONOTONIC.  Not a cancellation point (the
+ * pthread calls that wait here are none). */
+static void pause_until(nsec t)
+{
+    int old;
+    pthread_setcancelstate(PTHREAD_CANCEL_DISABLE, &old);
+    struct timespec ts = ts_of(t);
+    while (clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, &ts, NULL) == EINTR) {
+    }
+    pthread_setcancelstate(old, NULL);
+}
+
+/* Take the name as mode allows: 0, EOWNERDEAD, ENOTRECOVERABLE, EBUSY
+ * (trylock: held elsewhere, or Redis cannot be used), ETIMEDOUT, EINVAL
+ * (a bad abstime, when the call would block) -- never an error that
+ * would leave the program going on without the lock. */
+static int remote_acquire(rmutex_t *rm, int fair, int mode, clockid_t clock,
+                          const struct timespec *abs)
+{
+    int r = settle(rmutex_trylock(rm)), e;
+    if (final(r)) return r;
+    if (mode == RM_DM_TRY) return EBUSY;
+    nsec deadline = INT64_MAX, pause = PAUSE_MIN_MS * 1000000LL;
+    if (mode == RM_DM_TIMED && (e = mono_deadline(clock, abs, &deadline))) return e;
     for (;;) {
-        nsec until = deadline;
-        if (!fair) {
-            nsec slice = now_ns(CLOCK_MONOTONIC) + (nsec)SLICE_MS * 1000000;
-            if (slice < until) until = slice;
-        }
-        if (until == INT64_MAX) {
-            r = rmutex_lock(rm);
+        nsec now = now_ns(CLOCK_MONOTONIC);
+        if (r == REFUSED) {
+            /* rmutex answers at once: wait here, then ask again. */
+            pause_until(deadline - now > pause ? now + pause : deadline);
+            if (pause < PAUSE_MAX_MS * 1000000LL) pause *= 2;
         } else {
+            /* Busy, or Redis down (rmutex waits through the outage). */
+            nsec until = deadline;
+            if (!fair && deadline - now > (nsec)SLICE_MS * 1000000) until = now + (nsec)SLICE_MS * 1000000;
             struct timespec ts = ts_of(until);
-            r = rmutex_clocklock(rm, CLOCK_MONOTONIC, &ts);
-        }
-        if (r != ETIMEDOUT) {
-            if (r == 0 || r == EOWNERDEAD) note(real, 0);
-            return r;
+            r = settle(until == INT64_MAX ? rmutex_lock(rm) : rmutex_clocklock(rm, CLOCK_MONOTONIC, &ts));
+            if (final(r)) return r;
+            if (r == REFUSED) continue;
         }
         if (now_ns(CLOCK_MONOTONIC) >= deadline) return ETIMEDOUT;
-        r = try_remote(real, rm, &down);
-        if (r != EBUSY) return r;
+        r = settle(rmutex_trylock(rm));
+        if (final(r)) return r;
     }
+}
+
+/* A release's answer, for the program: 0, or EPERM when the hold had been
+ * lost and the owner has no lost hook.  Any other error is the policy's
+ * (said once); the local mutex is let go of either way, and the name
+ * lapses with its lease. */
+static int released(const struct rm_dm_real *real, rmutex_t *rm, int r)
+{
+    if (r == EPERM) {
+        if (!real->lost) return EPERM;
+        real->lost(rm);
+        return 0;
+    }
+    if (r) rm_policy_error(r, rmutex_detail());
+    return 0;
 }
 
 /* ---- lock / unlock ---- */
@@ -235,7 +285,7 @@ int rm_dm_lock(const struct rm_dm_real *real, struct rm_dm *dm, pthread_mutex_t 
         return lr;
     }
     inside = 1;
-    int rr = remote_acquire(real, rm, dm->fair, mode, clock, abstime);
+    int rr = remote_acquire(rm, dm->fair, mode, clock, abstime);
     inside = 0;
     if (rr != 0 && rr != EOWNERDEAD) return rr;
 
@@ -281,13 +331,8 @@ int rm_dm_unlock(const struct rm_dm_real *real, struct rm_dm *dm, pthread_mutex_
     dm->remote_dead = 0;
     dm->local_dead = 0;
     int lr = real->unlock(local);
-    int ur = remote_release(rm);
-    if (lr) return lr;
-    if (ur == EPERM && real->lost) {
-        real->lost(rm);
-        return 0;
-    }
-    return ur;
+    int ur = released(real, rm, remote_release(rm));
+    return lr ? lr : ur;
 }
 
 int rm_dm_consistent(const struct rm_dm_real *real, struct rm_dm *dm, pthread_mutex_t *local,
@@ -328,7 +373,7 @@ static int retake(struct cond_ctx *c)
 {
     c->real->unlock(c->local);
     inside = 1;
-    int r = remote_acquire(c->real, c->rm, c->dm->fair, RM_DM_FOREVER, CLOCK_MONOTONIC, NULL);
+    int r = remote_acquire(c->rm, c->dm->fair, RM_DM_FOREVER, CLOCK_MONOTONIC, NULL);
     inside = 0;
     int lr = c->real->lock(c->local);
     if (lr == EOWNERDEAD) c->dm->local_dead = 1;
@@ -357,8 +402,7 @@ int rm_dm_cond_wait(const struct rm_dm_real *real, struct rm_dm *dm, pthread_mut
     struct cond_ctx ctx = { real, dm, local, rm, dm->depth };
     dm->depth = 0;
     set_holder(dm, 0);
-    int ur = remote_release(rm);
-    if (ur == EPERM && real->lost) real->lost(rm);
+    released(real, rm, remote_release(rm));
 
     int r;
     pthread_cleanup_push(cond_cancelled, &ctx);
@@ -426,6 +470,25 @@ int rm_dm_rcond_wait(const struct rm_dm_real *real, struct rm_dm *dm, pthread_mu
     else if (clock == (clockid_t)-1) r = rcond_timedwait(rc, rm, abstime);
     else r = rcond_clockwait(rc, rm, clock, abstime);
     pthread_cleanup_pop(0);
-    rcond_retake_local(&ctx, r == ETIMEDOUT || r == EINVAL ? 0 : r);
+    if (final(r) || r == ETIMEDOUT || r == EINVAL || r == EPERM) {
+        /* Answered: EINVAL (the condition is bound to another mutex) and
+         * ETIMEDOUT come with the name held. */
+        rcond_retake_local(&ctx, r == ETIMEDOUT || r == EINVAL ? 0 : r);
+        return r;
+    }
+    /* Redis could not be used (said by settle): a spurious wake-up, with
+     * the name held again whatever it takes.  Refused before the wait let
+     * go of the name, it is let go of for a pause first, so that the
+     * program's loop on its predicate lets other threads and processes in
+     * rather than spinning on a refusal. */
+    settle(r);
+    names = 0;
+    inside = 1;
+    if (!rmutex_holdcount(rm, &names) && names) {
+        released(real, rm, rmutex_unlock(rm));
+        pause_until(now_ns(CLOCK_MONOTONIC) + (nsec)COND_PAUSE_MS * 1000000);
+    }
+    r = remote_acquire(rm, dm->fair, RM_DM_FOREVER, CLOCK_MONOTONIC, NULL);
+    rcond_retake_local(&ctx, r);
     return r;
 }

@@ -14,7 +14,8 @@
 #include <rmutex.h>
 
 /* The local functions a distributed mutex stands on, and how its owner
- * wants Redis trouble handled. */
+ * wants a lost hold handled (Redis trouble is policy.c's, the same for
+ * both owners). */
 struct rm_dm_real {
     int (*lock)(pthread_mutex_t *);
     int (*trylock)(pthread_mutex_t *);
@@ -26,10 +27,6 @@ struct rm_dm_real {
     int (*cond_timedwait)(pthread_cond_t *, pthread_mutex_t *, const struct timespec *);
     int (*cond_clockwait)(pthread_cond_t *, pthread_mutex_t *, clockid_t,
                           const struct timespec *);
-    /* Told when Redis is found unreachable (down = 1, with rmutex_detail())
-     * and when it answers again (down = 0).  NULL: waits go straight to
-     * rmutex_lock(), which blocks through an outage without a word. */
-    void (*outage)(int down, const char *detail);
     /* Told when an unlock finds the Redis hold was lost.  NULL: the unlock
      * returns EPERM instead (the local mutex is released either way). */
     void (*lost)(rmutex_t *rm);
@@ -56,12 +53,16 @@ void rm_dm_reset(struct rm_dm *dm);
 
 /* pthread_mutex_{lock,trylock,timedlock,clocklock} of a distributed mutex:
  * mode RM_DM_TIMED waits until abstime on clock.  Returns what the pthread
- * call returns; EBUSY from trylock also when Redis cannot be reached. */
+ * call returns, never an error of Redis's: while the name cannot be taken
+ * (Redis unreachable, or refusing: policy.c) lock waits, trylock returns
+ * EBUSY and the timed forms ETIMEDOUT. */
 int rm_dm_lock(const struct rm_dm_real *real, struct rm_dm *dm, pthread_mutex_t *local,
                rmutex_t *rm, int mode, clockid_t clock, const struct timespec *abstime);
 
 /* pthread_mutex_unlock: EPERM, changing nothing, when another thread holds
- * it through the distributed path (whatever the type). */
+ * it through the distributed path (whatever the type).  A release Redis
+ * refuses is the policy's; the unlock returns 0 (the name lapses with its
+ * lease). */
 int rm_dm_unlock(const struct rm_dm_real *real, struct rm_dm *dm, pthread_mutex_t *local,
                  rmutex_t *rm);
 
@@ -84,7 +85,8 @@ int rm_dm_cond_wait(const struct rm_dm_real *real, struct rm_dm *dm, pthread_mut
  * clock -1: the condition's own clock.  EPERM when the calling thread does
  * not hold the mutex through the distributed path; EINVAL while it also
  * holds another mutex of the same name (the wait would give up the name
- * under that mutex). */
+ * under that mutex).  A wait Redis cannot serve (policy.c) returns 0, a
+ * spurious wake-up, with both parts held again. */
 int rm_dm_rcond_wait(const struct rm_dm_real *real, struct rm_dm *dm, pthread_mutex_t *local,
                      rmutex_t *rm, rcond_t *rc, int mode, clockid_t clock,
                      const struct timespec *abstime);

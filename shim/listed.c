@@ -16,10 +16,13 @@
  *     so its first lock is like any other.
  *   - Re-initialization (pthread_mutex_init again, or after destroy)
  *     forgets every hold; initializing a mutex in use is undefined, as in
- *     POSIX. */
+ *     POSIX.
+ *   - A hold found lost (its lease ran out, Redis lost it) is said in one
+ *     line: exclusion may have been broken at that moment. */
 #include "shim.h"
 
 #include <errno.h>
+#include <stddef.h>
 
 /* glibc's __kind bit for a robust mutex (PTHREAD_MUTEX_ROBUST_NORMAL_NP,
  * nptl/pthreadP.h); x86_64 ABI, stable since robust mutexes exist. */
@@ -30,7 +33,7 @@ static int locally_robust(const pthread_mutex_t *m) { return (m->__data.__kind &
 static void warn_robust(struct rm_shim_mutex *sm)
 {
     if (__atomic_exchange_n(&sm->robust_warned, 1, __ATOMIC_RELAXED)) return;
-    rm_shim_say("'%s': robust ignored: the program did not make this mutex robust "
+    rm_say("'%s': robust ignored: the program did not make this mutex robust "
                 "(pthread_mutexattr_setrobust); it is distributed as a non-robust mutex",
                 sm->symbol);
 }
@@ -62,7 +65,7 @@ int rm_shim_init(struct rm_shim_mutex *sm, const pthread_mutexattr_t *attr)
         /* Nobody may use a mutex while it is initialized, so nobody holds
          * or waits for the rmutex: make it again with the new robustness. */
         if (!rmutex_destroy(&sm->rm) && rm_shim_make_rmutex(sm, want, sm->dm.fair))
-            rm_shim_say("'%s': cannot make its lock '%s' again: %s", sm->symbol, sm->name,
+            rm_say("'%s': cannot make its lock '%s' again: %s", sm->symbol, sm->name,
                         rmutex_detail());
     }
     return 0;
@@ -102,7 +105,7 @@ int rm_shim_rcond_wait(struct rm_shim_cond *sc, struct rm_shim_mutex *sm, pthrea
 {
     if (!sm) {
         if (!__atomic_exchange_n(&sc->unlisted_warned, 1, __ATOMIC_RELAXED))
-            rm_shim_say("'%s' (a listed condition variable) waited on with the mutex at %p, "
+            rm_say("'%s' (a listed condition variable) waited on with the mutex at %p, "
                         "which is not listed: EINVAL; list the mutex too", sc->symbol, (void *)m);
         return EINVAL;
     }
@@ -138,7 +141,32 @@ int rm_shim_cond_init(struct rm_shim_cond *sc, const pthread_condattr_t *attr)
     /* Nobody may use a condition while it is initialized: no wait is on
      * the rcond, which is made again with the attribute's clock. */
     if (!rcond_destroy(&sc->rc) && rm_shim_make_rcond(sc, clock))
-        rm_shim_say("'%s': cannot make its condition '%s' again: %s", sc->symbol, sc->name,
+        rm_say("'%s': cannot make its condition '%s' again: %s", sc->symbol, sc->name,
                     rmutex_detail());
     return 0;
+}
+
+/* ---- lost holds ---- */
+
+static struct rm_shim_mutex *of_rmutex(rmutex_t *rm)
+{
+    return (struct rm_shim_mutex *)((char *)rm - offsetof(struct rm_shim_mutex, rm));
+}
+
+void rm_shim_lost_at_unlock(rmutex_t *rm)
+{
+    struct rm_shim_mutex *sm = of_rmutex(rm);
+    /* With a watchdog lease the callback below has said it already. */
+    if (sm->lease_ms)
+        rm_say("the hold of '%s' (%s) had run out before it was unlocked: its lease of %lu ms "
+               "was too short, another process may have held it meanwhile",
+               sm->name, sm->symbol, sm->lease_ms);
+}
+
+void rm_shim_lost_callback(rmutex_t *m, const char *name, void *arg)
+{
+    (void)m;
+    (void)arg;
+    rm_say("the hold of '%s' was lost while held (lease expired or Redis lost it); another "
+           "process may enter it before this one unlocks", name);
 }

@@ -2,9 +2,12 @@
  *
  * A rmutex_pthread_mutex_t is glibc's mutex (__local) plus an rmutex
  * (__rm) plus dmutex.c's bookkeeping (__dm); every lock call is
- * rm_dm_lock() with glibc's own functions as the "real" ones.  Unlike the
- * preload shim nothing is printed: an unreachable Redis makes lock wait
- * (rmutex_lock's behaviour), a lost hold makes unlock return EPERM.
+ * rm_dm_lock() with glibc's own functions as the "real" ones.  Redis
+ * trouble is handled and said as under the preload shim (policy.c: lock
+ * waits, trylock EBUSY, timed forms ETIMEDOUT; one line per outage and its
+ * end, one per error; RMUTEX_ON_ERROR=abort); a lost hold makes unlock
+ * return EPERM.  The library's outage callback is left to the program,
+ * which may use it itself.
  *
  * The static initializer fills all three parts at compile time: the rmutex
  * gets its name there and makes its state on first use (librmutex), the
@@ -17,9 +20,9 @@
  * neither.  Its first use names it after the symbol it lives in
  * (symname.c: "<program>:<symbol>"), so it is distributed like any other.
  * Where no symbol covers it (heap memory, a stripped binary) it becomes a
- * process-local mutex, and the process says so once on stderr -- the one
- * line the swap ever prints, because a mutex that silently stops excluding
- * other processes is worse than a noisy one.
+ * process-local mutex, and the process says so once on stderr (say.c),
+ * because a mutex that silently stops excluding other processes is worse
+ * than a noisy one.
  *
  * A rmutex_pthread_cond_t is an rcond (__rc) plus glibc's condition
  * (__local), named like the mutexes.  A wait with a named mutex is an
@@ -31,6 +34,7 @@
 #include <rmutex/pthread.h>
 
 #include "dmutex.h"
+#include "say.h"
 #include "symname.h"
 
 #include <errno.h>
@@ -52,7 +56,6 @@ static const struct rm_dm_real glibc = {
     .cond_wait = pthread_cond_wait,
     .cond_timedwait = pthread_cond_timedwait,
     .cond_clockwait = pthread_cond_clockwait,
-    .outage = NULL,
     .lost = NULL,
 };
 
@@ -75,9 +78,9 @@ static void warn_local_once(const void *m)
 {
     static int warned;
     if (__atomic_exchange_n(&warned, 1, __ATOMIC_RELAXED)) return;
-    fprintf(stderr, "rmutex: the zero-filled pthread_mutex_t at %p is in no symbol (heap memory "
-                    "or a stripped binary): it and any like it are process-local; give them "
-                    "names with pthread_mutex_init (docs/porting.md)\n", m);
+    rm_say("the zero-filled pthread_mutex_t at %p is in no symbol (heap memory or a stripped "
+           "binary): it and any like it are process-local; give them names with "
+           "pthread_mutex_init (docs/porting.md)", m);
 }
 
 /* m as a distributed mutex is ready to use: a zero-filled one gets its
@@ -298,9 +301,9 @@ static void warn_local_cond_once(const void *c)
 {
     static int warned;
     if (__atomic_exchange_n(&warned, 1, __ATOMIC_RELAXED)) return;
-    fprintf(stderr, "rmutex: the zero-filled pthread_cond_t at %p is in no symbol (heap memory "
-                    "or a stripped binary): it and any like it are process-local; give them "
-                    "names with pthread_cond_init (docs/porting.md)\n", c);
+    rm_say("the zero-filled pthread_cond_t at %p is in no symbol (heap memory or a stripped "
+           "binary): it and any like it are process-local; give them names with "
+           "pthread_cond_init (docs/porting.md)", c);
 }
 
 /* c as a distributed condition is ready: a zero-filled one is named after

@@ -108,7 +108,6 @@ struct rm_shim_real rm_shim_real = {
         .cond_wait = boot_cond_wait,
         .cond_timedwait = boot_cond_timedwait,
         .cond_clockwait = boot_cond_clockwait,
-        .outage = rm_shim_outage,
         .lost = rm_shim_lost_at_unlock,
     },
     .init = boot_init,

@@ -8,12 +8,15 @@
  * functions: no Redis connection, no thread, no output, no table (so every
  * mutex takes the fast path).
  *
- * Nothing here talks to Redis: rmutex_init() only checks the name.  The
- * first lock of a listed mutex connects (RMUTEX_URL, as for any librmutex
- * program).  No error stops the program: an entry that cannot be set up is
- * reported in one line and left a plain local mutex -- the user sees that
- * it is not distributed, rather than finding out from lost updates. */
+ * Nothing here talks to Redis: rmutex_init() only checks the name, and
+ * RMUTEX_URL is parsed (rmutex_configure) so that a bad one is said at
+ * start, by policy.c's rule (one line; RMUTEX_ON_ERROR=abort ends the
+ * program).  The first lock of a listed mutex connects.  An entry of
+ * RMUTEX_PRELOAD that cannot be set up is reported in one line and left a
+ * plain local mutex -- the user sees that it is not distributed, rather
+ * than finding out from lost updates. */
 #include "config.h"
+#include "policy.h"
 #include "shim.h"
 #include "symbols.h"
 
@@ -25,13 +28,14 @@
 static void outage_from_library(int down, const char *detail, void *arg)
 {
     (void)arg;
-    rm_shim_outage(down, detail);
+    if (down) rm_policy_outage(detail);
+    else rm_policy_answered();
 }
 
 static void config_error(void *arg, const char *msg)
 {
     (void)arg;
-    rm_shim_say("RMUTEX_PRELOAD: %s", msg);
+    rm_say("RMUTEX_PRELOAD: %s", msg);
 }
 
 static void free_mutex(struct rm_shim_mutex *sm)
@@ -60,7 +64,7 @@ static void *locate(const struct rm_shim_entry *e, const char *what)
     char why[512];
     void *addr;
     if (!rm_shim_resolve(e, &addr, why, sizeof why)) return addr;
-    rm_shim_say("%s; it stays a process-local %s", why, what);
+    rm_say("%s; it stays a process-local %s", why, what);
     return NULL;
 }
 
@@ -75,7 +79,7 @@ static struct rm_shim_cond *set_up_cond(const struct rm_shim_entry *e)
     sc->name = strdup(e->name);
     if (sc->symbol && sc->name && !rm_shim_make_rcond(sc, CLOCK_REALTIME)) return sc;
     if (sc->symbol && sc->name)
-        rm_shim_say("'%s': librmutex refuses the condition name '%s': %s; it stays a "
+        rm_say("'%s': librmutex refuses the condition name '%s': %s; it stays a "
                     "process-local condition variable", sc->symbol, sc->name, rmutex_detail());
     free(sc->symbol);
     free(sc->name);
@@ -102,7 +106,7 @@ static struct rm_shim_mutex *set_up(const struct rm_shim_entry *e)
     /* Not robust yet: see listed.c (robust only once the program makes it so). */
     int r = rm_shim_make_rmutex(sm, 0, e->fair);
     if (r) {
-        rm_shim_say("'%s': librmutex refuses the lock name '%s': %s; it stays a process-local mutex",
+        rm_say("'%s': librmutex refuses the lock name '%s': %s; it stays a process-local mutex",
                     sm->symbol, sm->name, rmutex_detail());
         free_mutex(sm);
         return NULL;
@@ -114,6 +118,7 @@ static struct rm_shim_mutex *set_up(const struct rm_shim_entry *e)
 __attribute__((constructor)) static void rm_shim_start(void)
 {
     rm_shim_boot();
+    rm_say_as("preload");
     const char *spec = getenv("RMUTEX_PRELOAD");
     if (!spec || !*spec) return;
     int saved = errno;
@@ -124,7 +129,7 @@ __attribute__((constructor)) static void rm_shim_start(void)
     struct rm_shim_config cfg;
     if (rm_shim_config_parse(spec, n > 0 ? exe : NULL, program_invocation_name, &cfg, config_error,
                              NULL) < 0) {
-        rm_shim_say("out of memory reading RMUTEX_PRELOAD; no mutex is distributed");
+        rm_say("out of memory reading RMUTEX_PRELOAD; no mutex is distributed");
         errno = saved;
         return;
     }
@@ -142,7 +147,7 @@ __attribute__((constructor)) static void rm_shim_start(void)
         int dup = 0;
         for (size_t k = 0; k < used; k++)
             if (v[k]->addr == sm->addr) {
-                rm_shim_say("'%s' is the same mutex as '%s'; the first entry applies", sm->symbol,
+                rm_say("'%s' is the same mutex as '%s'; the first entry applies", sm->symbol,
                             v[k]->symbol);
                 dup = 1;
             }
@@ -154,13 +159,21 @@ __attribute__((constructor)) static void rm_shim_start(void)
         v[used++] = sm;
     }
     if (cfg.n && (!v || !cv))
-        rm_shim_say("out of memory reading RMUTEX_PRELOAD; no mutex is distributed");
+        rm_say("out of memory reading RMUTEX_PRELOAD; no mutex is distributed");
     rm_shim_config_free(&cfg);
     if (used) {
         rmutex_set_lost_callback(rm_shim_lost_callback, NULL);
         /* Outages found by any of the library's threads, also those that
          * begin while a fair lock waits (which is not cut into slices). */
         rmutex_set_outage_callback(outage_from_library, NULL);
+    }
+    if (used || conds) {
+        /* RMUTEX_URL is read now, so that a bad one is said at start (and,
+         * with RMUTEX_ON_ERROR=abort, ends the program before main); every
+         * lock would find it refused anyway (policy.c).  A resolver that
+         * failed for the moment is asked again at the first lock. */
+        int r = rmutex_configure(NULL);
+        if (r && r != EAGAIN && r != ENOMEM) rm_policy_error(r, rmutex_detail());
     }
     rm_shim_publish_conds(cv, conds);
     rm_shim_publish(v, used);

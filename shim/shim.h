@@ -1,6 +1,6 @@
 /* shim.h -- what the files of the preload shim share: the real pthread
  * functions, the table of listed mutexes and its fast lookup, and the
- * one-line messages.
+ * one-line messages (say.h: rm_say).
  *
  * Naming: rm_shim_* are internal to librmutex_preload.so (hidden, like
  * everything in it but the interposed pthread names). */
@@ -13,6 +13,7 @@
 #include <rmutex.h>
 
 #include "dmutex.h"
+#include "say.h"
 
 /* ---- real.c: the functions the interposers stand in front of ---- */
 
@@ -117,15 +118,9 @@ int rm_shim_make_rcond(struct rm_shim_cond *sc, clockid_t clock);
  * lease).  Returns 0 or the rmutex_init error. */
 int rm_shim_make_rmutex(struct rm_shim_mutex *sm, int robust, int fair);
 
-/* ---- say.c: the only output of the shim ---- */
+/* ---- listed.c: a lost hold of a listed mutex, said in one line ---- */
 
-/* One line on stderr: "rmutex preload[PROGRAM PID]: MESSAGE".  errno is
- * kept. */
-void rm_shim_say(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
-
-/* dmutex hooks: Redis unreachable / reachable again (one line per outage,
- * at most one per RATE seconds); an unlock found its hold lost. */
-void rm_shim_outage(int down, const char *detail);
+/* dmutex's lost hook: an unlock found its hold lost. */
 void rm_shim_lost_at_unlock(rmutex_t *rm);
 /* rmutex_set_lost_callback(): the watchdog found a hold lost. */
 void rm_shim_lost_callback(rmutex_t *m, const char *name, void *arg);

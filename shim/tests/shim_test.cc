@@ -487,7 +487,7 @@ TEST_F(Shim, MalformedEntriesAreReportedAndLeftOut)
 
 /* ---- Redis down ---- */
 
-TEST_F(Shim, RedisDownAtStartMakesListedMutexesWaitWithOneLine)
+TEST_F(Shim, RedisDownAtStartMakesListedMutexesWaitWithOneLineAndOneWhenBack)
 {
     server()->stop();
     auto p = run({ "hold", "global" }, "shimprog: counter_lock=" + n());
@@ -497,14 +497,16 @@ TEST_F(Shim, RedisDownAtStartMakesListedMutexesWaitWithOneLine)
     auto err = lines(p->err());
     ASSERT_EQ(1u, err.size()) << p->err();
     EXPECT_NE(std::string::npos, err[0].find("unreachable")) << err[0];
-    /* Back: the lock goes through, and nothing more is said. */
+    /* Back: the lock goes through, and one line says Redis is back. */
     ASSERT_TRUE(server()->restart());
     ASSERT_TRUE(p->expect_line("locked rc=0", ms(20000))) << p->err();
     Redis again(host(), port());
     EXPECT_TRUE(again.exists(n()));
     p->write_line("go");
     EXPECT_TRUE(p->expect_line("unlocked rc=0", ms(10000)));
-    EXPECT_EQ(1u, lines(p->err()).size()) << p->err();
+    err = lines(p->err());
+    ASSERT_EQ(2u, err.size()) << p->err();
+    EXPECT_NE(std::string::npos, err[1].find("Redis answers again")) << err[1];
 }
 
 /* ---- fair and robust entries ---- */

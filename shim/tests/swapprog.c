@@ -1,11 +1,14 @@
 /* swapprog.c -- a pthread counter built with <rmutex/pthread.h>: each run
  * adds ITERS to the number in FILE under a static mutex (read, pause,
  * write), so runs in several processes lose updates unless the mutex
- * excludes them all.  usage: swapprog FILE ITERS [small|zero|heap]:
+ * excludes them all.  usage: swapprog FILE ITERS [small|zero|heap|two]:
  *   small  the loop runs on a thread with a PTHREAD_STACK_MIN stack;
  *   zero   under zero_lock, a global with no initializer (all zeros);
- *   heap   under a calloc'd mutex (all zeros, in no symbol).
- * It prints "done cache_hits=N" (rmutex_stats: RMUTEX_CACHE=1 caches). */
+ *   heap   under a calloc'd mutex (all zeros, in no symbol);
+ *   two    two threads run the loop (2 * ITERS).
+ * It prints "done cache_hits=N" (rmutex_stats: RMUTEX_CACHE=1 caches).
+ * "swapprog try" and "swapprog timed MS" trylock / timedlock the counter's
+ * mutex once and print "try rc=N" / "timed rc=N". */
 #define _GNU_SOURCE
 #include <rmutex/pthread.h>
 #include <stdio.h>
@@ -25,7 +28,7 @@ static void *count(void *arg)
 {
     for (int i = 0; i < iters; i++) {
         if (pthread_mutex_lock(lock)) {
-            failed = 1;
+            __atomic_store_n(&failed, 1, __ATOMIC_RELAXED);
             return arg;
         }
         long v = 0;
@@ -41,25 +44,54 @@ static void *count(void *arg)
             fclose(f);
         }
         if (pthread_mutex_unlock(lock)) {
-            failed = 1;
+            __atomic_store_n(&failed, 1, __ATOMIC_RELAXED);
             return arg;
         }
     }
     return arg;
 }
 
+/* "try" / "timed MS": one attempt at the counter's mutex. */
+static int attempt(int argc, char **argv)
+{
+    int rc;
+    if (argc == 2) {
+        rc = pthread_mutex_trylock(lock);
+    } else {
+        struct timespec t;
+        clock_gettime(CLOCK_REALTIME, &t);
+        long ms = atol(argv[2]);
+        t.tv_sec += ms / 1000;
+        t.tv_nsec += ms % 1000 * 1000000;
+        if (t.tv_nsec >= 1000000000) {
+            t.tv_sec++;
+            t.tv_nsec -= 1000000000;
+        }
+        rc = pthread_mutex_timedlock(lock, &t);
+    }
+    printf("%s rc=%d\n", argv[1], rc);
+    if (!rc) pthread_mutex_unlock(lock);
+    return 0;
+}
+
 int main(int argc, char **argv)
 {
+    if ((argc == 2 && !strcmp(argv[1], "try")) || (argc == 3 && !strcmp(argv[1], "timed")))
+        return attempt(argc, argv);
     const char *mode = argc == 4 ? argv[3] : "";
-    int small = !strcmp(mode, "small");
-    if (argc != 3 && !(argc == 4 && (small || !strcmp(mode, "zero") || !strcmp(mode, "heap"))))
+    int small = !strcmp(mode, "small"), two = !strcmp(mode, "two");
+    if (argc != 3 &&
+        !(argc == 4 && (small || two || !strcmp(mode, "zero") || !strcmp(mode, "heap"))))
         return 2;
     if (!strcmp(mode, "zero")) lock = &zero_lock;
     if (!strcmp(mode, "heap") && !(lock = calloc(1, sizeof *lock))) return 1;
     file = argv[1];
     iters = atoi(argv[2]);
+    pthread_t other;
+    if (two && pthread_create(&other, NULL, count, NULL)) return 1;
     if (small ? small_stack_run(count, NULL) != 0 : count(NULL) != NULL) return 1;
-    if (failed) return 1;
+    if (two && pthread_join(other, NULL)) return 1;
+    if (__atomic_load_n(&failed, __ATOMIC_RELAXED)) return 1;
     rmutex_stats_t st;
     memset(&st, 0, sizeof st);
     rmutex_stats(&st, sizeof st);

@@ -1,0 +1,128 @@
+/* policy.c -- what a ported program's distributed mutexes do, and say,
+ * when rmutex cannot take a name: Redis unreachable, or refusing.
+ *
+ * DESIGN
+ * ------
+ * A ported program (the header swap, the preload shim) does not check what
+ * pthread_mutex_lock returns: glibc never fails it.  So the distributed
+ * part of a mutex (dmutex.c) never returns as if the lock were taken when
+ * it is not: the local mutex is only ever taken after the name, so while
+ * the name cannot be taken the program's threads wait too, in every
+ * process.  What stops the name from being taken is one of two kinds, each
+ * told on stderr in one line (say.c):
+ *
+ *   - an outage: no connection to Redis could be made.  lock waits until
+ *     Redis answers, trylock says EBUSY, the timed forms time out.  One
+ *     line when it starts, one when Redis answers again, at most one
+ *     outage line per RATE_S seconds.  RMUTEX_OUTAGE_LINES=0 silences both.
+ *   - an error: anything else that no pthread call answers -- a bad or
+ *     misspelt RMUTEX_URL, a refused login, an ACL without a command the
+ *     library needs, a server that is a replica...  Its line names it
+ *     (rmutex_detail() and the errno name) and is said once: the same
+ *     problem again is not said again (a small table of what was said,
+ *     by a hash of code and detail).  Then RMUTEX_ON_ERROR decides:
+ *       wait   (the default) as in an outage: lock waits, asking again
+ *              (dmutex.c: backoff to a second), trylock EBUSY, timed forms
+ *              ETIMEDOUT -- so a login or an ACL fixed on the server heals
+ *              the program without a restart;
+ *       abort  the line, then abort(3).  The one place a ported program
+ *              is ended by rmutex: the user asked for it.
+ *     Any other value is said once and "wait" applies.
+ *
+ * The environment is read at the first trouble.  A lock that Redis
+ * answers costs one relaxed atomic load here (is an outage on?). */
+#include "policy.h"
+#include "say.h"
+
+#include <pthread.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#define RATE_S 10
+#define SAID_MAX 16
+
+static struct {
+    pthread_mutex_t mu;        /* everything below but down */
+    int down;                  /* an outage is on (read without mu) */
+    int down_said;             /* ... and its line was said */
+    int64_t last_down_line;    /* CLOCK_MONOTONIC seconds */
+    uint64_t said[SAID_MAX];   /* errors said: hashes of code and detail */
+    unsigned nsaid;
+    int env_read, abort_on_error, outage_lines;
+} pol = { .mu = PTHREAD_MUTEX_INITIALIZER };
+
+static void read_env_locked(void)
+{
+    if (pol.env_read) return;
+    pol.env_read = 1;
+    const char *e = getenv("RMUTEX_ON_ERROR");
+    pol.abort_on_error = e && !strcmp(e, "abort");
+    if (e && *e && !pol.abort_on_error && strcmp(e, "wait"))
+        rm_say("RMUTEX_ON_ERROR=%.64s is neither wait nor abort: wait applies", e);
+    e = getenv("RMUTEX_OUTAGE_LINES");
+    pol.outage_lines = !(e && !strcmp(e, "0"));
+}
+
+void rm_policy_answered(void)
+{
+    if (!__atomic_load_n(&pol.down, __ATOMIC_RELAXED)) return;
+    pthread_mutex_lock(&pol.mu);
+    int say = __atomic_exchange_n(&pol.down, 0, __ATOMIC_RELAXED) && pol.down_said;
+    pol.down_said = 0;
+    pthread_mutex_unlock(&pol.mu);
+    if (say) rm_say("Redis answers again: distributed mutexes no longer wait");
+}
+
+void rm_policy_outage(const char *detail)
+{
+    pthread_mutex_lock(&pol.mu);
+    read_env_locked();
+    int say = 0;
+    if (!__atomic_exchange_n(&pol.down, 1, __ATOMIC_RELAXED)) {
+        struct timespec ts;
+        clock_gettime(CLOCK_MONOTONIC, &ts);
+        say = pol.outage_lines && (!pol.last_down_line || ts.tv_sec - pol.last_down_line >= RATE_S);
+        if (say) pol.last_down_line = ts.tv_sec;
+        pol.down_said = say;
+    }
+    pthread_mutex_unlock(&pol.mu);
+    if (say)
+        rm_say("Redis is unreachable (%s); distributed mutexes wait until it answers again",
+               detail && *detail ? detail : "no detail");
+}
+
+static uint64_t hash_of(int code, const char *s)
+{
+    uint64_t h = 14695981039346656037ull ^ (uint64_t)(unsigned)code; /* FNV-1a */
+    for (; *s; s++) h = (h ^ (unsigned char)*s) * 1099511628211ull;
+    return h;
+}
+
+void rm_policy_error(int code, const char *detail)
+{
+    if (!detail || !*detail) detail = "no detail";
+    uint64_t h = hash_of(code, detail);
+    pthread_mutex_lock(&pol.mu);
+    read_env_locked();
+    int said = 0;
+    for (unsigned i = 0; i < pol.nsaid && i < SAID_MAX && !said; i++) said = pol.said[i] == h;
+    if (!said) pol.said[pol.nsaid++ % SAID_MAX] = h;
+    int abort_now = pol.abort_on_error;
+    pthread_mutex_unlock(&pol.mu);
+    if (said) return;
+    const char *name = strerrorname_np(code);
+    char num[16];
+    if (!name) {
+        snprintf(num, sizeof num, "error %d", code);
+        name = num;
+    }
+    if (abort_now) {
+        rm_say("cannot use Redis: %s (%s); RMUTEX_ON_ERROR=abort: ending the program", detail, name);
+        abort();
+    }
+    rm_say("cannot use Redis: %s (%s); distributed mutexes wait, asking again, until that is "
+           "fixed (RMUTEX_ON_ERROR=abort ends the program instead)", detail, name);
+}

@@ -1,0 +1,20 @@
+/* policy.h -- what a ported program's distributed mutexes do, and say,
+ * when rmutex cannot take a name (policy.c). */
+#ifndef RM_POLICY_H
+#define RM_POLICY_H
+
+/* Redis answered (a name was taken, or found held elsewhere): an outage
+ * is over.  Cheap while there is none (one atomic load). */
+void rm_policy_answered(void);
+
+/* No connection to Redis could be made (detail: rmutex_detail()): the
+ * outage line, once per outage. */
+void rm_policy_outage(const char *detail);
+
+/* rmutex answered code, an error no pthread call returns (a bad URL, a
+ * refused login, an ACL that refuses a command...): its line, once per
+ * problem; with RMUTEX_ON_ERROR=abort the line and abort().  Returns (the
+ * caller then waits and asks again) otherwise. */
+void rm_policy_error(int code, const char *detail);
+
+#endif

@@ -1,0 +1,315 @@
+/* misconfig_test.cc -- a configuration or permission error never lets a
+ * ported program run unlocked (shim/policy.c).
+ *
+ * swapprog (built with the header swap) and shimprog (under
+ * librmutex_preload.so) count in a file under a distributed mutex, two
+ * threads per process, several processes, against a redis-server of the
+ * test's own -- with a RMUTEX_URL that is garbage, one with a misspelt
+ * option, a wrong password, or an ACL user with less than the
+ * least-privilege rule (tests/acl_rule.h).  Neither program checks what
+ * pthread_mutex_lock returns.  The count must stay exact: nobody gets in
+ * while the name cannot be taken, each process says the problem in one
+ * line, and a login or an ACL fixed on the server lets them finish without
+ * a restart.  RMUTEX_ON_ERROR=abort ends them with the line; trylock says
+ * EBUSY and timedlock ETIMEDOUT meanwhile.  Also: the header swap's
+ * outage lines, and a condition wait whose mutex is refused on the way
+ * back. */
+#include "acl_rule.h"
+#include "harness.h"
+
+#include <signal.h>
+#include <sys/wait.h>
+
+#include <algorithm>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+using namespace rmt;
+
+namespace {
+
+enum class Kind { Swap, Shim };
+enum class Bad { Garbage, Typo, WrongPassword, LessThanTheRule };
+
+const char *kind_name(Kind k) { return k == Kind::Swap ? "Swap" : "Shim"; }
+
+const char *bad_name(Bad b)
+{
+    switch (b) {
+    case Bad::Garbage: return "GarbageUrl";
+    case Bad::Typo: return "MisspeltOption";
+    case Bad::WrongPassword: return "WrongPassword";
+    default: return "AclUserWithLessThanTheRule";
+    }
+}
+
+std::string slurp(const std::string &path)
+{
+    std::ifstream f(path);
+    std::stringstream ss;
+    ss << f.rdbuf();
+    return ss.str();
+}
+
+/* The lines of text that contain what. */
+size_t count_lines(const std::string &text, const std::string &what)
+{
+    auto l = lines(text);
+    return (size_t)std::count_if(l.begin(), l.end(),
+                                 [&](const std::string &s) { return s.find(what) != std::string::npos; });
+}
+
+class Ported : public RedisTest {
+  protected:
+    Ported() : RedisTest(true, "", false) {}
+
+    void SetUp() override
+    {
+        RedisTest::SetUp();
+        char t[] = "/tmp/rmutex-misconfig-test.XXXXXX";
+        ASSERT_TRUE(mkdtemp(t));
+        dir_ = t;
+        counter_ = dir_ + "/counter";
+        std::ofstream(counter_) << "0\n";
+    }
+    void TearDown() override
+    {
+        procs_.clear();
+        std::filesystem::remove_all(dir_);
+        RedisTest::TearDown();
+    }
+
+    std::string user_url(const std::string &user, const std::string &password)
+    {
+        return "redis://" + user + ":" + password + "@" + host() + ":" + std::to_string(port());
+    }
+    void set_user(const std::vector<std::string> &words)
+    {
+        std::vector<std::string> cmd = { "ACL", "SETUSER" };
+        cmd.insert(cmd.end(), words.begin(), words.end());
+        ASSERT_EQ("OK", redis().cmd(cmd).str());
+    }
+    /* A user "ported" with the least-privilege rule less drop, password pw. */
+    void make_user(const std::string &pw, const std::vector<std::string> &drop = {})
+    {
+        std::vector<std::string> words = { "ported", "reset", "on", ">" + pw };
+        for (auto &w : acl_rule())
+            if (std::find(drop.begin(), drop.end(), w) == drop.end()) words.push_back(w);
+        set_user(words);
+    }
+
+    /* Program kind with args, RMUTEX_URL url, and env; the shim lists
+     * shimprog's counter_lock under this test's name, and more. */
+    Child *start(Kind kind, const std::vector<std::string> &args, const std::string &url,
+                 std::map<std::string, std::string> env = {}, const std::string &more = "")
+    {
+        std::vector<std::string> argv{ kind == Kind::Swap ? SWAP_PROG : SHIM_PROG };
+        argv.insert(argv.end(), args.begin(), args.end());
+        env["RMUTEX_URL"] = url;
+        if (kind == Kind::Shim) {
+            env["LD_PRELOAD"] = SHIM_PRELOAD;
+            env["RMUTEX_PRELOAD"] = "shimprog: counter_lock=" + lock_name("counter") + more;
+#if SHIM_SANITIZED
+            const char *asan = getenv("ASAN_OPTIONS");
+            env["ASAN_OPTIONS"] = std::string("verify_asan_link_order=0") + (asan ? ":" : "") + (asan ? asan : "");
+#endif
+        }
+        procs_.push_back(std::make_unique<Child>(argv, env));
+        EXPECT_TRUE(procs_.back()->started()) << argv[0];
+        return procs_.back().get();
+    }
+
+    /* The counting command of kind: two threads, iters each. */
+    std::vector<std::string> count_args(Kind kind, int iters)
+    {
+        if (kind == Kind::Swap) return { counter_, std::to_string(iters), "two" };
+        return { "count", counter_, std::to_string(iters), "2", "global" };
+    }
+
+    std::string counter() { return slurp(counter_); }
+
+    std::string dir_, counter_;
+    std::vector<std::unique_ptr<Child>> procs_;
+};
+
+/* ---- each kind of program, each kind of error ---- */
+
+class Misconfigured : public Ported, public ::testing::WithParamInterface<std::tuple<Kind, Bad>> {
+  protected:
+    Kind kind() const { return std::get<0>(GetParam()); }
+    Bad bad() const { return std::get<1>(GetParam()); }
+
+    /* The URL that is wrong in this test's way (making the user it names). */
+    std::string bad_url()
+    {
+        switch (bad()) {
+        case Bad::Garbage: return "garbage";
+        case Bad::Typo: return url_with("leese=1");
+        case Bad::WrongPassword: make_user("Not-The-Password-1"); return user_url("ported", "Right-Password-1");
+        default: make_user("Ported-Pw-1", { "+evalsha", "+eval" }); return user_url("ported", "Ported-Pw-1");
+        }
+    }
+    /* What the line must name. */
+    std::string names() const
+    {
+        switch (bad()) {
+        case Bad::Garbage: return "URL must start with";
+        case Bad::Typo: return "'leese'";
+        case Bad::WrongPassword: return "refused the login";
+        default: return "'evalsha' command";
+        }
+    }
+    /* Fix it on the server, if that can be done: true when done. */
+    bool heal()
+    {
+        if (bad() == Bad::WrongPassword) set_user({ "ported", ">Right-Password-1" });
+        else if (bad() == Bad::LessThanTheRule) set_user({ "ported", "+evalsha", "+eval" });
+        else return false;
+        return true;
+    }
+};
+
+TEST_P(Misconfigured, ACounterAcrossThreadsAndProcessesStaysExactAndEachSaysItOnce)
+{
+    const int procs = 2, iters = 10;
+    std::string url = bad_url();
+    for (int i = 0; i < procs; i++) start(kind(), count_args(kind(), iters), url);
+    for (auto &p : procs_)
+        ASSERT_TRUE(wait_until([&] { return p->err().find("cannot use Redis") != std::string::npos; },
+                               ms(10000)))
+            << "nothing said: " << p->err();
+    /* Every thread of every process waits: none went on without the lock. */
+    EXPECT_FALSE(wait_until_unscaled(
+        [&] {
+            if (counter() != "0\n") return true;
+            for (auto &p : procs_)
+                if (p->poll_line()) return true;
+            return false;
+        },
+        ms(1500)))
+        << "a thread went on without the lock: counter " << counter();
+    bool healed = heal();
+    for (auto &p : procs_) {
+        if (healed) {
+            EXPECT_TRUE(p->expect_line("done", ms(30000))) << "not healed: " << p->err();
+            EXPECT_EQ(0, p->wait(ms(10000)));
+        } else {
+            p->kill(SIGKILL);
+            p->wait(ms(10000));
+        }
+        auto err = lines(p->err());
+        ASSERT_EQ(1u, err.size()) << p->err();
+        EXPECT_NE(std::string::npos, err[0].find(names())) << err[0];
+        EXPECT_EQ(std::string::npos, err[0].find("unreachable")) << err[0];
+        EXPECT_NE(std::string::npos, err[0].find("RMUTEX_ON_ERROR=abort")) << err[0];
+    }
+    EXPECT_EQ(std::to_string(healed ? procs * 2 * iters : 0) + "\n", counter());
+}
+
+TEST_P(Misconfigured, RmutexOnErrorAbortEndsTheProgramWithTheLine)
+{
+    Child *p = start(kind(), count_args(kind(), 10), bad_url(), { { "RMUTEX_ON_ERROR", "abort" } });
+    int st = p->wait(ms(20000));
+    ASSERT_TRUE(WIFSIGNALED(st)) << "status " << st << ": " << p->err();
+    EXPECT_EQ(SIGABRT, WTERMSIG(st));
+    auto err = lines(p->err());
+    ASSERT_EQ(1u, err.size()) << p->err();
+    EXPECT_NE(std::string::npos, err[0].find(names())) << err[0];
+    EXPECT_NE(std::string::npos, err[0].find("RMUTEX_ON_ERROR=abort: ending the program")) << err[0];
+    EXPECT_EQ("0\n", counter());
+}
+
+TEST_P(Misconfigured, TrylockIsEbusyAndTimedlockTimesOut)
+{
+    std::string url = bad_url();
+    Child *t = start(kind(), kind() == Kind::Swap ? std::vector<std::string>{ "try" }
+                                                  : std::vector<std::string>{ "try", "global" }, url);
+    EXPECT_TRUE(t->expect_line(kind() == Kind::Swap ? "try rc=16" : "rc=16", ms(10000))) << t->log().size() << t->err();
+    auto t0 = Clock::now();
+    Child *tl = start(kind(), kind() == Kind::Swap ? std::vector<std::string>{ "timed", "300" }
+                                                   : std::vector<std::string>{ "timed", "global", "300" }, url);
+    EXPECT_TRUE(tl->expect_line(kind() == Kind::Swap ? "timed rc=110" : "rc=110", ms(10000))) << tl->err();
+    EXPECT_GE(elapsed_ms(t0), 300);
+    for (Child *p : { t, tl }) {
+        EXPECT_EQ(0, p->wait(ms(10000)));
+        EXPECT_EQ(1u, count_lines(p->err(), names())) << p->err();
+    }
+}
+
+INSTANTIATE_TEST_SUITE_P(Each, Misconfigured,
+                         ::testing::Combine(::testing::Values(Kind::Swap, Kind::Shim),
+                                            ::testing::Values(Bad::Garbage, Bad::Typo,
+                                                              Bad::WrongPassword, Bad::LessThanTheRule)),
+                         [](const auto &i) {
+                             return std::string(kind_name(std::get<0>(i.param))) +
+                                    bad_name(std::get<1>(i.param));
+                         });
+
+/* ---- the shim: at start; a condition wait refused on its way back ---- */
+
+/* The shim reads RMUTEX_URL in its constructor: a bad one is said before
+ * the program's first lock of a listed mutex (here: none at all). */
+TEST_F(Ported, ShimSaysABadUrlAtStartBeforeAnyLock)
+{
+    Child *p = start(Kind::Shim, { "hold", "plain" }, url_with("leese=1"));
+    ASSERT_TRUE(p->expect_line("locked rc=0", ms(10000))) << p->err();
+    EXPECT_EQ(1u, count_lines(p->err(), "'leese'")) << p->err();
+    p->write_line("go");
+    EXPECT_TRUE(p->expect_line("unlocked rc=0", ms(10000)));
+}
+
+/* A waiter's user loses EVALSHA while it waits on a listed condition: when
+ * signalled it cannot take the name back.  The wait does not return
+ * without it: one line, and it returns once the ACL is fixed. */
+TEST_F(Ported, ShimConditionWaitRefusedOnItsWayBackWaitsForTheNameAndHeals)
+{
+    make_user("Ported-Pw-1");
+    std::string name = lock_name("counter"), cond = ", cond=" + lock_name("cond") + ";cond";
+    Child *waiter = start(Kind::Shim, { "cwait", "global" }, user_url("ported", "Ported-Pw-1"), {}, cond);
+    ASSERT_TRUE(waiter->expect_line("waiting", ms(10000))) << waiter->err();
+    ASSERT_TRUE(wait_until([&] { return !redis().exists(name); }, ms(5000))) << "the wait kept the name";
+    set_user({ "ported", "-evalsha", "-eval" });
+    Child *signaller = start(Kind::Shim, { "csignal", "global", "one" }, url(), {}, cond);
+    EXPECT_TRUE(signaller->expect_line("signalled rc=0", ms(10000))) << signaller->err();
+    ASSERT_TRUE(wait_until([&] { return count_lines(waiter->err(), "'evalsha' command") == 1; }, ms(10000)))
+        << waiter->err();
+    EXPECT_FALSE(waiter->read_line_unscaled(ms(1000))) << "the wait returned without the name";
+    set_user({ "ported", "+evalsha", "+eval" });
+    ASSERT_TRUE(waiter->expect_line("woke rc=0", ms(10000))) << waiter->err();
+    EXPECT_TRUE(waiter->expect_line("unlocked rc=0", ms(10000)));
+    EXPECT_EQ(1u, lines(waiter->err()).size()) << waiter->err();
+}
+
+/* ---- the header swap's outage lines ---- */
+
+TEST_F(Ported, SwapSaysWhenRedisIsUnreachableAndWhenItIsBack)
+{
+    server()->stop();
+    Child *p = start(Kind::Swap, count_args(Kind::Swap, 5), url());
+    ASSERT_TRUE(wait_until([&] { return count_lines(p->err(), "unreachable") == 1; }, ms(10000)))
+        << p->err();
+    EXPECT_EQ("0\n", counter());
+    ASSERT_TRUE(server()->restart());
+    ASSERT_TRUE(p->expect_line("done", ms(30000))) << p->err();
+    EXPECT_EQ(0, p->wait(ms(10000)));
+    auto err = lines(p->err());
+    ASSERT_EQ(2u, err.size()) << p->err();
+    EXPECT_NE(std::string::npos, err[0].find("rmutex pthread[swapprog ")) << err[0];
+    EXPECT_NE(std::string::npos, err[1].find("Redis answers again")) << err[1];
+    EXPECT_EQ("10\n", counter());
+}
+
+TEST_F(Ported, SwapOutageLinesAreSilencedByRmutexOutageLinesZero)
+{
+    server()->stop();
+    Child *p = start(Kind::Swap, count_args(Kind::Swap, 5), url(), { { "RMUTEX_OUTAGE_LINES", "0" } });
+    EXPECT_FALSE(p->read_line(ms(2500))) << "it went on without Redis";
+    ASSERT_TRUE(server()->restart());
+    ASSERT_TRUE(p->expect_line("done", ms(30000))) << p->err();
+    EXPECT_EQ(0, p->wait(ms(10000)));
+    EXPECT_EQ("", p->err());
+    EXPECT_EQ("10\n", counter());
+}
+
+} // namespace
