@@ -54,6 +54,15 @@ static struct {
     int env_read, abort_on_error, outage_lines;
 } pol = { .mu = PTHREAD_MUTEX_INITIALIZER };
 
+/* fork(): a thread of the parent may have held the lock; the child's only
+ * thread starts with it free (the state it guarded stays). */
+static void fork_child(void) { pthread_mutex_init(&pol.mu, NULL); }
+
+__attribute__((constructor)) static void register_fork_handler(void)
+{
+    pthread_atfork(NULL, NULL, fork_child);
+}
+
 static void read_env_locked(void)
 {
     if (pol.env_read) return;

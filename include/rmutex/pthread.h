@@ -80,12 +80,24 @@
  * whose threads lock a mutex many times in a row then pays no round trip
  * for a relock while no other process wants it (rmutexattr_setcache).
  *
+ * Redis trouble (shim/policy.c, shim/README.md): no call returns an error
+ * of Redis's -- ported code does not check.  While Redis is unreachable,
+ * or refuses (a bad or misspelt RMUTEX_URL, a refused login, an ACL user
+ * without the rights), lock and the condition waits wait, trylock returns
+ * EBUSY, the timed forms ETIMEDOUT.  One stderr line says an outage
+ * ("rmutex pthread[PROGRAM PID]: Redis is unreachable ...") and one its
+ * end (RMUTEX_OUTAGE_LINES=0: neither); one line names an error, once;
+ * then RMUTEX_ON_ERROR=wait (the default) keeps asking Redis, so a login
+ * or ACL fixed on the server heals the program, and RMUTEX_ON_ERROR=abort
+ * ends the program with that line.
+ *
  * Deviations from pthreads: see rm_dm (shim/dmutex.c) and docs/porting.md.  An
  * unlock by a thread that does not hold the mutex returns EPERM for every
- * type; trylock also returns EBUSY while Redis cannot be reached; unlock
- * returns EPERM (after releasing the local mutex) if the Redis hold was
- * lost; PTHREAD_PROCESS_SHARED is refused (ENOTSUP): the mutex is already
- * shared through Redis, and its state cannot live in shared memory.
+ * type; trylock also returns EBUSY while Redis cannot be used (above);
+ * unlock returns EPERM (after releasing the local mutex) if the Redis hold
+ * was lost; PTHREAD_PROCESS_SHARED is refused (ENOTSUP): the mutex is
+ * already shared through Redis, and its state cannot live in shared
+ * memory.
  *
  * Include it before any of the program's own headers that use
  * pthread_mutex_t (they then get the wrapper), and after any third-party
