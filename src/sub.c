@@ -20,8 +20,9 @@
  * Pub/sub is at-most-once: messages published while the connection is
  * down, or before a subscription is confirmed, are lost.  Two rules make
  * that harmless.  (1) Every wait is bounded by its caller (the lock's
- * remaining lease and the poll cap), so a lost message costs time, never
- * liveness.  (2) Whenever a channel's subscription is confirmed, first time
+ * remaining lease and the poll cap; a fair lock's waiters queued behind
+ * their process's first, by a longer last resort, fair.c), so a lost
+ * message costs time, never liveness.  (2) Whenever a channel's subscription is confirmed, first time
  * or after a reconnect, every waiter of that channel is woken to re-check
  * the lock at once: a release it missed is found by that check.  A waiter
  * joins before the attempt that finds the lock busy, and a wake-up that
