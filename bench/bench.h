@@ -60,6 +60,8 @@ void w1_run(void);
 void w2_run(void);
 void w3_run(void);
 void w4_run(void);
+/* W4's live part (w4_crowd.c), run by w4_run. */
+void w4_crowd_run(void);
 void w5_run(void);
 void w6_run(void);
 void w7_run(void);

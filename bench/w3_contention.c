@@ -24,6 +24,7 @@
 #include "report.h"
 #include "server.h"
 #include "w3.h"
+#include "workers.h"
 
 #include <errno.h>
 #include <pthread.h>
@@ -39,7 +40,7 @@
 #include <unistd.h>
 
 struct shared {
-    _Atomic int ready, go, stop, failed;
+    struct workers run;
     volatile uint64_t counter;
     uint64_t cap;
     _Atomic uint64_t done; /* acquisitions counted by the threads themselves */
@@ -60,12 +61,12 @@ static void *worker(void *arg)
     if (!r) r = rmutex_unlock(w->m);
     if (r) {
         fprintf(stderr, "bench W3: warm-up: %s (%s)\n", strerror(r), rmutex_detail());
-        atomic_store(&sh->failed, 1);
+        atomic_store(&sh->run.failed, 1);
     }
-    atomic_fetch_add(&sh->ready, 1);
-    while (!atomic_load(&sh->go) && !atomic_load(&sh->failed)) sleep_ns(1000000);
+    atomic_fetch_add(&sh->run.ready, 1);
+    while (!atomic_load(&sh->run.go) && !atomic_load(&sh->run.failed)) sleep_ns(1000000);
     uint64_t n = 0;
-    while (!atomic_load(&sh->stop) && !atomic_load(&sh->failed)) {
+    while (!atomic_load(&sh->run.stop) && !atomic_load(&sh->run.failed)) {
         int64_t c = now_ns();
         if ((r = rmutex_lock(w->m))) break;
         int64_t a = now_ns();
@@ -87,7 +88,7 @@ static void *worker(void *arg)
     }
     if (r) {
         fprintf(stderr, "bench W3: %s (%s)\n", strerror(r), rmutex_detail());
-        atomic_store(&sh->failed, 1);
+        atomic_store(&sh->run.failed, 1);
     }
     atomic_fetch_add(&sh->done, n);
     return NULL;
@@ -101,8 +102,8 @@ static void child(struct shared *sh, const char *name, int fair, int proc, int t
     rmutexattr_init(&a);
     rmutexattr_setfair(&a, fair);
     if (rmutex_init(&m, name, &a)) {
-        atomic_store(&sh->failed, 1);
-        atomic_fetch_add(&sh->ready, threads);
+        atomic_store(&sh->run.failed, 1);
+        atomic_fetch_add(&sh->run.ready, threads);
         exit(1);
     }
     pthread_t tid[64];
@@ -157,34 +158,9 @@ static int rep(const char *name, int fair, int procs, int threads, double second
         pid[p] = fork();
         if (pid[p] == 0) child(sh, name, fair, p, threads);
     }
-    int nthreads = procs * threads, ok = 1;
-    for (int64_t until = now_ns() + 30000000000LL; atomic_load(&sh->ready) < nthreads;) {
-        if (now_ns() > until) {
-            fprintf(stderr, "bench W3: workers did not get ready\n");
-            atomic_store(&sh->failed, 1);
-            break;
-        }
-        sleep_ns(1000000);
-    }
-    int64_t t0 = now_ns();
-    atomic_store(&sh->go, 1);
-    while (now_ns() < t0 + (int64_t)(seconds * 1e9) && !atomic_load(&sh->failed)) sleep_ns(10000000);
-    int64_t t1 = now_ns();
-    atomic_store(&sh->stop, 1);
-    for (int p = 0; p < procs; p++) {
-        int status, waited = 0;
-        for (int i = 0; i < 3000 && !(waited = waitpid(pid[p], &status, WNOHANG) == pid[p]); i++)
-            sleep_ns(10000000);
-        if (!waited) {
-            fprintf(stderr, "bench W3: a worker process did not stop; killed\n");
-            kill(pid[p], SIGKILL);
-            waitpid(pid[p], &status, 0);
-            ok = 0;
-        } else if (!WIFEXITED(status) || WEXITSTATUS(status)) {
-            ok = 0;
-        }
-    }
-    if (atomic_load(&sh->failed)) ok = 0;
+    int nthreads = procs * threads;
+    int64_t t0, t1;
+    int ok = !workers_run("W3", &sh->run, nthreads, pid, procs, seconds, 30, &t0, &t1);
     getrusage(RUSAGE_CHILDREN, &ru1);
     double redis1 = redis_cpu_us(), acqs = (double)sh->counter + nthreads;
     cost->client_us = (rusage_us(&ru1) - rusage_us(&ru0)) / acqs;

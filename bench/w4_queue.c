@@ -24,7 +24,9 @@
  * call; the table has the median over the repetitions.  The limit of an N=1
  * row is EVALSHA of "return 1" timed the same way; every other row is held
  * against its N=1 row (target: N=10 000 at most twice N=1).  The medians go
- * to --data DIR/w4_queue.dat for the chart. */
+ * to --data DIR/w4_queue.dat for the chart.  Then the live crowds
+ * (w4_crowd.c): real threads queued in four processes, their waits
+ * against strict FIFO's bound. */
 #include "bench.h"
 #include "cmdstats.h"
 #include "report.h"
@@ -44,7 +46,7 @@ static const int depth[] = { 1, 100, 1000, 10000 };
 struct fair {
     redisContext *c;
     char sha[41];
-    char keys[10][256];
+    char keys[9][256];
     char *text; /* the script, for EVAL */
     size_t len;
 };
@@ -52,22 +54,20 @@ struct fair {
 #define CHUNK 25
 
 /* Append one fair.lua call (pipelined; read with redisGetReply): by
- * EVALSHA when it is to be timed, else by EVAL. */
-static void call(struct fair *f, int timed, const char *op, const char *owner, long acq,
-                 const char *latch)
+ * EVALSHA when it is to be timed, else by EVAL.  The arguments are the
+ * library's (fair.lua's header): hold lease 30 s, waiter lease 10 min. */
+static void call(struct fair *f, int timed, const char *op, const char *owner, long acq)
 {
-    char acqs[24], lkey[300];
+    char acqs[24];
     snprintf(acqs, sizeof acqs, "%ld", acq);
-    snprintf(lkey, sizeof lkey, "%s:%s", f->keys[9], latch ? latch : "x");
-    const char *argv[23] = { timed ? "EVALSHA" : "EVAL", timed ? f->sha : f->text, "10" };
-    size_t lens[23];
+    const char *argv[22] = { timed ? "EVALSHA" : "EVAL", timed ? f->sha : f->text, "9" };
+    size_t lens[22];
     for (int i = 0; i < 9; i++) argv[3 + i] = f->keys[i];
-    argv[12] = lkey;
-    const char *rest[] = { op, owner, acqs, "30000", "600000", "0", "0", "10000", "0", "86400000" };
-    memcpy(argv + 13, rest, sizeof rest);
-    for (int i = 0; i < 23; i++) lens[i] = strlen(argv[i]);
+    const char *rest[] = { op, owner, acqs, "30000", "600000", "0", "0", "0", "86400000", "publish" };
+    memcpy(argv + 12, rest, sizeof rest);
+    for (int i = 0; i < 22; i++) lens[i] = strlen(argv[i]);
     if (!timed) lens[1] = f->len;
-    redisAppendCommandArgv(f->c, 23, argv, lens);
+    redisAppendCommandArgv(f->c, 22, argv, lens);
 }
 
 static int replies(struct fair *f, int n)
@@ -140,12 +140,12 @@ static int load_fair(struct fair *f)
 
 static void set_keys(struct fair *f, const char *name)
 {
-    static const char *const prefix[10] = { NULL, "rmutex_fair_queue", "rmutex_fair_alive",
-                                            "rmutex_fair_seq", "redisson_lock_token", "rmutex_owner",
-                                            "rmutex_notrecoverable", "rmutex_fair_channel",
-                                            "redisson_lock__channel", "redisson_unlock_latch" };
+    static const char *const prefix[9] = { NULL, "rmutex_fair_queue", "rmutex_fair_alive",
+                                           "rmutex_fair_seq", "redisson_lock_token", "rmutex_owner",
+                                           "rmutex_notrecoverable", "rmutex_fair_channel",
+                                           "redisson_lock__channel" };
     snprintf(f->keys[0], sizeof f->keys[0], "%s", name);
-    for (int i = 1; i < 10; i++) snprintf(f->keys[i], sizeof f->keys[i], "%s:{%s}", prefix[i], name);
+    for (int i = 1; i < 9; i++) snprintf(f->keys[i], sizeof f->keys[i], "%s:{%s}", prefix[i], name);
 }
 
 /* The waiters in queue order, as owner numbers (owner(k), acquisition 1). */
@@ -177,61 +177,60 @@ static void owner(char *buf, size_t n, long k) { snprintf(buf, n, "bench-w%ld:1"
 /* One depth, one repetition: the four figures in out[NOPS]. */
 static int measure(struct fair *f, int rep, int N, int K, double out[NOPS])
 {
-    char name[128], what[64], o[32], latch[32];
+    char name[128], what[64], o[32];
     snprintf(what, sizeof what, "w4:%d:%d", N, rep);
     lock_name(name, sizeof name, what);
     set_keys(f, name);
     struct deque d = { calloc((size_t)N + 2, sizeof(long)), 0, 0, (size_t)N + 2 };
     long next = 0, holder = -1;
-    int r = 0, step = 0;
+    int r = 0;
     struct timing t[NOPS];
     memset(t, 0, sizeof t);
 
-    call(f, 0, "acquire", HOLDER, 1, NULL); /* lock free, queue empty: taken */
+    call(f, 0, "acquire", HOLDER, 1); /* lock free, queue empty: taken */
     r |= replies(f, 1);
     for (int i = 0; i < N && !r; i += 1000) {
         int n = N - i < 1000 ? N - i : 1000;
         for (int k = 0; k < n; k++) {
             owner(o, sizeof o, next);
-            call(f, 0, "acquire", o, 1, NULL);
+            call(f, 0, "acquire", o, 1);
             dq_push(&d, next++);
         }
         r |= replies(f, n);
     }
 
     for (int op = 0; op < NOPS && !r; op++) {
-        for (int k = 0; k < K && !r; k++, step++) {
+        for (int k = 0; k < K && !r; k++) {
             if (k % CHUNK == 0) chunk_begin(f, &t[op]);
             switch (op) {
             case ENQ: /* timed enqueue at the tail, then the newcomer leaves */
                 owner(o, sizeof o, next++);
-                call(f, 1, "acquire", o, 1, NULL);
-                call(f, 0, "cancel", o, 1, NULL);
+                call(f, 1, "acquire", o, 1);
+                call(f, 0, "cancel", o, 1);
                 break;
             case CANCEL: { /* timed cancel in the middle, then a refill */
                 size_t mid = d.n / 2;
                 owner(o, sizeof o, dq_at(&d, mid));
-                call(f, 1, "cancel", o, 1, NULL);
+                call(f, 1, "cancel", o, 1);
                 dq_remove(&d, mid);
                 owner(o, sizeof o, next);
-                call(f, 0, "acquire", o, 1, NULL);
+                call(f, 0, "acquire", o, 1);
                 dq_push(&d, next++);
                 break;
             }
             case UNLOCK: /* timed release with hand-off to the head, refill */
                 if (holder < 0) snprintf(o, sizeof o, HOLDER);
                 else owner(o, sizeof o, holder);
-                snprintf(latch, sizeof latch, "u%d", step);
-                call(f, 1, "release", o, 0, latch);
+                call(f, 1, "release", o, 0);
                 holder = dq_pop(&d);
                 owner(o, sizeof o, next);
-                call(f, 0, "acquire", o, 1, NULL);
+                call(f, 0, "acquire", o, 1);
                 dq_push(&d, next++);
                 break;
             default: /* GRANT: the lock key vanishes; a timed acquire grants the head */
                 redisAppendCommand(f->c, "DEL %s", f->keys[0]);
                 owner(o, sizeof o, next);
-                call(f, 1, "acquire", o, 1, NULL);
+                call(f, 1, "acquire", o, 1);
                 holder = dq_pop(&d);
                 dq_push(&d, next++);
                 break;
@@ -262,6 +261,30 @@ static double trivial(struct fair *f, int K)
 }
 
 static double base[NOPS], trivial_med;
+
+/* The medians, for the chart. */
+static void write_data(struct sample s[NOPS][NDEPTH])
+{
+    char path[1024];
+    snprintf(path, sizeof path, "%s/w4_queue.dat", opt.data_dir);
+    FILE *fp = fopen(path, "w");
+    if (!fp) {
+        perror(path);
+        return;
+    }
+    fprintf(fp, "# W4 fair.lua Redis-side time (INFO commandstats, median of chunk means, median of %d "
+                "repetitions, min, max) against queue depth N\n# 'return 1' script: %.2f us\n"
+                "# N enqueue min max cancel min max unlock min max grant min max\n",
+            opt.reps, trivial_med);
+    for (int i = 0; i < NDEPTH; i++) {
+        fprintf(fp, "%d", depth[i]);
+        for (int op = 0; op < NOPS; op++)
+            fprintf(fp, " %.3f %.3f %.3f", sample_median(&s[op][i]), sample_min(&s[op][i]),
+                    sample_max(&s[op][i]));
+        fprintf(fp, "\n");
+    }
+    fclose(fp);
+}
 
 void w4_run(void)
 {
@@ -298,24 +321,6 @@ void w4_run(void)
             if (depth[i] == 10000) row_target(row, "ratio ≤ 2", ON_RATIO, J_LE, 2, 0);
         }
     }
-    if (!ok || !opt.data_dir) return;
-    char path[1024];
-    snprintf(path, sizeof path, "%s/w4_queue.dat", opt.data_dir);
-    FILE *fp = fopen(path, "w");
-    if (!fp) {
-        perror(path);
-        return;
-    }
-    fprintf(fp, "# W4 fair.lua Redis-side time (INFO commandstats, median of chunk means, median of %d "
-                "repetitions, min, max) against queue depth N\n# 'return 1' script: %.2f us\n"
-                "# N enqueue min max cancel min max unlock min max grant min max\n",
-            opt.reps, trivial_med);
-    for (int i = 0; i < NDEPTH; i++) {
-        fprintf(fp, "%d", depth[i]);
-        for (int op = 0; op < NOPS; op++)
-            fprintf(fp, " %.3f %.3f %.3f", sample_median(&s[op][i]), sample_min(&s[op][i]),
-                    sample_max(&s[op][i]));
-        fprintf(fp, "\n");
-    }
-    fclose(fp);
+    if (ok && opt.data_dir) write_data(s);
+    w4_crowd_run();
 }

@@ -13,6 +13,12 @@
  *
  *  - Order: a waiter's place is a ticket (INCR) taken at its first
  *    enqueue and kept for the whole call; the queue is a zset by ticket.
+ *    A waiter that lost its entry while alive -- taken for dead because
+ *    its renewals came late (a stalled process, an overloaded machine), or
+ *    its grant lapsed before it confirmed -- sends its ticket back with its
+ *    next look and is queued at it again: it loses the hand-offs made while
+ *    it was out, not its place (at the tail it would wait for the whole
+ *    queue again, and under the same load lapse again).
  *  - Liveness: each queued waiter has a deadline in a second zset, server
  *    time + waiter lease (URL option waiter_lease, 3 s), pushed forward by
  *    its process's watchdog every lease/3 in the same batched calls as the
@@ -53,9 +59,20 @@
  *
  * A waiter whose wait ends without a grant message (subscription not yet
  * confirmed, message lost, poll bound) asks Redis again with the same
- * acquisition id: the script confirms a grant it finds, or refreshes the
- * waiter's place.  Every wait is bounded by half the waiter lease, so a
- * lost grant message is noticed before the grant lapses. */
+ * acquisition id and its ticket: the script confirms a grant it finds, or
+ * refreshes the waiter's place.  A subscribed waiter is told whatever
+ * concerns it alone: its grant by its message; a message lost before its
+ * channel's subscription was confirmed, or while the connection was down,
+ * by the wake-up at the (re)subscription (sub.c); its place lost, or a
+ * grant it did not hear, by its process's watchdog, whose renewal finds it
+ * no longer queued and wakes it (within lease/3).  What no message
+ * announces to anyone -- a lock left free by a grant that lapsed or a hold
+ * that ran out, dead waiters still to purge -- is settled by the first
+ * look of any waiter.  So of a process's waiters for a lock only the one
+ * that has waited longest looks every half waiter lease (and when the hold
+ * it saw runs out); the k-th after it looks every k + 1 poll periods, a
+ * last resort, so a process's looks grow with the log of its waiters, not
+ * with their number (queue_for has the figures). */
 #include "cache.h"
 #include "call.h"
 #include "conn.h"
@@ -74,7 +91,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define NARGS 19
+#define NARGS 20
 /* A release Redis cannot hear in time is handed to the watchdog whole. */
 _Static_assert(NARGS <= RM_WATCHDOG_MAXARGS, "fair.lua's calls must fit a deferred call");
 
@@ -83,21 +100,22 @@ _Static_assert(NARGS <= RM_WATCHDOG_MAXARGS, "fair.lua's calls must fit a deferr
 struct fair_req {
     const char *argv[NARGS];
     size_t lens[NARGS];
-    char acq[RM_CONN_UINT], hold[RM_CONN_UINT], wlease[RM_CONN_UINT];
+    char acq[RM_CONN_UINT], hold[RM_CONN_UINT], wlease[RM_CONN_UINT], ticket[RM_CONN_UINT];
 };
 
 static void fair_req_make(struct fair_req *q, const struct rm_keys *k, int robust,
                           unsigned long lease_ms, struct rm_endpoint *ep, const char *op,
                           const char *owner, size_t owner_len, uint64_t acq, int try_only,
-                          int notrec)
+                          int notrec, uint64_t ticket)
 {
     size_t nacq = rm_conn_uint(q->acq, acq), nhold = rm_conn_uint(q->hold, lease_ms);
     size_t nwlease = rm_conn_uint(q->wlease, RM_SETTING(waiter_lease_ms));
+    size_t nticket = rm_conn_uint(q->ticket, ticket);
     const char *v[NARGS] = {
         k->lock, k->queue, k->alive, k->seq, k->token, k->owner, k->notrec, k->fchannel,
         k->channel,
         op, owner, q->acq, q->hold, q->wlease, robust ? "1" : "0", try_only ? "1" : "0",
-        notrec ? "1" : "0", RM_CALL_NOTREC_MS, rm_endpoint_publish(ep),
+        notrec ? "1" : "0", RM_CALL_NOTREC_MS, rm_endpoint_publish(ep), q->ticket,
     };
     memcpy(q->argv, v, sizeof v);
     for (int i = 0; i < NARGS; i++) q->lens[i] = strlen(v[i]);
@@ -105,13 +123,14 @@ static void fair_req_make(struct fair_req *q, const struct rm_keys *k, int robus
     q->lens[11] = nacq;
     q->lens[12] = nhold;
     q->lens[13] = nwlease;
+    q->lens[19] = nticket;
 }
 
 static void req_make(struct fair_req *q, const struct rm_mutex *mx, struct rm_endpoint *ep,
-                     const char *op, const struct rm_who *me, int try_only)
+                     const char *op, const struct rm_who *me, int try_only, uint64_t ticket)
 {
     fair_req_make(q, &mx->keys, mx->robust, rm_mutex_lease(mx), ep, op, me->owner,
-                  me->owner_len, me->acq, try_only, 0);
+                  me->owner_len, me->acq, try_only, 0, ticket);
 }
 
 /* Leave the queue and pass on any grant acquisition me->acq got; in the
@@ -120,7 +139,7 @@ static int cancel(struct rm_mutex *mx, const struct rm_who *me, struct rm_endpoi
 {
     struct fair_req q;
     long long answer;
-    req_make(&q, mx, ep, "cancel", me, 0);
+    req_make(&q, mx, ep, "cancel", me, 0, 0);
     return rm_call_release(ep, RM_SCRIPT_FAIR, 9, NARGS, q.argv, q.lens, rm_call_deadline(),
                            rm_clock_after(RM_MSEC(rm_mutex_lease(mx))), &answer);
 }
@@ -134,16 +153,19 @@ struct outcome {
     int dead;
     int queued;        /* others wait behind this hold */
     long long pttl;
+    uint64_t ticket;   /* busy: the waiter's place, kept for the whole call */
     rm_nsec valid_until, due;
 };
 
-/* One acquire call.  0 with o filled when Redis answered, else a status. */
+/* One acquire call, naming the place o->ticket that an earlier call gave
+ * this acquisition (0: none yet).  0 with o filled when Redis answered,
+ * else a status. */
 static int attempt(struct rm_mutex *mx, const struct rm_who *me, struct rm_endpoint *ep,
                    int try_only, rm_nsec deadline, struct outcome *o)
 {
     struct fair_req q;
     redisReply *reply;
-    req_make(&q, mx, ep, "acquire", me, try_only);
+    req_make(&q, mx, ep, "acquire", me, try_only, o->ticket);
     rm_nsec sent = rm_clock_now();
     struct rm_ack ack;
     int r = rm_call(ep, RM_SCRIPT_FAIR, 9, NARGS, q.argv, q.lens, deadline,
@@ -159,8 +181,10 @@ static int attempt(struct rm_mutex *mx, const struct rm_who *me, struct rm_endpo
         o->queued = e[3]->integer == 1;
         o->valid_until = sent + RM_MSEC(rm_mutex_lease(mx));
         o->due = sent + RM_MSEC(rm_mutex_lease(mx)) / 3;
-    } else if (ok && o->state == RM_CALL_BUSY && reply->elements == 2) {
+    } else if (ok && o->state == RM_CALL_BUSY && (reply->elements == 2 || reply->elements == 3)) {
         o->pttl = e[1]->integer;
+        if (reply->elements == 3 && e[2]->type == REDIS_REPLY_INTEGER && e[2]->integer > 0)
+            o->ticket = (uint64_t)e[2]->integer;
     } else if (!ok || o->state != RM_CALL_NOTRECOVERABLE) {
         rm_detail("unexpected reply from fair.lua");
         r = EIO;
@@ -172,6 +196,13 @@ static int attempt(struct rm_mutex *mx, const struct rm_who *me, struct rm_endpo
     }
     return r;
 }
+
+/* The longest a queued waiter behind others of its process sleeps without
+ * a message or a wake-up. */
+#define LAST_RESORT RM_MSEC(3600000)
+
+/* The watchdog found the waiter (a struct rm_waiter) no longer queued. */
+static void look_again(void *waiter) { rm_sub_poke(waiter); }
 
 /* Queue as me until granted (or trylock's one try), as w allows: 0 with o
  * filled (the lock is me's in Redis), or an error with me out of the
@@ -236,13 +267,31 @@ static int queue_for(struct rm_mutex *mx, struct rm_thread *self, struct rm_endp
         if ((r = rm_wait_busy(w, mx->keys.lock, "held, or others are queued for it"))) break;
         busy = 1;
         rm_wait_begin(&at);
-        if (!alive && !(alive = rm_watchdog_waiter(ep, mx->keys.alive, mx->keys.queue, mx->keys.seq, member, mlen, wlease))) {
-            rm_detail("out of memory");
-            r = ENOMEM;
-            break;
+        if (!alive) {
+            if (!(alive = rm_watchdog_waiter(ep, mx->keys.alive, mx->keys.queue, mx->keys.seq,
+                                             member, mlen, wlease))) {
+                rm_detail("out of memory");
+                r = ENOMEM;
+                break;
+            }
+            if (joined > 0) rm_watchdog_set_wake(alive, look_again, &waiter);
         }
-        rm_nsec bound = rm_clock_min(RM_MSEC(RM_SETTING(poll_ms)), RM_MSEC(wlease) / 2);
-        if (o->pttl >= 0 && RM_MSEC(o->pttl + 1) < bound) bound = RM_MSEC(o->pttl + 1);
+        /* How soon to look again if no message comes (DESIGN above): the
+         * process's longest waiter every half waiter lease and when the
+         * hold it saw runs out; the k-th after it every k + 1 poll periods,
+         * a last resort; a waiter that is not subscribed as often as the
+         * first.  (When every waiter looked every half lease, 1 000
+         * waiters on two cores made thousands of looks a second, hand-offs
+         * slowed several-fold and renewals came too late: live waiters
+         * were purged as dead.) */
+        rm_nsec bound = RM_MSEC(RM_SETTING(poll_ms));
+        unsigned long rank = joined > 0 ? rm_sub_rank(&waiter) : 0;
+        if (rank == 0) {
+            bound = rm_clock_min(bound, RM_MSEC(wlease) / 2);
+            if (o->pttl >= 0 && RM_MSEC(o->pttl + 1) < bound) bound = RM_MSEC(o->pttl + 1);
+        } else {
+            bound = rank < (unsigned long)(LAST_RESORT / bound) ? bound * (rm_nsec)(rank + 1) : LAST_RESORT;
+        }
         rm_nsec until = rm_clock_min(w->deadline, rm_clock_after(bound));
         /* A grant message names this waiter: the next attempt confirms the
          * grant into a full hold before the call returns. */
@@ -251,7 +300,11 @@ static int queue_for(struct rm_mutex *mx, struct rm_thread *self, struct rm_endp
             r = rm_sub_refused(&waiter);
             break;
         }
-        if (why == RM_WAKE_MOVED) joined = rm_endpoint_rejoin(ep, mx->keys.slot, &waiter) ? -1 : 1;
+        if (why == RM_WAKE_MOVED) {
+            if (alive) rm_watchdog_set_wake(alive, NULL, NULL); /* &waiter is remade */
+            joined = rm_endpoint_rejoin(ep, mx->keys.slot, &waiter) ? -1 : 1;
+            if (alive && joined > 0) rm_watchdog_set_wake(alive, look_again, &waiter);
+        }
         else if (joined <= 0) rm_clock_sleep_until(until);
     }
     if (alive) rm_watchdog_cancel(alive);
@@ -331,7 +384,7 @@ int rm_fair_release(struct rm_endpoint *ep, const struct rm_keys *k, int robust,
                     rm_nsec deadline, rm_nsec give_up_at)
 {
     struct fair_req q;
-    fair_req_make(&q, k, robust, 0, ep, "release", owner, owner_len, acq, 0, notrec);
+    fair_req_make(&q, k, robust, 0, ep, "release", owner, owner_len, acq, 0, notrec, 0);
     return rm_call_unlock(ep, RM_SCRIPT_FAIR, 9, NARGS, q.argv, q.lens, deadline, give_up_at);
 }
 

@@ -20,8 +20,9 @@
  * Pub/sub is at-most-once: messages published while the connection is
  * down, or before a subscription is confirmed, are lost.  Two rules make
  * that harmless.  (1) Every wait is bounded by its caller (the lock's
- * remaining lease and the poll cap), so a lost message costs time, never
- * liveness.  (2) Whenever a channel's subscription is confirmed, first time
+ * remaining lease and the poll cap; a fair lock's waiters queued behind
+ * their process's first, by a longer last resort, fair.c), so a lost
+ * message costs time, never liveness.  (2) Whenever a channel's subscription is confirmed, first time
  * or after a reconnect, every waiter of that channel is woken to re-check
  * the lock at once: a release it missed is found by that check.  A waiter
  * joins before the attempt that finds the lock busy, and a wake-up that
@@ -32,9 +33,13 @@
  * this process; a waiter registered with a match is woken only by exactly
  * that message (the fair lock names the thread it hands the lock to, a
  * condition's signal the waiter it picked), and a condition's broadcast
- * ("*" and the cut) wakes every waiter of its channel.  A notified waiter
- * (a cached lock's ear for requests, cache.c) is not a sleeping thread:
- * its wake-ups are calls of its notify function, made under the lock.
+ * ("*" and the cut) wakes every waiter of its channel.  A waiter can also
+ * be poked to re-check (rm_sub_poke: the watchdog does, for a fair waiter
+ * whose place in the queue is gone), and asked about its place in line
+ * (rm_sub_rank, by join numbers, O(1): a fair lock's process keeps only
+ * its longest waiter looking often).  A notified waiter (a cached lock's
+ * ear for requests, cache.c) is not a sleeping thread: its wake-ups are
+ * calls of its notify function, made under the lock.
  *
  * The connection is kept alive with PING (every 5 s, dropped if no answer
  * within 5 s) and re-dialled with jittered backoff (20 ms doubling to 1 s)
@@ -62,6 +67,7 @@ struct rm_channel {
     struct rm_channel *hnext;
     struct rm_waiter *head, *tail;
     unsigned refs;
+    unsigned long joins;     /* waiters ever joined (their seq) */
     int state;
     rm_nsec idle_since;
     size_t len;
@@ -620,6 +626,7 @@ int rm_sub_join_notify(struct rm_sub *s, const char *channel, struct rm_waiter *
         poke(s);
     }
     ch->refs++;
+    w->seq = ++ch->joins;
     w->ch = ch;
     if (ch->state == CH_REFUSED) {
         if (notify) notify(arg, RM_WAKE_REFUSED);
@@ -634,6 +641,25 @@ int rm_sub_join_notify(struct rm_sub *s, const char *channel, struct rm_waiter *
 }
 
 const char *rm_sub_channel(const struct rm_waiter *w) { return w->ch->name; }
+
+unsigned long rm_sub_rank(struct rm_waiter *w)
+{
+    struct rm_sub *s = w->sub;
+    pthread_mutex_lock(&s->mu);
+    struct rm_waiter *o = w->ch->head; /* joined at the tail: the oldest first */
+    while (o && o->notify) o = o->next;
+    unsigned long n = o ? w->seq - o->seq : 0;
+    pthread_mutex_unlock(&s->mu);
+    return n;
+}
+
+void rm_sub_poke(struct rm_waiter *w)
+{
+    struct rm_sub *s = w->sub;
+    pthread_mutex_lock(&s->mu);
+    wake(w, RM_WAKE_LOOK);
+    pthread_mutex_unlock(&s->mu);
+}
 
 void rm_sub_move_all(struct rm_sub *s)
 {

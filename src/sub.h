@@ -23,6 +23,7 @@ enum {
                                here (slot moved, failover, connection
                                lost): re-check, and join it again where it
                                is served now (rm_endpoint_rejoin) */
+    RM_WAKE_LOOK = 5,       /* told to re-check (rm_sub_poke) */
 };
 
 /* What a sharded multiplexer learns of the topology, told to the endpoint
@@ -46,6 +47,7 @@ struct rm_waiter {
                           a space and more (or, on a condition's channel,
                           for a broadcast "*..."); NULL: for "0" */
     size_t match_len;
+    unsigned long seq; /* its join's number on the channel (rm_sub_rank) */
     char msg[128];     /* the message that woke it (match only), NUL-ended */
     /* A notified waiter (rm_sub_join_notify) sleeps nowhere: each wake-up
      * calls notify(arg, why) instead, on the multiplexer's thread with its
@@ -86,6 +88,14 @@ void rm_sub_move_all(struct rm_sub *sub);
 
 /* The channel w is joined to. */
 const char *rm_sub_channel(const struct rm_waiter *w);
+
+/* 0 if w has waited on its channel longest (of the waiters that sleep),
+ * else how many joined the channel after that one and up to w: at least
+ * w's place in line, more when some in between have left.  O(1). */
+unsigned long rm_sub_rank(struct rm_waiter *w);
+
+/* Wake w to look again (RM_WAKE_LOOK), as a message would. */
+void rm_sub_poke(struct rm_waiter *w);
 
 /* Set the detail for a wait ended by RM_WAKE_REFUSED; returns EACCES. */
 int rm_sub_refused(const struct rm_waiter *w);

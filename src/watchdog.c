@@ -49,6 +49,11 @@
  * which sends ASKING, then each entry alone -- so that a slot left open
  * longer than what is left of a lease loses no hold.
  *
+ * A queued waiter's renewal that finds it no longer queued (granted, or
+ * purged as dead because its renewals came late) wakes its thread to look
+ * (rm_watchdog_set_wake): a fair waiter then confirms its grant or takes
+ * its place again, so it need not ask Redis often on its own.
+ *
  * Ordering with unlock: rm_watchdog_cancel() takes an entry out before the
  * release is sent.  A renewal already on the wire can still reach Redis
  * after the release; it finds no owner field and does nothing (renew.lua
@@ -112,6 +117,8 @@ struct rm_watchdog_entry {
     int call_argc;
     int inflight, cancelled, cb_running, use_eval;
     int parked;               /* a parked cache's hold: taking it over is allowed */
+    void (*wake)(void *);     /* KIND_WAITER: told when its renewal finds it gone */
+    void *wake_arg;
     _Atomic int lost;
     _Atomic int unverified;   /* KIND_HOLD: its server's connection dropped since the
                                  last renewal; a restart may have wiped it */
@@ -154,6 +161,7 @@ static struct {
     int wake_fd;              /* an eventfd; -1: none, sleep on cv */
     struct pollfd *pfd;       /* the thread's poll set: wake_fd, idle links */
     size_t pfd_cap;
+    struct rm_watchdog_entry *announce; /* the last announce entry found */
     uint32_t rng;
 } wd = { .mu = PTHREAD_MUTEX_INITIALIZER, .planned = RM_FOREVER, .wake_fd = -1 };
 
@@ -276,10 +284,14 @@ static struct rm_watchdog_entry *add(struct rm_watchdog_entry *e)
  * announcement lives. */
 static rm_nsec announce_period(void) { return RM_MSEC(RM_SETTING(lease_ms)) / 3; }
 
+/* Every hold asks, so the last one found is remembered: the walk is over
+ * every entry, queued waiters' too (a deep queue has thousands), under
+ * wd.mu.  Announce entries live until reset. */
 static struct rm_watchdog_entry *announce_find_locked(const struct rm_endpoint *ep)
 {
+    if (wd.announce && wd.announce->ep == ep) return wd.announce;
     for (struct rm_watchdog_entry *e = wd.head; e; e = e->next)
-        if (e->kind == KIND_ANNOUNCE && e->ep == ep) return e;
+        if (e->kind == KIND_ANNOUNCE && e->ep == ep) return wd.announce = e;
     return NULL;
 }
 
@@ -448,6 +460,14 @@ void rm_watchdog_set_user(struct rm_watchdog_entry *e, rmutex_t *m)
 {
     pthread_mutex_lock(&wd.mu);
     e->m = m;
+    pthread_mutex_unlock(&wd.mu);
+}
+
+void rm_watchdog_set_wake(struct rm_watchdog_entry *e, void (*fn)(void *arg), void *arg)
+{
+    pthread_mutex_lock(&wd.mu);
+    e->wake = fn;
+    e->wake_arg = arg;
     pthread_mutex_unlock(&wd.mu);
 }
 
@@ -744,7 +764,11 @@ static int apply(struct rm_watchdog_entry *e, int res, rm_nsec sent, rm_nsec now
         return 0;
     }
     if (e->kind == KIND_WAITER) {
-        /* 0: granted or dequeued; the waiting thread finds out by itself. */
+        /* 0: granted, or taken out as dead though alive (its renewals came
+         * late: a stall).  The waiting thread is told to look: it confirms
+         * its grant, or is queued again at its ticket (fair.c) -- it need
+         * not look often itself to find out. */
+        if (res == 0 && e->wake) e->wake(e->wake_arg);
         if (res >= 0) schedule(e, sent + RM_MSEC(e->lease_ms) / 3, RM_MSEC(e->lease_ms) / 3);
         else e->next_due = now + retry_delay(e), e->window = 0;
         return 0;
@@ -1046,6 +1070,7 @@ static void reset_locked(void)
     }
     wd.started = wd.stop = wd.sleeping = 0;
     wd.planned = RM_FOREVER;
+    wd.announce = NULL;
 }
 
 void rm_watchdog_stop(void)
@@ -1094,6 +1119,7 @@ void rm_watchdog_atfork(int who)
     }
     wd.head = NULL;
     wd.links = NULL;
+    wd.announce = NULL;
     wd.started = wd.stop = wd.sleeping = 0;
     wd.planned = RM_FOREVER;
     /* The eventfd is shared with the parent: a wake here would wake its

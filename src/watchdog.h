@@ -31,6 +31,13 @@ struct rm_watchdog_entry *rm_watchdog_waiter(struct rm_endpoint *ep, const char 
                                  const char *queue, const char *state, const char *waiter,
                                  size_t waiter_len, unsigned long lease_ms);
 
+/* A waiter entry whose renewal finds it no longer queued (granted, or
+ * taken out as dead while it lives: a stall) calls fn(arg) from now on --
+ * on the watchdog's thread, under its lock, after which the multiplexer's
+ * may be taken: fn must only wake the waiting thread.  fn NULL: nothing is
+ * called (set it so around anything that makes arg invalid). */
+void rm_watchdog_set_wake(struct rm_watchdog_entry *e, void (*fn)(void *arg), void *arg);
+
 /* Stop renewing e and free it; after this no renewal of it is sent.
  * (One already on the wire finds the hold gone, or renews the same owner's
  * hold, and its answer is ignored.)  Waits for a lost-lock callback of e

@@ -20,9 +20,11 @@
 --       4 hold lease ms  5 waiter lease ms  6 robust "1"  7 try "1"
 --       8 "1": mark not recoverable  9 its ms
 --      10 the publishing command: publish, or spublish in a cluster
+--      11 acquire: the ticket an earlier answer of this call gave it ("0",
+--         or absent: none yet)
 -- acquire answers {0, token, dead, queued} (queued 1: others wait behind
--- this hold), {1, pttl} busy, {2} not recoverable; release and cancel 1 or
--- 0 (the hold was not there).
+-- this hold), {1, pttl, ticket} busy (trylock: {1, pttl}), {2} not
+-- recoverable; release and cancel 1 or 0 (the hold was not there).
 --
 -- Lock caching: a process that caches the lock acquires and queues as
 -- "<uuid>:0" (no thread has number 0).  A waiter (or trylock) that finds
@@ -32,7 +34,14 @@
 --
 -- A waiter is "<owner>|<acquisition>".  Its ticket (INCR S) fixes its place
 -- for the whole call; its liveness deadline (server TIME + waiter lease) is
--- pushed forward by its process's watchdog.  Invariants:
+-- pushed forward by its process's watchdog.  A waiter judged dead while it
+-- lives (its process stalled past the deadline: the purge took it out) or
+-- whose grant lapsed unconfirmed has lost its entry, not its place: its
+-- next call names its ticket (ARGV 11) and is queued at it again, so a
+-- stall costs it the hand-offs made while it was out, never a new place at
+-- the tail behind everyone (who would then wait as long again, and stall
+-- again: a deep queue under load starved its waiters that way).
+-- Invariants:
 --  * Q and A hold the same members; every member of A whose deadline has
 --    passed is dead and may be removed by any call (at most PURGE per call).
 --  * The lock is never left free while a live waiter is queued: whoever
@@ -187,6 +196,15 @@ if op == 'acquire' then
     redis.call('zrem', A, member)
     return {0, 0, 0, redis.call('exists', Q)}
   end
+  -- Back after losing its entry: queued at its ticket again, before the
+  -- lock is settled (it may be the first live waiter).  A ticket above the
+  -- counter is from a queue that has since expired: a new one is taken.
+  local ticket = tonumber(ARGV[11])
+  if ticket and ticket > 0 and ARGV[7] ~= '1' and not redis.call('zscore', Q, member) and
+     ticket <= (tonumber(redis.call('get', S)) or 0) then
+    redis.call('zadd', Q, ticket, member)
+    redis.call('zadd', A, clock() + wlease, member)
+  end
   if free then
     local granted = settle()
     if granted == member then return confirm(hold) end
@@ -214,14 +232,16 @@ if op == 'acquire' then
     end
   end
   if ARGV[7] == '1' then return {1, pttl} end
-  if not redis.call('zscore', Q, member) then
-    redis.call('zadd', Q, redis.call('incr', S), member)
+  ticket = redis.call('zscore', Q, member)
+  if not ticket then
+    ticket = redis.call('incr', S)
+    redis.call('zadd', Q, ticket, member)
   end
   redis.call('zadd', A, clock() + wlease, member)
   keep(Q, 2 * wlease)
   keep(A, 2 * wlease)
   keep(S, 2 * wlease)
-  return {1, pttl}
+  return {1, pttl, tonumber(ticket)}
 
 elseif op == 'release' then
   -- Only the hold of this acquisition: a release the watchdog retries late

@@ -21,9 +21,12 @@
  *   contend NAME --threads=N [--hold-us=U] [--iters=I | --duration-ms=D]
  *           [--log=KEY --host=H --port=P] [--out=FILE] [--nonfair]
  *       N threads lock, hold U microseconds, unlock, without pause, I times
- *       each or for D ms.  Prints "ready", starts at a "go" line, and ends
- *       with "done acquisitions=.. errors=.. contended=.. pubsub=.. poll=..
- *       sub=.. renewals=..".  With --log, every hold pushes two records onto
+ *       each or for D ms.  Prints "ready", starts at a "go" line, prints
+ *       "acquired-all ms=T" once every thread has acquired (T ms after
+ *       "go"), and ends with "done acquisitions=.. errors=.. contended=..
+ *       pubsub=.. poll=.. sub=.. renewals=.. rcalls=.. rrounds=.. lost=.."
+ *       (rcalls, rrounds: the watchdog's renewal calls and round trips).
+ *       With --log, every hold pushes two records onto
  *       the Redis list KEY, each written by one script so it is one moment
  *       of the lock's state:
  *         "A <pid>:<t> <owner-mark, or <field>|<its value> without one> <our-token>
@@ -241,6 +244,8 @@ int cmd_contend(const char *name_c, int argc, char **argv)
     if (!init_from_args(&g_m, name_c, argc, argv, true))
         return 2;
     std::atomic<long> errors{0}, acquisitions{0};
+    std::atomic<int> first_holds{0};
+    long long go_ns = 0;
     std::vector<std::vector<Hold>> holds(static_cast<size_t>(threads));
     std::mutex go_mu;
     std::condition_variable go_cv;
@@ -275,6 +280,7 @@ int cmd_contend(const char *name_c, int argc, char **argv)
                 if (r)
                     freeReplyObject(r);
             };
+            bool acquired = false;
             for (long i = 0; end ? now_ns() < end : i < iters; i++) {
                 int rc = rmutex_lock(&g_m);
                 if (rc != 0) {
@@ -290,6 +296,11 @@ int cmd_contend(const char *name_c, int argc, char **argv)
                     errors++;
                 h.fence = f;
                 acquisitions++;
+                if (!acquired) {
+                    acquired = true;
+                    if (++first_holds == threads)
+                        say("acquired-all ms=" + std::to_string((h.acq - go_ns) / 1000000));
+                }
                 if (c)
                     record("A", h.fence);
                 if (hold_us > 0)
@@ -314,6 +325,7 @@ int cmd_contend(const char *name_c, int argc, char **argv)
     }
     {
         std::lock_guard<std::mutex> g(go_mu);
+        go_ns = now_ns();
         go = true;
         go_cv.notify_all();
     }
@@ -334,7 +346,8 @@ int cmd_contend(const char *name_c, int argc, char **argv)
     say("done acquisitions=" + std::to_string(acquisitions.load()) + " errors=" + std::to_string(errors.load()) +
         " contended=" + std::to_string(s.contended) + " pubsub=" + std::to_string(s.wakeups_pubsub) +
         " poll=" + std::to_string(s.wakeups_poll) + " sub=" + std::to_string(s.wakeups_subscribe) +
-        " renewals=" + std::to_string(s.renewals) + " lost=" + std::to_string(s.locks_lost));
+        " renewals=" + std::to_string(s.renewals) + " rcalls=" + std::to_string(s.renewal_calls) +
+        " rrounds=" + std::to_string(s.renewal_rounds) + " lost=" + std::to_string(s.locks_lost));
     std::string rest;
     while (read_line(&rest) && rest != "exit") {
     }

@@ -318,6 +318,82 @@ TEST_F(FairOrder, AHoldOfTenWaiterLeasesNeitherEvictsNorReordersLiveWaiters)
     EXPECT_TRUE(end.queue.empty() && end.alive.empty());
 }
 
+/* Waiters whose process stops past their waiter lease are taken for dead
+ * -- the script cannot tell -- and purged, and the lock passes to the
+ * next.  When the process runs again they come back to the places their
+ * tickets gave them, ahead of the waiters who queued after them, and are
+ * served next; they are not sent to the tail.  The process's second waiter
+ * (which looks on its own only every other poll period) is back as soon as
+ * the first: its watchdog's renewal finds it gone and wakes it.  (Issue 24:
+ * in a deep queue under load, waiters whose renewals came late were purged
+ * and queued again at the tail, time after time, and waited tens of
+ * seconds.) */
+TEST_F(FairOrder, WaitersStoppedPastTheirLeaseAreServedBeforeThoseWhoQueuedAfterThem)
+{
+    std::string name = lock_name();
+    FairKeys k(name);
+    rmutex_t m;
+    init_fair(&m, name);
+    ASSERT_RC(0, rmutex_lock(&m));
+    auto x = threads_child(name, url()), y = threads_child(name, url()), z = threads_child(name, url());
+    ASSERT_TRUE(x && y && z);
+    std::string x0 = enqueue(*x, k, "lock 0"), x1 = enqueue(*x, k, "lock 1");
+    std::string my = enqueue(*y, k, "lock 0"), mz = enqueue(*z, k, "lock 0");
+    ASSERT_FALSE(x0.empty() || x1.empty() || my.empty() || mz.empty());
+    auto before = read_queue(redis(), k);
+
+    /* Its watchdog stops with it: wait until both deadlines have passed on
+     * the server's clock, then release: the purge takes them, y is granted. */
+    x->kill(SIGSTOP);
+    bool lapsed = wait_until([&] {
+        auto s = read_queue(redis(), k);
+        for (auto &mx : {x0, x1}) {
+            long long d = s.deadline_of(mx);
+            if (d < 0 || d > s.server_ms)
+                return false;
+        }
+        return true;
+    }, ms(3 * kWaiterLease));
+    EXPECT_RC(0, rmutex_unlock(&m));
+    auto ly = y->expect_line("lock t=0 ", ms(3000));
+    auto after = read_queue(redis(), k);
+    x->kill(SIGCONT);
+    auto t_cont = Clock::now();
+    ASSERT_TRUE(lapsed) << "precondition: the stopped waiters' deadlines pass";
+    ASSERT_TRUE(ly) << "the waiter behind the stopped ones did not get the lock";
+    EXPECT_EQ(0, rc_of(*ly)) << *ly;
+    ASSERT_FALSE(after.has(x0) || after.has(x1)) << "precondition: the stopped waiters were purged as dead";
+
+    ASSERT_TRUE(wait_queued(k, x0, ms(kWaiterLease))) << "the first waiter did not queue again once it ran";
+    ASSERT_TRUE(wait_queued(k, x1, ms(kWaiterLease))) << "the second waiter did not queue again within a waiter lease";
+    fprintf(stderr, "[fair] both stopped waiters queued again %lld ms after SIGCONT\n",
+            static_cast<long long>(elapsed_ms(t_cont)));
+    auto s = read_queue(redis(), k);
+    EXPECT_EQ(before.ticket_of(x0), s.ticket_of(x0)) << "it came back with a new ticket";
+    EXPECT_EQ(before.ticket_of(x1), s.ticket_of(x1)) << "it came back with a new ticket";
+    ASSERT_EQ(3u, s.queue.size());
+    EXPECT_EQ(x0, s.queue[0].member) << "the queue is not x0 x1 z again";
+    EXPECT_EQ(x1, s.queue[1].member);
+    ASSERT_TRUE(y->send("unlock 0"));
+    ASSERT_TRUE(y->expect_line("unlock t=0 rc=0", ms(2000)));
+    for (int t = 0; t < 2; t++) {
+        std::string tn = std::to_string(t);
+        auto l = x->expect_line("lock t=" + tn + " ", ms(3000));
+        EXPECT_FALSE(z->poll_line(ms(50))) << "the waiter that queued after them got the lock first";
+        ASSERT_TRUE(l) << "the lock went past waiter " << tn << " that came back";
+        EXPECT_EQ(0, rc_of(*l)) << *l;
+        ASSERT_TRUE(x->send("unlock " + tn));
+        ASSERT_TRUE(x->expect_line("unlock t=" + tn + " rc=0", ms(2000)));
+    }
+    auto lz = z->expect_line("lock t=0 ", ms(3000));
+    ASSERT_TRUE(lz);
+    EXPECT_EQ(0, rc_of(*lz)) << *lz;
+    ASSERT_TRUE(z->send("unlock 0"));
+    ASSERT_TRUE(z->expect_line("unlock t=0 rc=0", ms(2000)));
+    auto end = read_queue(redis(), k);
+    EXPECT_TRUE(end.queue.empty() && end.alive.empty());
+}
+
 } // namespace
 
 namespace {
