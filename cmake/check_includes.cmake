@@ -2,7 +2,7 @@
 #
 #   cmake -DSRC=<dir> -P check_includes.cmake
 #
-# A module is a .c/.h pair of src/; module A depends on B when a file of A
+# A module is a .c/.h pair of src/ (in any of its layer folders); module A depends on B when a file of A
 # includes "B.h" (internal.h, which every file includes, is left out).  The
 # graph must have no cycle: repeatedly remove the modules that depend on
 # nothing left; what remains lies on a cycle or depends on one, and is
@@ -10,7 +10,7 @@
 if(NOT SRC)
   message(FATAL_ERROR "usage: cmake -DSRC=<src dir> -P check_includes.cmake")
 endif()
-file(GLOB _files "${SRC}/*.c" "${SRC}/*.h")
+file(GLOB_RECURSE _files "${SRC}/*.c" "${SRC}/*.h")
 set(_mods "")
 foreach(_f IN LISTS _files)
   get_filename_component(_m "${_f}" NAME_WE)

@@ -1,7 +1,7 @@
 /* fuzz_preload.c -- rm_shim_config_parse(), the RMUTEX_PRELOAD parser of
  * the preload shim, on any bytes, for a program named "prog".  Every input
  * must give entries and reported errors, never a crash or a leak. */
-#include "../shim/config.h" /* the shim's, not src/config.h */
+#include "../shim/config.h" /* the shim's, not src/base/config.h */
 
 #include "fuzz_util.h"
 

@@ -1,11 +1,11 @@
 /* fuzz_pubsub.c -- any bytes on the pub/sub connection.  The multiplexer's
- * own code (src/sub.c, included here to reach its reply dispatch) gets the
+ * own code (src/net/sub.c, included here to reach its reply dispatch) gets the
  * replies hiredis parses from the input, with waiters joined on two
  * channels (one matching its own messages, one taking "0"): messages,
  * (un)subscribe confirmations, PONGs, error replies (NOPERM) and anything
  * else must wake the right waiters or nobody -- never crash or leak.  No
  * thread is started: the test plays the multiplexer thread. */
-#include "../src/sub.c"
+#include "../src/net/sub.c"
 
 #include <stdint.h>
 

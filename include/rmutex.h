@@ -11,7 +11,8 @@
  *
  *   - The result is 0 or a positive errno value.  Never -1, never EINTR.
  *   - errno is left as it was found.
- *   - None of them is a cancellation point: blocking waits run with
+ *   - None of them is a cancellation point but the condition waits
+ *     (rcond_*wait, as pthread_cond_wait): blocking waits run with
  *     cancellation disabled and restart after signals.
  *   - None of them is async-signal-safe.
  *   - A thread-local detail string (rmutex_detail()) says why the last

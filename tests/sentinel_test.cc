@@ -241,6 +241,13 @@ TEST_F(SentinelTest, AHoldWipedByAPrimaryRestartedWithoutDataIsLostNotReleased)
         });
     EXPECT_EQ(port, set->primary_port()) << "a failover happened: the scenario was not a wipe";
     ASSERT_TRUE(wait_until([&] { return set->settled(); }, ms(20000)));
+    /* The replica has resynced the empty data set and acknowledges writes
+     * again (the next test waits for it). */
+    ASSERT_TRUE(wait_until([&] {
+        Redis r("127.0.0.1", port);
+        r.cmd({ "SET", "rmt:resynced", "1" });
+        return r.cmd({ "WAIT", "1", "200" }).integer() == 1;
+    }, ms(20000))) << "the replica did not come back";
 }
 
 /* Last: it leaves the old primary a replica of the new one. */

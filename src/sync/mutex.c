@@ -1,5 +1,5 @@
 /* mutex.c -- handles: the state behind an rmutex_t, made eagerly or on
- * first use, and the waits and attempts of the acquiring calls.
+ * first use, and what a condition wait does to the mutex it waits with.
  *
  * An rmutex_t is caller-owned and fixed-size (64 bytes); its __state points
  * to a struct rm_mutex allocated here, which refers to the name's shared
@@ -9,6 +9,8 @@
  * mutex points __state at a sentinel, so later use is EINVAL rather than a
  * use-after-free. */
 #include "mutex.h"
+#include "fair.h"
+#include "nonfair.h"
 #include "hold.h"
 #include "thread.h"
 #include "internal.h"
@@ -180,31 +182,6 @@ int rm_mutex_destroy(rmutex_t *m)
 
 /* ---- holds' parameters ---- */
 
-int rm_mutex_notrecoverable(const struct rm_mutex *mx)
-{
-    rm_detail("%s is not recoverable: an EOWNERDEAD holder unlocked it without "
-              "rmutex_consistent (rmutex_force_unlock clears it)", mx->keys.lock);
-    return ENOTRECOVERABLE;
-}
-
-
-int rm_mutex_report_lost(const struct rm_mutex *mx)
-{
-    rm_watchdog_report_lost(mx->user, mx->keys.lock);
-    return EPERM;
-}
-
-unsigned long rm_mutex_lease(const struct rm_mutex *mx)
-{
-    return mx->lease_ms ? mx->lease_ms : RM_SETTING(lease_ms);
-}
-
-struct rm_hold_terms rm_mutex_terms(struct rm_mutex *mx)
-{
-    struct rm_hold_terms t = { mx, mx->user, rm_mutex_lease(mx), !mx->lease_ms, mx->robust };
-    return t;
-}
-
 /* ---- a condition wait ---- */
 
 int rm_mutex_wait_begin(struct rm_mutex *mx, struct rm_thread *self)
@@ -288,4 +265,18 @@ void rm_mutex_release_all_at_exit(struct rm_endpoint *ep)
      * exiting, and a lock must not be freed under us meanwhile. */
     struct exit_release x = { ep, rm_clock_after(RM_MSEC(1000)) };
     rm_lock_each(release_at_exit, &x);
+}
+
+struct rm_mutex *rm_mutex_query(rmutex_t *m, const void *out, struct rm_thread **self, int *r)
+{
+    struct rm_mutex *mx = rm_mutex_get(m, r);
+    if (!mx) return NULL;
+    if (!out) {
+        rm_detail("the output pointer is NULL");
+        *r = EINVAL;
+        return NULL;
+    }
+    *self = rm_thread_self();
+    *r = 0;
+    return mx;
 }

@@ -8,6 +8,7 @@
 #include "internal.h"
 
 struct rm_endpoint;
+struct rm_hold_share;
 struct rm_lock;
 struct rm_mutex;
 struct rm_thread;
@@ -21,8 +22,20 @@ struct rm_hold_terms {
     int renewed;            /* the watchdog renews it (no fixed lease) */
     int robust;
     /* A hold of the process's cached Redis hold (cache.c): renewed by the
-     * cache's entry, which the hold shares instead of making its own. */
+     * cache's entry, which the hold shares instead of making its own, and
+     * ended by the cache's own rule when its thread exits inside. */
     struct rm_watchdog_entry *shared_wd;
+    const struct rm_hold_share *share;
+};
+
+/* What a shared hold's owner (the cache, a layer above) does when the
+ * hold's thread exits inside it: detach_locked takes the owner off l (its
+ * mu held, in the same breath as the hold and the gate let go, so that no
+ * other thread slips into it), then abandon, with no lock held, lets its
+ * lease run out as a thread's hold's would. */
+struct rm_hold_share {
+    void *(*detach_locked)(struct rm_lock *l);
+    void (*abandon)(void *owner);
 };
 
 /* An acquisition Redis granted: its fencing token, whether the previous
@@ -46,6 +59,7 @@ struct rm_hold {
     int inconsistent;       /* acquired with EOWNERDEAD, not yet consistent */
     struct rm_watchdog_entry *wd; /* the watchdog's entry; NULL for a fixed lease */
     int shared;             /* wd is the process's cache's (cache.c), not the hold's own */
+    const struct rm_hold_share *share; /* when shared: its thread's exit (cache.c) */
     rm_nsec lease_end;      /* fixed lease: when it runs out at the latest */
     /* The holding thread's list; only that thread touches it. */
     struct rm_hold *next, *prev;

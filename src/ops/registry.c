@@ -96,7 +96,7 @@ int rm_registry_describe(struct rm_registry_text *t, const char **argv, size_t *
     ssize_t e = readlink("/proc/self/exe", t->exe, sizeof t->exe - 1);
     pair(argv, lens, &n, "exe", t->exe, e > 0 ? (size_t)e : 0);
     pair(argv, lens, &n, "cmd", t->cmd, command_line(t->cmd, sizeof t->cmd));
-    pair(argv, lens, &n, "lib", rmutex_version_string(), strlen(rmutex_version_string()));
+    pair(argv, lens, &n, "lib", RM_VERSION_STRING, strlen(RM_VERSION_STRING));
     struct timespec now;
     clock_gettime(CLOCK_REALTIME, &now);
     pair(argv, lens, &n, "start", t->start, (size_t)snprintf(t->start, sizeof t->start, "%lld",

@@ -1,6 +1,6 @@
-/* cond.h -- condition variables (cond.c) and their attributes (condattr.c). */
-#ifndef RM_COND_H
-#define RM_COND_H
+/* condattr.h -- condition variables' attributes (condattr.c). */
+#ifndef RM_CONDATTR_H
+#define RM_CONDATTR_H
 
 #include <time.h>
 

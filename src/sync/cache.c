@@ -118,10 +118,11 @@
 #include "hold.h"
 #include "internal.h"
 #include "lock.h"
-#include "mutex.h"
+#include "handle.h"
 #include "script.h"
 #include "sub.h"
 #include "thread.h"
+#include "token.h"
 #include "wait.h"
 #include "watchdog.h"
 
@@ -131,6 +132,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+
+static const struct rm_hold_share share;
 
 /* Tokens a cache reserves at a time. */
 #define RANGE 64
@@ -157,6 +160,7 @@ struct rm_cache {
     int told;                  /* the keeper was poked for this request (lock's mu) */
     int robust;
     int fair;                  /* acquired through the fair queue (fair.lua) */
+    const struct rm_lock_ops *ops; /* the algorithm it was acquired by: its release */
     unsigned long lease_ms;
     uint64_t acq;              /* the Redis acquisition it keeps */
     /* Under the lock's mu: */
@@ -247,14 +251,14 @@ static int list_remove(struct rm_cache *c)
 }
 
 /* Release acquisition acq of the process's field of l in Redis, by the
- * protocol it was acquired with. */
-static int release_in_redis(struct rm_endpoint *ep, struct rm_lock *l, int fair, int robust,
-                            int notrec, uint64_t acq, rm_nsec deadline, rm_nsec give_up_at)
+ * protocol it was acquired with (ops: the algorithm's table). */
+static int release_in_redis(struct rm_endpoint *ep, struct rm_lock *l,
+                            const struct rm_lock_ops *ops, int robust, int notrec, uint64_t acq,
+                            rm_nsec deadline, rm_nsec known_good)
 {
     char owner[64];
     size_t n = rm_thread_owner_of(0, owner, sizeof owner);
-    return (fair ? rm_fair_release : rm_nonfair_release)(ep, &l->keys, robust, owner, n, notrec,
-                                                          acq, deadline, give_up_at);
+    return ops->release(ep, &l->keys, robust, owner, n, notrec, acq, deadline, known_good);
 }
 
 /* c is off its lock: stop renewing it, stop listening, give it back in
@@ -271,7 +275,7 @@ static int finish(struct rm_cache *c, int release, int notrec)
     if (lost) {
         r = EPERM; /* (rm_hold_drop said why, for an unlock) */
     } else if (release) {
-        r = release_in_redis(c->ep, c->lock, c->fair, c->robust, notrec, c->acq,
+        r = release_in_redis(c->ep, c->lock, c->ops, c->robust, notrec, c->acq,
                              rm_call_deadline(), known_good);
     }
     if (c->joined) rm_sub_leave(&c->ear);
@@ -495,8 +499,9 @@ static void serve(struct rm_mutex *mx, struct rm_thread *self, struct rm_endpoin
     /* self has the gate: nobody else takes c off the lock meanwhile (the
      * keeper waits for a free gate; an exiting process's clean-up frees
      * nothing). */
-    struct rm_hold_terms terms = rm_mutex_terms(mx);
+    struct rm_hold_terms terms = rm_handle_terms(mx);
     terms.shared_wd = c->wd;
+    terms.share = &share;
     struct rm_grant g = { 0, 0, 0, 0, c->acq };
     *r = rm_hold_take(mx->lock, &terms, self, ep, &g);
     if (!*r) {
@@ -602,12 +607,12 @@ int rm_cache_start(struct rm_mutex *mx, struct rm_thread *self, struct rm_endpoi
     size_t n = rm_thread_owner_of(0, owner, sizeof owner);
     struct rm_cache *c = calloc(1, sizeof *c);
     if (c) {
-        c->wd = rm_watchdog_hold(ep, &l->keys, mx->robust, owner, n, rm_mutex_lease(mx),
+        c->wd = rm_watchdog_hold(ep, &l->keys, mx->robust, owner, n, rm_handle_lease(mx),
                                  g->valid_until, g->due, mx->user);
         if (!c->wd) free(c), c = NULL;
     }
     if (!c) {
-        release_in_redis(ep, l, mx->fair, mx->robust, 0, g->acq, rm_call_deadline(),
+        release_in_redis(ep, l, mx->ops, mx->robust, 0, g->acq, rm_call_deadline(),
                          g->valid_until);
         rm_detail("out of memory");
         return ENOMEM;
@@ -617,7 +622,8 @@ int rm_cache_start(struct rm_mutex *mx, struct rm_thread *self, struct rm_endpoi
     c->ep = ep;
     c->robust = mx->robust;
     c->fair = mx->fair;
-    c->lease_ms = rm_mutex_lease(mx);
+    c->ops = mx->ops;
+    c->lease_ms = rm_handle_lease(mx);
     c->acq = g->acq;
     c->refs = 2; /* the lock's link and the list's */
     c->taken_at = c->last_used = rm_clock_now();
@@ -643,8 +649,9 @@ int rm_cache_start(struct rm_mutex *mx, struct rm_thread *self, struct rm_endpoi
     pthread_mutex_unlock(&kp.mu);
     RM_COUNT(cache_starts);
 
-    struct rm_hold_terms terms = rm_mutex_terms(mx);
+    struct rm_hold_terms terms = rm_handle_terms(mx);
     terms.shared_wd = c->wd;
+    terms.share = &share;
     int r = rm_hold_take(l, &terms, self, ep, g);
     if (r == ENOMEM) {
         pthread_mutex_lock(&l->mu);
@@ -705,7 +712,7 @@ int rm_cache_unlock(struct rm_mutex *mx, struct rm_thread *self, struct rm_endpo
         poke(); /* the keeper gives it back once it is unused or the minimum hold is up */
     }
     rm_lock_gate_leave(l);
-    return r == RM_E_GONE ? rm_mutex_report_lost(mx) : r;
+    return r == RM_E_GONE ? rm_handle_report_lost(mx) : r;
 }
 
 /* ---- fencing ---- */
@@ -726,7 +733,7 @@ int rm_cache_token_locked(struct rm_lock *l, struct rm_thread *self, struct rm_h
     char owner[64];
     size_t n = rm_thread_owner_of(0, owner, sizeof owner);
     pthread_mutex_unlock(&l->mu);
-    int r = rm_fence_take(l, owner, n, acq, RANGE, &top);
+    int r = rm_token_take(c->ep, &l->keys, owner, n, acq, RANGE, &top);
     pthread_mutex_lock(&l->mu);
     if (r) return r;
     if (l->cache != c || rm_hold_of(l, self) != h) {
@@ -741,18 +748,24 @@ int rm_cache_token_locked(struct rm_lock *l, struct rm_thread *self, struct rm_h
 
 /* ---- thread exit, process exit, shutdown, fork ---- */
 
-struct rm_cache *rm_cache_detach_locked(struct rm_lock *l)
+/* A thread exits inside the process's cached hold of l (hold.c's thread
+ * exit, through the hold's share): take the cache off l (l->mu held),
+ * then, unlocked, let its lease run out as a thread's hold's would. */
+static void *detach_locked(struct rm_lock *l)
 {
     struct rm_cache *c = l->cache;
     l->cache = NULL;
     return c;
 }
 
-void rm_cache_abandon(struct rm_cache *c)
+static void abandon(void *owner)
 {
+    struct rm_cache *c = owner;
     rm_log("a thread exited inside the cached %s; its lease will run out", c->lock->keys.lock);
     finish(c, 0, 0);
 }
+
+static const struct rm_hold_share share = { detach_locked, abandon };
 
 /* At exit, with the process's other threads still running: take c off
  * its lock and give it back in Redis, but free nothing -- a thread may be
@@ -766,7 +779,7 @@ static void release_at_exit(struct rm_cache *c, rm_nsec deadline)
     if (mine) l->cache = NULL;
     pthread_mutex_unlock(&l->mu);
     if (!mine || rm_clock_now() >= deadline) return;
-    release_in_redis(c->ep, l, c->fair, c->robust, 0, c->acq, deadline, deadline);
+    release_in_redis(c->ep, l, c->ops, c->robust, 0, c->acq, deadline, deadline);
 }
 
 void rm_cache_release_all(struct rm_endpoint *ep, rm_nsec deadline, int stop)

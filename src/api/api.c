@@ -16,6 +16,7 @@
 #include "lock.h"
 #include "mutex.h"
 #include "runtime.h"
+#include "session.h"
 #include "script.h"
 #include "watchdog.h"
 
@@ -25,29 +26,9 @@
 #include <stdio.h>
 #include <string.h>
 
-void rm_entry_enter(struct rm_entry *e)
-{
-    e->saved_errno = errno;
-    pthread_setcancelstate(PTHREAD_CANCEL_DISABLE, &e->cancel_state);
-}
-
-int rm_entry_leave(struct rm_entry *e, int r)
-{
-    pthread_setcancelstate(e->cancel_state, NULL);
-    errno = e->saved_errno;
-    return r;
-}
-
-
-
 RMUTEX_API unsigned rmutex_version(void) { return RMUTEX_VERSION_NUM; }
 
-RMUTEX_API const char *rmutex_version_string(void)
-{
-#define STR2(x) #x
-#define STR(x) STR2(x)
-    return STR(RMUTEX_VERSION_MAJOR) "." STR(RMUTEX_VERSION_MINOR) "." STR(RMUTEX_VERSION_PATCH);
-}
+RMUTEX_API const char *rmutex_version_string(void) { return RM_VERSION_STRING; }
 
 RMUTEX_API int rmutex_init(rmutex_t *m, const char *name, const rmutexattr_t *attr)
 {
@@ -120,9 +101,9 @@ static int lock_common(rmutex_t *m, struct rm_wait *w)
     pthread_mutex_unlock(&l->mu);
 
     struct rm_endpoint *ep;
-    if (!(r = rm_runtime_enter(&ep))) {
+    if (!(r = rm_session_enter(&ep))) {
         r = mx->ops->lock(mx, self, ep, w);
-        rm_runtime_leave();
+        rm_session_leave();
     }
     pthread_mutex_lock(&l->mu);
     mx->users--;
@@ -205,9 +186,9 @@ RMUTEX_API int rmutex_unlock(rmutex_t *m)
     pthread_mutex_unlock(&l->mu);
 
     struct rm_endpoint *ep;
-    if (!(r = rm_runtime_enter(&ep))) {
+    if (!(r = rm_session_enter(&ep))) {
         r = via->ops->unlock(via, self, ep, notrec);
-        rm_runtime_leave();
+        rm_session_leave();
     }
     if (!r && dropped) {
         rm_detail("%s was released at all levels and is now not recoverable", l->keys.lock);
@@ -244,19 +225,6 @@ RMUTEX_API int rmutex_consistent(rmutex_t *m)
     return rm_entry_leave(&e, r);
 }
 
-struct rm_mutex *rm_api_query(rmutex_t *m, const void *out, struct rm_thread **self, int *r)
-{
-    struct rm_mutex *mx = rm_mutex_get(m, r);
-    if (!mx) return NULL;
-    if (!out) {
-        rm_detail("the output pointer is NULL");
-        *r = EINVAL;
-        return NULL;
-    }
-    *self = rm_thread_self();
-    *r = 0;
-    return mx;
-}
 
 RMUTEX_API int rmutex_hold_deadline(rmutex_t *m, struct timespec *deadline)
 {
@@ -264,7 +232,7 @@ RMUTEX_API int rmutex_hold_deadline(rmutex_t *m, struct timespec *deadline)
     struct rm_thread *self;
     int r;
     rm_entry_enter(&e);
-    struct rm_mutex *mx = rm_api_query(m, deadline, &self, &r);
+    struct rm_mutex *mx = rm_mutex_query(m, deadline, &self, &r);
     if (!mx) return rm_entry_leave(&e, r);
     struct rm_lock *l = mx->lock;
     pthread_mutex_lock(&l->mu);
@@ -310,7 +278,7 @@ RMUTEX_API int rmutex_holdcount(rmutex_t *m, unsigned *count)
     struct rm_thread *self;
     int r;
     rm_entry_enter(&e);
-    struct rm_mutex *mx = rm_api_query(m, count, &self, &r);
+    struct rm_mutex *mx = rm_mutex_query(m, count, &self, &r);
     if (!mx) return rm_entry_leave(&e, r);
     pthread_mutex_lock(&mx->lock->mu);
     struct rm_hold *h = rm_hold_of(mx->lock, self);
@@ -328,7 +296,7 @@ static int force_unlock(const char *name, const char *owner, char *holder, size_
     struct rm_endpoint *ep;
     int r = rm_keys_make(name, &k);
     if (r) return r;
-    if ((r = rm_runtime_enter(&ep))) {
+    if ((r = rm_session_enter(&ep))) {
         rm_keys_free(&k);
         return r;
     }
@@ -359,7 +327,7 @@ static int force_unlock(const char *name, const char *owner, char *holder, size_
         freeReplyObject(reply);
         break;
     }
-    rm_runtime_leave();
+    rm_session_leave();
     rm_keys_free(&k);
     return r < 0 ? ETIMEDOUT : r;
 }
@@ -384,7 +352,7 @@ RMUTEX_API int rmutex_configure(const char *url)
 {
     struct rm_entry e;
     rm_entry_enter(&e);
-    return rm_entry_leave(&e, rm_runtime_configure(url));
+    return rm_entry_leave(&e, rm_session_configure(url));
 }
 
 RMUTEX_API int rmutex_shutdown(void)

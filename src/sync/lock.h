@@ -60,19 +60,6 @@ void rm_lock_gate_leave(struct rm_lock *l);
 /* The same with l->mu held by the caller. */
 void rm_lock_gate_leave_locked(struct rm_lock *l);
 
-/* A thread exits inside the process's cached hold of l (hold.c): take
- * the cache off l (l->mu held), then, unlocked, let its lease run out as a
- * thread's hold's would.  (cache.c: they are declared here, with the
- * lock's other state, because the hold layer below the cache calls them.) */
-struct rm_cache *rm_cache_detach_locked(struct rm_lock *l);
-void rm_cache_abandon(struct rm_cache *c);
-
-/* Fencing tokens (fence.c): take count of them for acquisition acq of
- * owner's hold of l, while that hold is in Redis; *token is the last.  0,
- * EPERM when the hold is gone, or the call's error. */
-int rm_fence_take(struct rm_lock *l, const char *owner, size_t owner_len, uint64_t acq,
-                  unsigned count, uint64_t *token);
-
 /* fork(): -1 lock the registry, 0 unlock, 1 child: every lock forgets its
  * gate, its waiters and its hold. */
 void rm_lock_atfork(int who);

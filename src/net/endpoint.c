@@ -27,6 +27,12 @@
  * shutdown: a pointer read from the map stays valid however the map
  * changes; a node that left the map is marked gone and its pool drains.
  *
+ * Sentinel (redis-sentinel://sentinel,sentinel.../name) is one node at a
+ * time: the primary the sentinels name (sentinel.c), asked at the first
+ * call, re-asked when the primary fails a call or answers READONLY, and
+ * followed at once on +switch-master, to which the refresher thread stays
+ * subscribed on one sentinel.  The old primary's node is drained.
+ *
  * Redirections (rm_endpoint_redirect) are followed by the caller (call.c);
  * this file turns the address in them into a node.
  *

@@ -29,7 +29,7 @@
 #include "node.h"
 #include "pool.h"
 #include "registry.h"
-#include "runtime.h"
+#include "session.h"
 #include "script.h"
 
 #include <errno.h>
@@ -135,10 +135,10 @@ RMUTEX_API int rmutex_inspect(const char *name, rmutex_lockinfo_t *out, size_t s
     int r = rm_keys_make(name, &k); /* a bad name is EINVAL before any I/O */
     if (r) return rm_entry_leave(&e, r);
     rm_keys_free(&k);
-    if ((r = rm_runtime_enter(&ep))) return rm_entry_leave(&e, r);
+    if ((r = rm_session_enter(&ep))) return rm_entry_leave(&e, r);
     rmutex_lockinfo_t info;
     r = inspect(ep, name, &info);
-    rm_runtime_leave();
+    rm_session_leave();
     if (!r) memcpy(out, &info, size < sizeof info ? size : sizeof info);
     return rm_entry_leave(&e, r);
 }
@@ -221,7 +221,7 @@ RMUTEX_API int rmutex_list(const char *pattern, rmutex_list_fn fn, void *arg)
     }
     if (!pattern) pattern = "*";
     struct rm_endpoint *ep;
-    int r = rm_runtime_enter(&ep);
+    int r = rm_session_enter(&ep);
     if (r) return rm_entry_leave(&e, r);
     enum { MAX = 1024 }; /* Redis Cluster's own bound on primaries */
     struct rm_node **primaries = malloc(MAX * sizeof *primaries);
@@ -229,6 +229,6 @@ RMUTEX_API int rmutex_list(const char *pattern, rmutex_list_fn fn, void *arg)
     r = !primaries ? ENOMEM : !count ? ETIMEDOUT : 0;
     for (int i = 0; !r && i < count; i++) r = list_node(ep, primaries[i], pattern, fn, arg);
     free(primaries);
-    rm_runtime_leave();
+    rm_session_leave();
     return rm_entry_leave(&e, r < 0 ? ETIMEDOUT : r);
 }

@@ -8,11 +8,13 @@
 #ifndef RM_INTERNAL_H
 #define RM_INTERNAL_H
 
+#include <errno.h>
+#include <pthread.h>
 #include <stdatomic.h>
 #include <stddef.h>
 #include <stdint.h>
 
-#include "../include/rmutex.h"
+#include <rmutex.h>
 
 #define RM_UNUSED(x) ((void)(x))
 
@@ -52,7 +54,7 @@ void rm_log_(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
         if (atomic_load_explicit(&rm_log_enabled, memory_order_acquire)) rm_log_(__VA_ARGS__); \
     } while (0)
 
-/* ---- the public entry points' frame (api.c, cond.c) ---- */
+/* ---- the public entry points' frame ---- */
 
 /* Every entry point saves errno and disables cancellation (a blocking
  * network wait must not be cancelled half-way; the condition waits enable
@@ -61,8 +63,25 @@ struct rm_entry {
     int saved_errno;
     int cancel_state; /* the caller's */
 };
-void rm_entry_enter(struct rm_entry *e);
-int rm_entry_leave(struct rm_entry *e, int r);
+/* Inline: every layer has entry points (inspect.c, cond.c, ...). */
+static inline void rm_entry_enter(struct rm_entry *e)
+{
+    e->saved_errno = errno;
+    pthread_setcancelstate(PTHREAD_CANCEL_DISABLE, &e->cancel_state);
+}
+
+static inline int rm_entry_leave(struct rm_entry *e, int r)
+{
+    pthread_setcancelstate(e->cancel_state, NULL);
+    errno = e->saved_errno;
+    return r;
+}
+
+/* The version as rmutex_version_string() says it ("0.1.0"). */
+#define RM_STR2_(x) #x
+#define RM_STR_(x) RM_STR2_(x)
+#define RM_VERSION_STRING \
+    RM_STR_(RMUTEX_VERSION_MAJOR) "." RM_STR_(RMUTEX_VERSION_MINOR) "." RM_STR_(RMUTEX_VERSION_PATCH)
 
 /* ---- stats.c: counters (relaxed atomics; they order nothing) ---- */
 

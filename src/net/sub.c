@@ -2,7 +2,8 @@
  *
  * DESIGN
  * ------
- * Each endpoint has one pub/sub connection and one thread that owns it.
+ * Each node (a plain server, a cluster's primary, Sentinel's primary) has
+ * one pub/sub connection and one thread that owns it.
  * Threads waiting for a lock never touch it: they register a waiter (a
  * struct on their own stack) on the lock's channel and sleep on the
  * waiter's condition variable; the thread reads messages and wakes them.

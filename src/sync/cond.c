@@ -54,13 +54,13 @@
  * it was not part of, plus the mutex's own release and acquisition; signal
  * and broadcast cost 1 each, whatever the number of waiters. */
 #include "call.h"
-#include "cond.h"
+#include "condattr.h"
 #include "endpoint.h"
 #include "internal.h"
 #include "keys.h"
 #include "lock.h"
 #include "mutex.h"
-#include "runtime.h"
+#include "session.h"
 #include "script.h"
 #include "sub.h"
 #include "thread.h"
@@ -258,14 +258,14 @@ static int wake(rcond_t *c, const char *op)
     struct rm_cond *cs = get(c, &r);
     if (!cs) return r;
     struct rm_endpoint *ep;
-    if ((r = rm_runtime_enter(&ep))) return r;
+    if ((r = rm_session_enter(&ep))) return r;
     struct cond_req q;
     redisReply *reply;
     long long woke = 0;
     req_make(&q, cs, ep, op, NULL, 0, NULL, 0);
     r = call(ep, &q, rm_call_deadline(), rm_thread_self(), &reply);
     if (!r) r = integer_reply(reply, &woke);
-    rm_runtime_leave();
+    rm_session_leave();
     if (r == ETIMEDOUT) {
         rm_detail("Redis did not answer the %s of %s within the command timeout; it may or "
                   "may not have been delivered", op, cs->keys.name);
@@ -324,7 +324,7 @@ static int finish(struct waiting *wt, int pass_on, int *released)
     count_waiter(wt->cs, -1);
     r = rm_mutex_wait_retake(wt->mx, wt->self, wt->ep, wt->depth);
     rm_mutex_wait_end(wt->mx);
-    rm_runtime_leave();
+    rm_session_leave();
     return r;
 }
 
@@ -451,9 +451,9 @@ static int wait_common(rcond_t *c, rmutex_t *m, struct rm_wait *w, int cancel_st
         r = ETIMEDOUT;
         goto uncount;
     }
-    if ((r = rm_runtime_enter(&wt->ep))) goto uncount;
+    if ((r = rm_session_enter(&wt->ep))) goto uncount;
     if ((r = enqueue(wt, w))) {
-        rm_runtime_leave();
+        rm_session_leave();
         goto uncount;
     }
     RM_COUNT(cond_waits);

@@ -2,10 +2,10 @@
  *
  * DESIGN
  * ------
- * One thread per process.  Holds taken with lease 0 register an entry:
- * lock key, owner-mark key (robust holds only), owner field, lease; so do
- * queued fair waiters
- * (their liveness in the queue is a lease too).  Each entry is due for
+ * One thread per process (and one more per primary of a cluster: struct
+ * link).  Holds taken with lease 0 register an entry: lock key, owner-mark
+ * key (robust holds only), owner field, lease; so do queued fair waiters
+ * and condition waiters (their liveness in the queue is a lease too).  Each entry is due for
  * renewal lease/3 after the send time of its last successful acquire or
  * renewal.  When the thread wakes it takes every entry due within a small
  * window (lease/12) -- so entries acquired close together are renewed

@@ -26,7 +26,9 @@
  *
  * A hold of a cached lock (cache.c) is a thread's turn with the process's
  * Redis hold: it shares the cache's watchdog entry (h->shared) and never
- * cancels it; the cache does. */
+ * cancels it; the cache does, and says through h->share what its
+ * thread's exit inside does (the cache sits above this file: a hook, not
+ * a call). */
 #include "hold.h"
 #include "thread.h"
 #include "internal.h"
@@ -92,6 +94,7 @@ int rm_hold_take(struct rm_lock *l, const struct rm_hold_terms *terms, struct rm
     if (terms->shared_wd) {
         h->wd = terms->shared_wd;
         h->shared = 1;
+        h->share = terms->share;
     } else if (terms->renewed) {
         h->wd = rm_watchdog_hold(ep, &l->keys, terms->robust, self->owner, self->owner_len,
                                  terms->lease_ms,
@@ -171,12 +174,12 @@ void rm_hold_thread_exit(struct rm_thread *t)
         thread_list_remove(t, h);
         pthread_mutex_lock(&l->mu);
         int current = l->hold == h;
-        struct rm_cache *abandoned = NULL;
+        void *abandoned = NULL;
         if (current) l->hold = NULL;
-        if (current && h->shared) abandoned = rm_cache_detach_locked(l);
+        if (current && h->share) abandoned = h->share->detach_locked(l);
         if (l->gate == t->tid) rm_lock_gate_leave_locked(l);
         pthread_mutex_unlock(&l->mu);
-        if (abandoned) rm_cache_abandon(abandoned); /* its lease runs out, as a hold's */
+        if (abandoned) h->share->abandon(abandoned); /* its lease runs out, as a hold's */
         else if (h->wd && !h->shared) rm_watchdog_cancel(h->wd);
         if (current) {
             RM_COUNT_SUB(held, 1);

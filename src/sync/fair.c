@@ -79,7 +79,8 @@
 #include "hold.h"
 #include "thread.h"
 #include "internal.h"
-#include "mutex.h"
+#include "handle.h"
+#include "fair.h"
 #include "endpoint.h"
 #include "pool.h"
 #include "script.h"
@@ -129,7 +130,7 @@ static void fair_req_make(struct fair_req *q, const struct rm_keys *k, int robus
 static void req_make(struct fair_req *q, const struct rm_mutex *mx, struct rm_endpoint *ep,
                      const char *op, const struct rm_who *me, int try_only, uint64_t ticket)
 {
-    fair_req_make(q, &mx->keys, mx->robust, rm_mutex_lease(mx), ep, op, me->owner,
+    fair_req_make(q, &mx->keys, mx->robust, rm_handle_lease(mx), ep, op, me->owner,
                   me->owner_len, me->acq, try_only, 0, ticket);
 }
 
@@ -141,7 +142,7 @@ static int cancel(struct rm_mutex *mx, const struct rm_who *me, struct rm_endpoi
     long long answer;
     req_make(&q, mx, ep, "cancel", me, 0, 0);
     return rm_call_release(ep, RM_SCRIPT_FAIR, 9, NARGS, q.argv, q.lens, rm_call_deadline(),
-                           rm_clock_after(RM_MSEC(rm_mutex_lease(mx))), &answer);
+                           rm_clock_after(RM_MSEC(rm_handle_lease(mx))), &answer);
 }
 
 /* Beside fair.lua's answers (RM_CALL_*): too few replicas acknowledged. */
@@ -179,8 +180,8 @@ static int attempt(struct rm_mutex *mx, const struct rm_who *me, struct rm_endpo
         o->token = (uint64_t)e[1]->integer;
         o->dead = e[2]->integer == 1;
         o->queued = e[3]->integer == 1;
-        o->valid_until = sent + RM_MSEC(rm_mutex_lease(mx));
-        o->due = sent + RM_MSEC(rm_mutex_lease(mx)) / 3;
+        o->valid_until = sent + RM_MSEC(rm_handle_lease(mx));
+        o->due = sent + RM_MSEC(rm_handle_lease(mx)) / 3;
     } else if (ok && o->state == RM_CALL_BUSY && (reply->elements == 2 || reply->elements == 3)) {
         o->pttl = e[1]->integer;
         if (reply->elements == 3 && e[2]->type == REDIS_REPLY_INTEGER && e[2]->integer > 0)
@@ -256,7 +257,7 @@ static int queue_for(struct rm_mutex *mx, struct rm_thread *self, struct rm_endp
         at.unknown = 0;
         if (o->state == RM_CALL_ACQUIRED) break;
         if (o->state == RM_CALL_NOTRECOVERABLE) {
-            r = rm_mutex_notrecoverable(mx);
+            r = rm_handle_notrecoverable(mx);
             break;
         }
         if (o->state == SHORTFALL) {
@@ -323,7 +324,7 @@ static int thread_lock(struct rm_mutex *mx, struct rm_thread *self, struct rm_en
     struct rm_who me = { .owner = self->owner, .owner_len = self->owner_len, .acq = ++self->seq };
     int r = queue_for(mx, self, ep, w, &me, o);
     if (r) return r;
-    struct rm_hold_terms terms = rm_mutex_terms(mx);
+    struct rm_hold_terms terms = rm_handle_terms(mx);
     struct rm_grant g = { o->token, o->dead, o->valid_until, o->due, me.acq };
     r = rm_hold_take(mx->lock, &terms, self, ep, &g);
     if (r == ENOMEM) cancel(mx, &me, ep);
@@ -362,7 +363,7 @@ static int cached_lock(struct rm_mutex *mx, struct rm_thread *self, struct rm_en
         if (cached) {
             r = rm_cache_start(mx, self, ep, &g, o.queued);
         } else {
-            struct rm_hold_terms terms = rm_mutex_terms(mx);
+            struct rm_hold_terms terms = rm_handle_terms(mx);
             r = rm_hold_take(mx->lock, &terms, self, ep, &g);
             if (r == ENOMEM) cancel(mx, &me, ep);
         }
@@ -379,9 +380,12 @@ static int fair_lock(struct rm_mutex *mx, struct rm_thread *self, struct rm_endp
     return thread_lock(mx, self, ep, w, &o);
 }
 
-int rm_fair_release(struct rm_endpoint *ep, const struct rm_keys *k, int robust,
-                    const char *owner, size_t owner_len, int notrec, uint64_t acq,
-                    rm_nsec deadline, rm_nsec give_up_at)
+/* fair.lua's release of acquisition acq (0: any) of owner's hold of k
+ * (the lock passes to the first live waiter), as an unlock returns it:
+ * 0, RM_E_GONE or the error. */
+static int fair_release(struct rm_endpoint *ep, const struct rm_keys *k, int robust,
+                        const char *owner, size_t owner_len, int notrec, uint64_t acq,
+                        rm_nsec deadline, rm_nsec give_up_at)
 {
     struct fair_req q;
     fair_req_make(&q, k, robust, 0, ep, "release", owner, owner_len, acq, 0, notrec, 0);
@@ -402,16 +406,16 @@ static int fair_unlock(struct rm_mutex *mx, struct rm_thread *self, struct rm_en
     pthread_mutex_unlock(&l->mu);
     int r = EPERM;
     if (!rm_hold_drop(l, self, &lease_end, &acq))
-        r = rm_fair_release(ep, &mx->keys, mx->robust, self->owner, self->owner_len, notrec, acq,
+        r = fair_release(ep, &mx->keys, mx->robust, self->owner, self->owner_len, notrec, acq,
                             rm_call_deadline(), lease_end);
     if (gated) rm_lock_gate_leave(l);
-    return r == RM_E_GONE ? rm_mutex_report_lost(mx) : r;
+    return r == RM_E_GONE ? rm_handle_report_lost(mx) : r;
 }
 
 static void fair_release_owner(struct rm_mutex *mx, struct rm_endpoint *ep, const char *owner,
                                size_t owner_len, uint64_t acq, rm_nsec deadline)
 {
-    rm_fair_release(ep, &mx->keys, mx->robust, owner, owner_len, 0, acq, deadline, deadline);
+    fair_release(ep, &mx->keys, mx->robust, owner, owner_len, 0, acq, deadline, deadline);
 }
 
-const struct rm_lock_ops rm_fair_ops = { fair_lock, fair_unlock, fair_release_owner };
+const struct rm_lock_ops rm_fair_ops = { fair_lock, fair_unlock, fair_release_owner, fair_release };

@@ -16,8 +16,10 @@
  * in FIFO order.  Threads of one process thus never race each other in
  * Redis (one EVAL and one subscription waiter per process per lock instead
  * of one per thread), and they are served in arrival order.  The fair lock
- * does not use the gate: its order is kept across processes, so every
- * thread queues in Redis itself.
+ * does not use the gate -- its order is kept across processes, so every
+ * thread queues in Redis itself -- but for a cached fair mutex, whose
+ * threads take turns through it while the process queues as one member
+ * (cache.c).
  *
  * Lock order: the registry, then a lock's mu, then the watchdog, the
  * multiplexer, the pool.  A lock's mu is never held across a round trip. */

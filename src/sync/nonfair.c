@@ -18,7 +18,7 @@
  * (src/lua) state their own contracts.
  *
  * Acquire: one thread per process goes to Redis for a given lock at a time
- * (the local gate, mutex.c).  It calls acquire.lua; if the lock is busy it
+ * (the local gate, lock.c).  It calls acquire.lua; if the lock is busy it
  * joins the lock's channel in the multiplexer, tries once more (a release
  * between the first try and the join would otherwise be missed), then
  * sleeps until a release message, a (re)subscription, or the poll bound:
@@ -55,7 +55,8 @@
 #include "hold.h"
 #include "thread.h"
 #include "internal.h"
-#include "mutex.h"
+#include "handle.h"
+#include "nonfair.h"
 #include "endpoint.h"
 #include "pool.h"
 #include "script.h"
@@ -103,9 +104,11 @@ static void release_req_make(struct release_req *q, const struct rm_keys *k, int
     q->lens[4] = owner_len;
 }
 
-int rm_nonfair_release(struct rm_endpoint *ep, const struct rm_keys *k, int robust,
-                       const char *owner, size_t owner_len, int notrec, uint64_t acq,
-                       rm_nsec deadline, rm_nsec give_up_at)
+/* The release of acquisition acq (0: any) of owner's hold of k, as an
+ * unlock returns it (rm_call_unlock): 0, RM_E_GONE or the error. */
+static int nf_release(struct rm_endpoint *ep, const struct rm_keys *k, int robust,
+                      const char *owner, size_t owner_len, int notrec, uint64_t acq,
+                      rm_nsec deadline, rm_nsec give_up_at)
 {
     struct release_req q;
     release_req_make(&q, k, robust, ep, owner, owner_len, notrec, acq);
@@ -121,7 +124,7 @@ static int give_back(struct rm_mutex *mx, const char *owner, size_t owner_len,
     long long answer;
     release_req_make(&q, &mx->keys, mx->robust, ep, owner, owner_len, 0, acq);
     return rm_call_release(ep, RM_SCRIPT_RELEASE, 4, 10, q.argv, q.lens, deadline,
-                           rm_clock_after(RM_MSEC(rm_mutex_lease(mx))), &answer);
+                           rm_clock_after(RM_MSEC(rm_handle_lease(mx))), &answer);
 }
 
 /* ---- acquire.lua ---- */
@@ -136,7 +139,7 @@ static int attempt(struct rm_mutex *mx, const struct rm_who *me, struct rm_endpo
                            lease, me->owner, mx->robust ? "1" : "0", acqs,
                            rm_endpoint_publish(ep), backs };
     size_t lens[] = { strlen(argv[0]), strlen(argv[1]), strlen(argv[2]), strlen(argv[3]),
-                      rm_conn_uint(lease, rm_mutex_lease(mx)),
+                      rm_conn_uint(lease, rm_handle_lease(mx)),
                       me->owner_len, 1,
                       rm_conn_uint(acqs, me->acq),
                       strlen(argv[8]), me->back ? rm_conn_uint(backs, me->back) : 0 };
@@ -184,7 +187,7 @@ static void drop_parked(struct rm_mutex *mx, struct rm_who *me, struct rm_endpoi
         struct release_req q;
         release_req_make(&q, &mx->keys, mx->robust, ep, me->owner, me->owner_len, 0, me->back);
         rm_watchdog_defer(ep, RM_SCRIPT_RELEASE, 4, 10, q.argv, q.lens,
-                          rm_clock_after(RM_MSEC(rm_mutex_lease(mx))));
+                          rm_clock_after(RM_MSEC(rm_handle_lease(mx))));
     }
     rm_cache_drop_parked(mx->lock, me->back);
     me->back = 0;
@@ -214,7 +217,7 @@ static int acquire(struct rm_mutex *mx, struct rm_thread *self, struct rm_endpoi
         if (me->back && !g->back) drop_parked(mx, me, ep, 0);
         if (g->state == RM_CALL_ACQUIRED) break;
         if (g->state == RM_CALL_NOTRECOVERABLE) {
-            r = rm_mutex_notrecoverable(mx);
+            r = rm_handle_notrecoverable(mx);
             break;
         }
         if (g->state == SHORTFALL) {
@@ -249,7 +252,7 @@ static int acquire(struct rm_mutex *mx, struct rm_thread *self, struct rm_endpoi
     if (r && at.unknown) {
         struct release_req q;
         release_req_make(&q, &mx->keys, mx->robust, ep, me->owner, me->owner_len, 0, me->acq);
-        rm_watchdog_defer(ep, RM_SCRIPT_RELEASE, 4, 10, q.argv, q.lens, rm_clock_after(RM_MSEC(rm_mutex_lease(mx))));
+        rm_watchdog_defer(ep, RM_SCRIPT_RELEASE, 4, 10, q.argv, q.lens, rm_clock_after(RM_MSEC(rm_handle_lease(mx))));
     }
     if (r && me->back) drop_parked(mx, me, ep, at.unknown);
     if (joined > 0) rm_sub_leave(&waiter);
@@ -266,7 +269,7 @@ static int nf_lock(struct rm_mutex *mx, struct rm_thread *self, struct rm_endpoi
     int cached, r;
     if (rm_cache_enter(mx, self, ep, w, &me, &cached, &r)) return r;
     struct grant g = { 0 };
-    rm_nsec lease = RM_MSEC(rm_mutex_lease(mx));
+    rm_nsec lease = RM_MSEC(rm_handle_lease(mx));
     if (!(r = acquire(mx, self, ep, w, &me, &g))) {
         /* No token yet: rmutex_fence takes one when asked. */
         struct rm_grant held = { 0, g.dead, g.sent + lease, g.sent + lease / 3,
@@ -276,7 +279,7 @@ static int nf_lock(struct rm_mutex *mx, struct rm_thread *self, struct rm_endpoi
             if (!g.back || !rm_cache_resume(mx, self, ep, me.back, &r))
                 r = rm_cache_start(mx, self, ep, &held, 0);
         } else {
-            struct rm_hold_terms terms = rm_mutex_terms(mx);
+            struct rm_hold_terms terms = rm_handle_terms(mx);
             r = rm_hold_take(mx->lock, &terms, self, ep, &held);
             if (r == ENOMEM) give_back(mx, me.owner, me.owner_len, ep, me.acq, rm_call_deadline());
         }
@@ -293,16 +296,16 @@ static int nf_unlock(struct rm_mutex *mx, struct rm_thread *self, struct rm_endp
     int r = EPERM;
     if (rm_cache_holding(mx->lock, self)) return rm_cache_unlock(mx, self, ep, notrec);
     if (!rm_hold_drop(mx->lock, self, &lease_end, &acq))
-        r = rm_nonfair_release(ep, &mx->keys, mx->robust, self->owner, self->owner_len, notrec,
+        r = nf_release(ep, &mx->keys, mx->robust, self->owner, self->owner_len, notrec,
                                acq, rm_call_deadline(), lease_end);
     rm_lock_gate_leave(mx->lock);
-    return r == RM_E_GONE ? rm_mutex_report_lost(mx) : r;
+    return r == RM_E_GONE ? rm_handle_report_lost(mx) : r;
 }
 
 static void nf_release_owner(struct rm_mutex *mx, struct rm_endpoint *ep, const char *owner,
                              size_t owner_len, uint64_t acq, rm_nsec deadline)
 {
-    rm_nonfair_release(ep, &mx->keys, mx->robust, owner, owner_len, 0, acq, deadline, deadline);
+    nf_release(ep, &mx->keys, mx->robust, owner, owner_len, 0, acq, deadline, deadline);
 }
 
-const struct rm_lock_ops rm_nonfair_ops = { nf_lock, nf_unlock, nf_release_owner };
+const struct rm_lock_ops rm_nonfair_ops = { nf_lock, nf_unlock, nf_release_owner, nf_release };

@@ -1,6 +1,6 @@
 /* condattr.c -- rcondattr_*: the clock of a condition's timed waits.  No
  * Redis here. */
-#include "cond.h"
+#include "condattr.h"
 #include "internal.h"
 
 #include <errno.h>

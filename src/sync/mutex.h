@@ -1,0 +1,46 @@
+/* mutex.h -- handles: made, found and destroyed (mutex.c), and what a
+ * condition wait does to the mutex it waits with. */
+#ifndef RM_MUTEX_H
+#define RM_MUTEX_H
+
+#include "handle.h"
+
+struct rm_endpoint;
+struct rm_thread;
+
+/* The state of m, created on first use for a static initializer.  NULL
+ * with EINVAL in *err for a NULL, zeroed or destroyed m. */
+struct rm_mutex *rm_mutex_get(rmutex_t *m, int *err);
+
+/* The handle m and the calling thread, for a call that only reads or
+ * fences the hold (api.c, fence.c): NULL with *r set when m or out is bad. */
+struct rm_mutex *rm_mutex_query(rmutex_t *m, const void *out, struct rm_thread **self, int *r);
+
+/* Create m's state from a name and attributes; destroy it. */
+int rm_mutex_init(rmutex_t *m, const char *name, int kind, unsigned long lease_ms);
+int rm_mutex_destroy(rmutex_t *m);
+
+/* A condition wait (cond.c) lets go of the mutex and takes it back:
+ * begin: EPERM unless self holds mx's name; counts the caller as a user
+ * of mx (destroy is EBUSY) until end.  release: unlock at every level,
+ * *depth the count to restore; the hold's own errors (EPERM: its lease was
+ * lost) are returned, the mutex is let go of all the same.  retake: lock
+ * through mx (a fair mutex through its queue), waiting as long as it takes,
+ * and restore depth; 0, EOWNERDEAD or the lock's error. */
+int rm_mutex_wait_begin(struct rm_mutex *mx, struct rm_thread *self);
+int rm_mutex_wait_release(struct rm_mutex *mx, struct rm_thread *self, struct rm_endpoint *ep,
+                          unsigned *depth);
+int rm_mutex_wait_retake(struct rm_mutex *mx, struct rm_thread *self, struct rm_endpoint *ep,
+                         unsigned depth);
+void rm_mutex_wait_end(struct rm_mutex *mx);
+
+/* fork(): -1 lock the list of handles, 0 unlock, 1 child: no handle has
+ * a caller any more. */
+void rm_mutex_atfork(int who);
+
+/* At exit: release in Redis, on ep, every hold of this process, within
+ * ~1 s. */
+void rm_mutex_release_all_at_exit(struct rm_endpoint *ep);
+
+
+#endif
