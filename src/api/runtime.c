@@ -37,6 +37,7 @@
 #include "lock.h"
 #include "mutex.h"
 #include "endpoint.h"
+#include "registry.h"
 #include "session.h"
 #include "sub.h"
 #include "watchdog.h"
@@ -104,6 +105,7 @@ static void fork_child(void)
 __attribute__((constructor)) static void register_hooks(void)
 {
     rm_call_set_deferrer(rm_watchdog_defer);
+    rm_watchdog_on_hold(rm_registry_hold_added);
     rm_session_on_exit(at_exit);
     pthread_atfork(fork_prepare, fork_parent, fork_child);
 }

@@ -32,6 +32,12 @@ struct rm_registry_text {
  * the number of pairs. */
 int rm_registry_describe(struct rm_registry_text *t, const char **argv, size_t *lens);
 
+/* The watchdog's hook (rm_watchdog_on_hold), with its lock held: a hold
+ * of owner on ep was added -- announce the process at once if it is its
+ * first on ep, else within about a second. */
+struct rm_endpoint;
+void rm_registry_hold_added(struct rm_endpoint *ep, const char *owner, size_t owner_len);
+
 /* whois.lua's reply into the holder fields of *info (server_time_ms must
  * be set).  Leaves them unknown when the reply says nothing. */
 void rm_registry_read(const struct redisReply *r, rmutex_lockinfo_t *info);

@@ -64,10 +64,16 @@
  * not complete in its own time (Redis unreachable at unlock, or an acquire
  * whose reply was lost when its caller had to give up).  They are retried
  * until they answer or until the hold's lease would have run out anyway.
- * And it keeps the process's entry in the holder registry (registry.c):
- * one announce.lua call at the first hold, about a second after a new
- * hold, and every default-lease/3 while anything is held; dormant while
- * nothing is.
+ * And it makes periodic calls for the modules above it: a periodic entry
+ * has its owner's build and done functions, the call built when it is due
+ * (with the lock held: the holder registry lists the holds of now,
+ * rm_watchdog_each_hold_locked) and sent with the renewals of its node.
+ * The holder registry's announcements are one (registry.c): its hook,
+ * told of every new hold (rm_watchdog_on_hold), makes or pokes it.
+ *
+ * Entries are a tagged union: what every kind has (the list, the call's
+ * arguments, the schedule), then each kind's own (KIND_HOLD, KIND_WAITER,
+ * KIND_DEFERRED, KIND_PERIODIC).
  *
  * The thread blocks every signal and is started on first use. */
 #include "watchdog.h"
@@ -77,7 +83,6 @@
 #include "keys.h"
 #include "endpoint.h"
 #include "node.h"
-#include "registry.h"
 #include "script.h"
 
 #include <errno.h>
@@ -93,36 +98,47 @@
 #define BATCH 400
 #define MAXARGS RM_WATCHDOG_MAXARGS
 
-enum { KIND_HOLD = 'h', KIND_WAITER = 'w', KIND_DEFERRED = 'd', KIND_ANNOUNCE = 'a' };
+enum { KIND_HOLD = 'h', KIND_WAITER = 'w', KIND_DEFERRED = 'd', KIND_PERIODIC = 'p' };
 
+/* One thing the thread does: what every kind has, then a tagged union (by
+ * kind) of what is each kind's own. */
 struct rm_watchdog_entry {
     struct rm_watchdog_entry *next, *prev;
     struct rm_endpoint *ep;
     int slot;                 /* of argv[0]: one script call serves one slot */
     char kind;
-    char wire;                /* its kind in renew.lua ('h', 'l', 'w') */
-    int script;               /* KIND_DEFERRED */
-    int nkeys, argc;
+    char wire;                /* a renewed entry's kind in renew.lua ('h', 'l', 'w') */
+    int nkeys, argc;          /* argv: KEYS then ARGV (a periodic call: its key) */
     const char *argv[MAXARGS];
     size_t lens[MAXARGS];
-    unsigned long lease_ms;   /* KIND_HOLD, KIND_WAITER */
+    unsigned long lease_ms;   /* renewed entries (KIND_HOLD, KIND_WAITER) */
     rm_nsec next_due;
     rm_nsec window;           /* renewed up to this much early, to batch */
-    _Atomic rm_nsec valid_until; /* KIND_HOLD: last good send + lease (read lock-free) */
-    rm_nsec give_up_at;       /* KIND_DEFERRED */
-    rm_nsec sent_at;
-    rm_nsec acquired;         /* KIND_HOLD: when the acquiring call was sent */
-    const char **call_argv;   /* KIND_ANNOUNCE: the call being made, built */
-    size_t *call_lens;        /*   when it is collected (the holds of now) */
-    int call_argc;
     int inflight, cancelled, cb_running, use_eval;
-    int parked;               /* a parked cache's hold: taking it over is allowed */
-    void (*wake)(void *);     /* KIND_WAITER: told when its renewal finds it gone */
-    void *wake_arg;
-    _Atomic int lost;
-    _Atomic int unverified;   /* KIND_HOLD: its server's connection dropped since the
-                                 last renewal; a restart may have wiped it */
-    rmutex_t *m;
+    _Atomic int lost;         /* a hold found gone; any entry: done with */
+    union {
+        struct {              /* KIND_HOLD */
+            _Atomic rm_nsec valid_until; /* last good send + lease (read lock-free) */
+            _Atomic int unverified; /* its server's connection dropped since the last
+                                       renewal: a restart may have wiped it */
+            rm_nsec acquired; /* when the acquiring call was sent */
+            int parked;       /* a parked cache's hold: taking it over is allowed */
+            rmutex_t *m;      /* for the lost-lock callback */
+        } hold;
+        struct {              /* KIND_WAITER */
+            void (*wake)(void *); /* told when its renewal finds it gone */
+            void *wake_arg;
+        } waiter;
+        struct {              /* KIND_DEFERRED */
+            int script;
+            rm_nsec give_up_at;
+        } deferred;
+        struct {              /* KIND_PERIODIC */
+            const struct rm_watchdog_periodic *fns;
+            void *arg;
+            struct rm_watchdog_call call; /* the call on the wire, built when collected */
+        } periodic;
+    } u;
     char buf[];
 };
 
@@ -161,7 +177,8 @@ static struct {
     int wake_fd;              /* an eventfd; -1: none, sleep on cv */
     struct pollfd *pfd;       /* the thread's poll set: wake_fd, idle links */
     size_t pfd_cap;
-    struct rm_watchdog_entry *announce; /* the last announce entry found */
+    struct rm_watchdog_entry *periodic; /* the last periodic entry found */
+    void (*on_hold)(struct rm_endpoint *ep, const char *owner, size_t owner_len);
     uint32_t rng;
 } wd = { .mu = PTHREAD_MUTEX_INITIALIZER, .planned = RM_FOREVER, .wake_fd = -1 };
 
@@ -278,108 +295,86 @@ static struct rm_watchdog_entry *add(struct rm_watchdog_entry *e)
     return e;
 }
 
-/* ---- the holder registry's announcements (registry.c) ---- */
+/* ---- periodic calls (the holder registry's announcements: registry.c) ---- */
 
-/* How often a process that holds locks announces itself, and how long an
- * announcement lives. */
-static rm_nsec announce_period(void) { return RM_MSEC(RM_SETTING(lease_ms)) / 3; }
-
-/* Every hold asks, so the last one found is remembered: the walk is over
- * every entry, queued waiters' too (a deep queue has thousands), under
- * wd.mu.  Announce entries live until reset. */
-static struct rm_watchdog_entry *announce_find_locked(const struct rm_endpoint *ep)
+void rm_watchdog_on_hold(void (*fn)(struct rm_endpoint *ep, const char *owner, size_t owner_len))
 {
-    if (wd.announce && wd.announce->ep == ep) return wd.announce;
+    pthread_mutex_lock(&wd.mu);
+    wd.on_hold = fn;
+    pthread_mutex_unlock(&wd.mu);
+}
+
+struct rm_watchdog_entry *rm_watchdog_periodic_find_locked(const struct rm_endpoint *ep,
+                                                           const struct rm_watchdog_periodic *fns)
+{
+    /* Every hold asks (through the hook), so the last one found is
+     * remembered: the walk is over every entry, queued waiters' too (a
+     * deep queue has thousands), under wd.mu.  Periodic entries live
+     * until the watchdog stops. */
+    struct rm_watchdog_entry *p = wd.periodic;
+    if (p && p->ep == ep && p->u.periodic.fns == fns) return p;
     for (struct rm_watchdog_entry *e = wd.head; e; e = e->next)
-        if (e->kind == KIND_ANNOUNCE && e->ep == ep) return wd.announce = e;
+        if (e->kind == KIND_PERIODIC && e->ep == ep && e->u.periodic.fns == fns)
+            return wd.periodic = e;
     return NULL;
 }
 
-/* hold was just added: announce it in about a second, if it lasts that
- * long (at once for the process's first hold on its endpoint). */
-static void announce_hold_locked(const struct rm_watchdog_entry *hold)
+struct rm_watchdog_entry *rm_watchdog_periodic_locked(struct rm_endpoint *ep, const char *key,
+                                                      size_t key_len,
+                                                      const struct rm_watchdog_periodic *fns,
+                                                      void *arg, rm_nsec due)
 {
-    if (!rm_registry_enabled()) return;
-    struct rm_watchdog_entry *a = announce_find_locked(hold->ep);
-    rm_nsec soon = rm_clock_now() + RM_MSEC(1000);
-    if (!a) {
-        char key[128];
-        struct rm_registry_text text;
-        const char *argv[1 + 2 * RM_REGISTRY_PAIRS];
-        size_t lens[1 + 2 * RM_REGISTRY_PAIRS];
-        if (!(lens[0] = rm_registry_key(hold->argv[hold->nkeys], key, sizeof key))) return;
-        argv[0] = key;
-        int pairs = rm_registry_describe(&text, argv + 1, lens + 1);
-        if (!(a = entry_new(1 + 2 * pairs, argv, lens))) return;
-        a->ep = hold->ep;
-        a->slot = rm_endpoint_clustered(a->ep) ? rm_keys_slot(key, lens[0]) : 0;
-        a->kind = KIND_ANNOUNCE;
-        a->script = RM_SCRIPT_ANNOUNCE;
-        a->nkeys = 1;
-        a->next_due = rm_clock_now();
-        add_locked(a);
-    } else if (a->next_due > soon && !a->inflight) {
-        a->next_due = soon;
-        a->window = 0;
-        if (soon < wd.planned) wake_locked();
-    }
+    struct rm_watchdog_entry *e = entry_new(1, &key, &key_len);
+    if (!e) return NULL;
+    e->ep = ep;
+    e->slot = rm_endpoint_clustered(ep) ? rm_keys_slot(key, key_len) : 0;
+    e->kind = KIND_PERIODIC;
+    e->nkeys = 1;
+    e->u.periodic.fns = fns;
+    e->u.periodic.arg = arg;
+    e->next_due = due;
+    add_locked(e);
+    return wd.periodic = e;
 }
 
-static void announce_free_call(struct rm_watchdog_entry *a)
+void rm_watchdog_poke_locked(struct rm_watchdog_entry *e, rm_nsec due)
 {
-    free((void *)a->call_argv); /* lens and the numbers share its allocation */
-    a->call_argv = NULL;
-    a->call_lens = NULL;
+    if (e->next_due <= due || e->inflight) return;
+    e->next_due = due;
+    e->window = 0;
+    if (due < wd.planned) wake_locked();
 }
 
-/* Build a's call with the holds of now: KEYS[1] the registry key; ARGV
- * the time it lives, the pairs about the process, then each hold's lock
- * key and how long it has been held (ms).  0 when there are no holds: a
- * stays dormant, and its entry in Redis lapses. */
-static int announce_build_locked(struct rm_watchdog_entry *a, rm_nsec now)
+size_t rm_watchdog_each_hold_locked(const struct rm_endpoint *ep, size_t max,
+                                    void (*fn)(void *arg, const char *lock, size_t len,
+                                               rm_nsec acquired),
+                                    void *arg)
 {
-    size_t holds = 0, text = 0;
-    for (struct rm_watchdog_entry *e = wd.head; e && holds < RM_REGISTRY_HOLDS; e = e->next)
-        if (e->kind == KIND_HOLD && e->ep == a->ep && !e->lost && !e->cancelled)
-            holds++, text += e->lens[0];
-    if (!holds) {
-        a->next_due = RM_FOREVER;
-        return 0;
+    size_t n = 0;
+    for (struct rm_watchdog_entry *e = wd.head; e && n < max; e = e->next) {
+        if (e->kind != KIND_HOLD || e->ep != ep || e->lost || e->cancelled) continue;
+        if (fn) fn(arg, e->argv[0], e->lens[0], e->u.hold.acquired);
+        n++;
     }
-    enum { NUM = 24 };
-    size_t argc = 3 + (size_t)(a->argc - 1) + 2 * holds;
-    /* One allocation: argv, lens, then the text -- the numbers and copies
-     * of the holds' lock keys (a hold may be cancelled, and its entry
-     * freed, while this call is on the wire). */
-    char *mem = malloc(argc * (sizeof(char *) + sizeof(size_t)) + (2 + holds) * NUM + text);
-    if (!mem) {
-        a->next_due = now + announce_period();
-        return 0;
-    }
-    const char **argv = (const char **)mem;
-    size_t *lens = (size_t *)(mem + argc * sizeof(char *));
-    char *p = mem + argc * (sizeof(char *) + sizeof(size_t));
-    size_t k = 0;
-    argv[k] = a->argv[0], lens[k++] = a->lens[0];
-    argv[k] = p, lens[k++] = (size_t)snprintf(p, NUM, "%lld",
-                                              (long long)(6 * announce_period() / RM_MSEC(1)));
-    p += NUM;
-    argv[k] = p, lens[k++] = (size_t)snprintf(p, NUM, "%d", (a->argc - 1) / 2);
-    p += NUM;
-    for (int i = 1; i < a->argc; i++) argv[k] = a->argv[i], lens[k++] = a->lens[i];
-    for (struct rm_watchdog_entry *e = wd.head; e && k < argc; e = e->next) {
-        if (e->kind != KIND_HOLD || e->ep != a->ep || e->lost || e->cancelled) continue;
-        memcpy(p, e->argv[0], e->lens[0]);
-        argv[k] = p, lens[k++] = e->lens[0];
-        p += e->lens[0];
-        rm_nsec held = now > e->acquired ? now - e->acquired : 0;
-        argv[k] = p, lens[k++] = (size_t)snprintf(p, NUM, "%lld", (long long)(held / RM_MSEC(1)));
-        p += NUM;
-    }
-    a->call_argv = argv;
-    a->call_lens = lens;
-    a->call_argc = (int)k;
-    return 1;
+    return n;
+}
+
+/* Build e's call, for now: 0 when there is nothing to send (dormant until
+ * poked). */
+static int periodic_build_locked(struct rm_watchdog_entry *e, rm_nsec now)
+{
+    memset(&e->u.periodic.call, 0, sizeof e->u.periodic.call);
+    if (e->u.periodic.fns->build(e->u.periodic.arg, e->ep, e->argv[0], e->lens[0], now,
+                                 &e->u.periodic.call))
+        return 1;
+    e->next_due = RM_FOREVER;
+    return 0;
+}
+
+static void periodic_free_call(struct rm_watchdog_entry *e)
+{
+    free(e->u.periodic.call.mem);
+    memset(&e->u.periodic.call, 0, sizeof e->u.periodic.call);
 }
 
 struct rm_watchdog_entry *rm_watchdog_hold(struct rm_endpoint *ep, const struct rm_keys *k,
@@ -403,9 +398,9 @@ struct rm_watchdog_entry *rm_watchdog_hold(struct rm_endpoint *ep, const struct 
     e->wire = robust ? 'h' : 'l';
     e->nkeys = 2 - skip;
     e->lease_ms = lease_ms;
-    e->m = m;
-    e->valid_until = valid_until;
-    e->acquired = valid_until - RM_MSEC(lease_ms);
+    e->u.hold.m = m;
+    e->u.hold.valid_until = valid_until;
+    e->u.hold.acquired = valid_until - RM_MSEC(lease_ms);
     schedule(e, due, due - rm_clock_now());
     pthread_once(&cv_once, init_cvs);
     pthread_mutex_lock(&wd.mu);
@@ -416,7 +411,7 @@ struct rm_watchdog_entry *rm_watchdog_hold(struct rm_endpoint *ep, const struct 
     struct link *l = at ? link_find(at) : NULL;
     if (!l || !l->connected) e->next_due = rm_clock_now(), e->window = 0;
     add_locked(e);
-    announce_hold_locked(e);
+    if (wd.on_hold) wd.on_hold(ep, owner, owner_len);
     pthread_mutex_unlock(&wd.mu);
     return e;
 }
@@ -459,22 +454,22 @@ int rm_watchdog_cancel(struct rm_watchdog_entry *e)
 void rm_watchdog_set_user(struct rm_watchdog_entry *e, rmutex_t *m)
 {
     pthread_mutex_lock(&wd.mu);
-    e->m = m;
+    e->u.hold.m = m;
     pthread_mutex_unlock(&wd.mu);
 }
 
 void rm_watchdog_set_wake(struct rm_watchdog_entry *e, void (*fn)(void *arg), void *arg)
 {
     pthread_mutex_lock(&wd.mu);
-    e->wake = fn;
-    e->wake_arg = arg;
+    e->u.waiter.wake = fn;
+    e->u.waiter.wake_arg = arg;
     pthread_mutex_unlock(&wd.mu);
 }
 
 void rm_watchdog_set_parked(struct rm_watchdog_entry *e, int parked)
 {
     pthread_mutex_lock(&wd.mu);
-    e->parked = parked;
+    e->u.hold.parked = parked;
     pthread_mutex_unlock(&wd.mu);
 }
 
@@ -482,12 +477,12 @@ int rm_watchdog_lost(const struct rm_watchdog_entry *e) { return atomic_load(&e-
 
 int rm_watchdog_unverified(const struct rm_watchdog_entry *e)
 {
-    return atomic_load(&e->unverified);
+    return atomic_load(&e->u.hold.unverified);
 }
 
 rm_nsec rm_watchdog_valid_until(const struct rm_watchdog_entry *e)
 {
-    return atomic_load(&e->valid_until);
+    return atomic_load(&e->u.hold.valid_until);
 }
 
 void rm_watchdog_report_lost(rmutex_t *m, const char *name)
@@ -510,9 +505,9 @@ void rm_watchdog_defer(struct rm_endpoint *ep, int script, int nkeys, int argc,
     e->ep = ep;
     e->slot = rm_endpoint_clustered(ep) ? rm_keys_slot(e->argv[0], e->lens[0]) : 0;
     e->kind = KIND_DEFERRED;
-    e->script = script;
+    e->u.deferred.script = script;
     e->nkeys = nkeys;
-    e->give_up_at = give_up_at;
+    e->u.deferred.give_up_at = give_up_at;
     e->next_due = rm_clock_now();
     RM_COUNT(deferred_releases);
     add(e);
@@ -675,11 +670,13 @@ static void exchange(struct link *l, struct rm_watchdog_entry **e, int n, int *r
     }
     for (int i = nholds; i < n; i++) {
         const struct rm_watchdog_entry *x = e[i];
-        if (x->kind == KIND_ANNOUNCE)
-            rm_script_append(c, x->script, x->nkeys, x->call_argc, x->call_argv, x->call_lens,
+        if (x->kind == KIND_PERIODIC) {
+            const struct rm_watchdog_call *pc = &x->u.periodic.call;
+            rm_script_append(c, pc->script, pc->nkeys, pc->argc, pc->argv, pc->lens, x->use_eval);
+        } else {
+            rm_script_append(c, x->u.deferred.script, x->nkeys, x->argc, x->argv, x->lens,
                              x->use_eval);
-        else
-            rm_script_append(c, x->script, x->nkeys, x->argc, x->argv, x->lens, x->use_eval);
+        }
     }
     struct rm_ack ack = rm_ack_want(atomic_load(&l->node->replicas));
     if (ack.wait_for && nholds) rm_ack_append(c, &ack);
@@ -737,14 +734,17 @@ drop:
 static int apply(struct rm_watchdog_entry *e, int res, rm_nsec sent, rm_nsec now)
 {
     e->inflight = 0;
-    if (e->kind == KIND_ANNOUNCE) {
-        announce_free_call(e);
-        if (res == -2) e->use_eval = 1;
-        /* Failed (unreachable, or an ACL without the registry): try again
-         * at the next period; nothing depends on it. */
-        e->next_due = res == -2 ? now : sent + announce_period();
+    if (e->kind == KIND_PERIODIC) {
+        periodic_free_call(e);
+        if (res == -2) {
+            e->use_eval = 1;
+            RM_COUNT(script_loads);
+        }
+        /* Failed (unreachable, or an ACL that refuses it): its owner says
+         * when to try again; nothing depends on it. */
+        e->next_due = res == -2 ? now
+                                : e->u.periodic.fns->done(e->u.periodic.arg, res >= 0, sent, now);
         e->window = 0;
-        if (res == -2) RM_COUNT(script_loads);
         return 0;
     }
     if (res == -2) {
@@ -754,7 +754,7 @@ static int apply(struct rm_watchdog_entry *e, int res, rm_nsec sent, rm_nsec now
         return 0;
     }
     if (e->kind == KIND_DEFERRED) {
-        if (res >= 0 || now >= e->give_up_at) {
+        if (res >= 0 || now >= e->u.deferred.give_up_at) {
             rm_log("deferred release %s: %s", e->argv[0], res >= 0 ? "done" : "given up");
             e->cancelled = 1;
         } else {
@@ -768,27 +768,27 @@ static int apply(struct rm_watchdog_entry *e, int res, rm_nsec sent, rm_nsec now
          * late: a stall).  The waiting thread is told to look: it confirms
          * its grant, or is queued again at its ticket (fair.c) -- it need
          * not look often itself to find out. */
-        if (res == 0 && e->wake) e->wake(e->wake_arg);
+        if (res == 0 && e->u.waiter.wake) e->u.waiter.wake(e->u.waiter.wake_arg);
         if (res >= 0) schedule(e, sent + RM_MSEC(e->lease_ms) / 3, RM_MSEC(e->lease_ms) / 3);
         else e->next_due = now + retry_delay(e), e->window = 0;
         return 0;
     }
     if (res == 1) {
         RM_COUNT(renewals);
-        e->valid_until = sent + RM_MSEC(e->lease_ms);
-        e->unverified = 0;
+        e->u.hold.valid_until = sent + RM_MSEC(e->lease_ms);
+        e->u.hold.unverified = 0;
         schedule(e, sent + RM_MSEC(e->lease_ms) / 3, RM_MSEC(e->lease_ms) / 3);
         return 0;
     }
-    if (res == -1 && now < e->valid_until) {
+    if (res == -1 && now < e->u.hold.valid_until) {
         /* A retry is not taken early to batch it: it would be due again at
          * once (the window can be longer than the retry delay). */
-        e->next_due = rm_clock_min(now + retry_delay(e), e->valid_until);
+        e->next_due = rm_clock_min(now + retry_delay(e), e->u.hold.valid_until);
         e->window = 0;
         return 0;
     }
     e->lost = 1;
-    if (!e->parked) RM_COUNT(locks_lost); /* (a parked cache taken over was let go) */
+    if (!e->u.hold.parked) RM_COUNT(locks_lost); /* (a parked cache taken over was let go) */
     rm_log("hold of %s lost (%s)", e->argv[0], res == 0 ? "gone from Redis" : "lease ran out");
     return 1;
 }
@@ -823,10 +823,10 @@ static void settle_locked(struct rm_watchdog_entry **e, const int *res, size_t n
     }
     for (size_t i = 0; i < n; i++) {
         struct rm_watchdog_entry *x = e[i];
-        if (!x || !wd.cb || (x->kind == KIND_HOLD && !x->m)) continue;
+        if (!x || !wd.cb || x->kind != KIND_HOLD || !x->u.hold.m) continue;
         rmutex_lost_fn cb = wd.cb;
         void *cb_arg = wd.cb_arg;
-        rmutex_t *m = x->m; /* (a cached hold's changes with its user: rm_watchdog_set_user) */
+        rmutex_t *m = x->u.hold.m; /* (a cached hold's changes with its user: rm_watchdog_set_user) */
         x->cb_running = 1;
         pthread_mutex_unlock(&wd.mu);
         cb(m, x->argv[0], cb_arg);
@@ -909,7 +909,7 @@ static void dropped_locked(struct link *l)
         if (rm_endpoint_route(e->ep, e->slot, 0) != l->node) continue;
         if (e->kind == KIND_HOLD) {
             RM_COUNT(holds_checked);
-            e->unverified = 1;
+            e->u.hold.unverified = 1;
         }
         e->next_due = now;
         e->window = 0;
@@ -1018,7 +1018,7 @@ static void *wd_main(void *arg)
                     if (!a || !b) break;
                     cap = nc;
                 }
-                if (e->kind == KIND_ANNOUNCE && !announce_build_locked(e, now)) continue;
+                if (e->kind == KIND_PERIODIC && !periodic_build_locked(e, now)) continue;
                 node = at;
                 routed = 1;
                 e->inflight = 1;
@@ -1057,7 +1057,7 @@ static void reset_locked(void)
     while (wd.head) {
         struct rm_watchdog_entry *e = wd.head;
         wd.head = e->next;
-        if (e->kind == KIND_ANNOUNCE) announce_free_call(e);
+        if (e->kind == KIND_PERIODIC) periodic_free_call(e);
         free(e);
     }
     while (wd.links) {
@@ -1070,7 +1070,7 @@ static void reset_locked(void)
     }
     wd.started = wd.stop = wd.sleeping = 0;
     wd.planned = RM_FOREVER;
-    wd.announce = NULL;
+    wd.periodic = NULL;
 }
 
 void rm_watchdog_stop(void)
@@ -1119,7 +1119,7 @@ void rm_watchdog_atfork(int who)
     }
     wd.head = NULL;
     wd.links = NULL;
-    wd.announce = NULL;
+    wd.periodic = NULL;
     wd.started = wd.stop = wd.sleeping = 0;
     wd.planned = RM_FOREVER;
     /* The eventfd is shared with the parent: a wake here would wake its

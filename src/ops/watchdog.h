@@ -82,6 +82,54 @@ void rm_watchdog_report_lost(rmutex_t *m, const char *name);
 void rm_watchdog_defer(struct rm_endpoint *ep, int script, int nkeys, int argc,
                  const char *const *argv, const size_t *lens, rm_nsec give_up_at);
 
+/* ---- periodic calls: the holder registry's announcements (registry.c) ---- */
+
+/* The call a periodic entry makes: script with argv (KEYS first); mem is
+ * freed once the answer is in (argv and lens may live in it). */
+struct rm_watchdog_call {
+    int script, nkeys, argc;
+    const char **argv;
+    size_t *lens;
+    void *mem;
+};
+
+/* What a periodic entry's owner does.  build: with the watchdog's lock
+ * held -- it may list the holds (rm_watchdog_each_hold_locked), must not
+ * block nor call in here otherwise -- fill *call for ep now (key: the
+ * entry's key, KEYS[1]), or return 0 to send nothing and stay dormant
+ * until poked.  done: the call was answered (answered = 1) or not, sent
+ * at sent; return when it is due again. */
+struct rm_watchdog_periodic {
+    int (*build)(void *arg, struct rm_endpoint *ep, const char *key, size_t key_len, rm_nsec now,
+                 struct rm_watchdog_call *call);
+    rm_nsec (*done)(void *arg, int answered, rm_nsec sent, rm_nsec now);
+};
+
+/* fn(ep, owner) is called after each new hold, with the watchdog's lock
+ * held (set once, at start, by runtime.c for the registry). */
+void rm_watchdog_on_hold(void (*fn)(struct rm_endpoint *ep, const char *owner,
+                                    size_t owner_len));
+
+/* With the watchdog's lock held (that hook): the periodic entry of fns on
+ * ep, or NULL; a new one, due at due, routed by key (copied), living until
+ * the watchdog stops (NULL out of memory); make e due by due at the
+ * latest. */
+struct rm_watchdog_entry *rm_watchdog_periodic_find_locked(const struct rm_endpoint *ep,
+                                                           const struct rm_watchdog_periodic *fns);
+struct rm_watchdog_entry *rm_watchdog_periodic_locked(struct rm_endpoint *ep, const char *key,
+                                                      size_t key_len,
+                                                      const struct rm_watchdog_periodic *fns,
+                                                      void *arg, rm_nsec due);
+void rm_watchdog_poke_locked(struct rm_watchdog_entry *e, rm_nsec due);
+
+/* For build: fn(arg, lock key, length, when it was acquired) for each hold
+ * of ep that is not lost, at most max (fn NULL: count only).  Returns how
+ * many. */
+size_t rm_watchdog_each_hold_locked(const struct rm_endpoint *ep, size_t max,
+                                    void (*fn)(void *arg, const char *lock, size_t len,
+                                               rm_nsec acquired),
+                                    void *arg);
+
 /* Stop the thread (rmutex_shutdown); entries must be gone. */
 void rm_watchdog_stop(void);
 
