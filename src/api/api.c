@@ -303,13 +303,11 @@ static int force_unlock(const char *name, const char *owner, char *holder, size_
     const char *argv[] = { k.lock, k.channel, k.owner, k.notrec, rm_endpoint_publish(ep), owner };
     size_t lens[] = { strlen(k.lock), strlen(k.channel), strlen(k.owner), strlen(k.notrec),
                       strlen(argv[4]), strlen(owner) };
-    rm_nsec deadline = rm_call_deadline();
     if (holder && holder_size) holder[0] = 0;
-    for (int tries = 0; tries < 3; tries++) {
-        redisReply *reply;
-        r = rm_call(ep, RM_SCRIPT_FORCE_UNLOCK, 4, 6, argv, lens, deadline, 0, &reply, NULL);
-        if (r > 0) break;
-        if (r) continue;
+    redisReply *reply;
+    /* Asked again after a lost reply: finding it free then is the same
+     * answer (ENOENT, 0 to rmutex_force_unlock). */
+    if (!(r = rm_call_retried(ep, RM_SCRIPT_FORCE_UNLOCK, 4, 6, argv, lens, &reply))) {
         redisReply **e = reply->element;
         if (reply->type != REDIS_REPLY_ARRAY || reply->elements < 1 ||
             e[0]->type != REDIS_REPLY_INTEGER) {
@@ -325,11 +323,10 @@ static int force_unlock(const char *name, const char *owner, char *holder, size_
             rm_log("force-unlock of %s: %s", k.lock, released ? "released" : held ? "held by another" : "free");
         }
         freeReplyObject(reply);
-        break;
     }
     rm_session_leave();
     rm_keys_free(&k);
-    return r < 0 ? ETIMEDOUT : r;
+    return r;
 }
 
 RMUTEX_API int rmutex_force_unlock(const char *name)

@@ -139,6 +139,20 @@ int rm_call(struct rm_endpoint *ep, int script, int nkeys, int argc, const char 
     return call(ep, script, nkeys, argc, argv, lens, deadline, pool_flags, out, ack, NULL);
 }
 
+int rm_call_retried(struct rm_endpoint *ep, int script, int nkeys, int argc,
+                    const char *const *argv, const size_t *lens, redisReply **out)
+{
+    rm_nsec deadline = rm_call_deadline();
+    int r = RM_E_UNSENT;
+    for (int tries = 0; tries < 3 && rm_clock_now() < deadline; tries++) {
+        r = call(ep, script, nkeys, argc, argv, lens, deadline, 0, out, NULL, NULL);
+        if (r >= 0) return r;
+        if (r == RM_E_TRANSIENT)
+            rm_clock_sleep_until(rm_clock_min(deadline, rm_clock_after(RM_MSEC(20 << tries))));
+    }
+    return ETIMEDOUT;
+}
+
 /* A try whose reply was lost (sent to lost_on, at sent) and a later try
  * that found the hold gone (on now): did the first one release it? */
 static int released_by_lost_try(const struct where *lost_on, const struct where *now,

@@ -39,6 +39,16 @@ int rm_call(struct rm_endpoint *ep, int script, int nkeys, int argc, const char 
             const size_t *lens, rm_nsec deadline, int pool_flags, struct redisReply **out,
             struct rm_ack *ack);
 
+/* A call that is safe to make again (it reads, or doing it twice does no
+ * harm -- a token skipped, a force-unlock of what is already free): up to
+ * three tries within one command timeout, a try that was not sent or
+ * whose reply was lost made again (after a short pause when Redis said
+ * TRYAGAIN or alike).  Returns 0 with the reply in *out (freeReplyObject),
+ * an error reply's errno, or ETIMEDOUT (with the detail) when no try was
+ * answered in time. */
+int rm_call_retried(struct rm_endpoint *ep, int script, int nkeys, int argc,
+                    const char *const *argv, const size_t *lens, struct redisReply **out);
+
 /* Where rm_call_release hands what it could not finish: fn calls script
  * in the background until it answers or give_up_at (rm_watchdog_defer;
  * argv is copied).  Set once at start (runtime.c). */

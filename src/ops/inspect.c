@@ -107,19 +107,14 @@ static int inspect(struct rm_endpoint *ep, const char *name, rmutex_lockinfo_t *
     const char *argv[] = { k.lock, k.token, k.owner, k.notrec, k.queue, k.alive, k.channel, shard };
     size_t lens[8];
     for (int i = 0; i < 8; i++) lens[i] = strlen(argv[i]);
-    rm_nsec deadline = rm_call_deadline();
-    for (int tries = 0; tries < 3; tries++) {
-        redisReply *reply;
-        r = rm_call(ep, RM_SCRIPT_INSPECT, 6, 8, argv, lens, deadline, 0, &reply, NULL);
-        if (r > 0) break;
-        if (r) continue;
+    redisReply *reply;
+    if (!(r = rm_call_retried(ep, RM_SCRIPT_INSPECT, 6, 8, argv, lens, &reply))) {
         r = read_info(reply, info);
         freeReplyObject(reply);
-        if (!r) read_holder(ep, k.lock, info, deadline);
-        break;
+        if (!r) read_holder(ep, k.lock, info, rm_call_deadline());
     }
     rm_keys_free(&k);
-    return r < 0 ? ETIMEDOUT : r;
+    return r;
 }
 
 RMUTEX_API int rmutex_inspect(const char *name, rmutex_lockinfo_t *out, size_t size)

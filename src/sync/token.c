@@ -18,30 +18,25 @@
 int rm_token_take(struct rm_endpoint *ep, const struct rm_keys *k, const char *owner,
                   size_t owner_len, uint64_t acq, unsigned count, uint64_t *token)
 {
-    int r = 0;
+    int r;
     char acqs[24], counts[16];
     snprintf(acqs, sizeof acqs, "%llu", (unsigned long long)acq);
     snprintf(counts, sizeof counts, "%u", count);
     const char *argv[] = { k->lock, k->token, owner, acqs, counts };
     size_t lens[] = { strlen(argv[0]), strlen(argv[1]), owner_len, strlen(acqs), strlen(counts) };
-    rm_nsec deadline = rm_call_deadline();
-    for (int tries = 0; tries < 3; tries++) {
-        redisReply *reply;
-        r = rm_call(ep, RM_SCRIPT_FENCE, 2, 5, argv, lens, deadline, 0, &reply, NULL);
-        if (r > 0) break;
-        if (r) continue; /* an INCR whose reply was lost only skips numbers */
-        if (reply->type != REDIS_REPLY_INTEGER) {
-            rm_detail("unexpected reply from fence.lua");
-            r = EIO;
-        } else if (reply->integer <= 0) {
-            rm_detail("%s is not held by this thread in Redis (its lease ran out, or it was "
-                      "force-unlocked)", k->lock);
-            r = EPERM;
-        } else {
-            *token = (uint64_t)reply->integer;
-        }
-        freeReplyObject(reply);
-        break;
+    /* An INCR whose reply was lost only skips numbers: asked again. */
+    redisReply *reply;
+    if ((r = rm_call_retried(ep, RM_SCRIPT_FENCE, 2, 5, argv, lens, &reply))) return r;
+    if (reply->type != REDIS_REPLY_INTEGER) {
+        rm_detail("unexpected reply from fence.lua");
+        r = EIO;
+    } else if (reply->integer <= 0) {
+        rm_detail("%s is not held by this thread in Redis (its lease ran out, or it was "
+                  "force-unlocked)", k->lock);
+        r = EPERM;
+    } else {
+        *token = (uint64_t)reply->integer;
     }
-    return r < 0 ? ETIMEDOUT : r;
+    freeReplyObject(reply);
+    return r;
 }
