@@ -13,8 +13,10 @@ struct rm_conn;
 struct redisReply;
 
 
-/* The first element of an acquiring script's reply (acquire.lua, fair.lua). */
-enum { RM_CALL_ACQUIRED = 0, RM_CALL_BUSY = 1, RM_CALL_NOTRECOVERABLE = 2 };
+/* The first element of an acquiring script's reply (acquire.lua, fair.lua);
+ * and, beside them, what the client makes of an acquisition too few
+ * replicas acknowledged (it gives it back: RMUTEX_ENOREPLICAS). */
+enum { RM_CALL_ACQUIRED = 0, RM_CALL_BUSY = 1, RM_CALL_NOTRECOVERABLE = 2, RM_CALL_SHORTFALL = 3 };
 
 /* How long the not-recoverable mark lives in Redis: a day (ms). */
 #define RM_CALL_NOTREC_MS "86400000"

@@ -221,22 +221,20 @@ static void req_make(struct cond_req *q, const struct rm_cond *cs, struct rm_end
 
 /* Call cond.lua until Redis answers or deadline (every op may be repeated:
  * a repeated wait finds its ticket, a repeated signal is at worst a
- * spurious wake-up).  0 and *out, an error reply's errno, or ETIMEDOUT. */
+ * spurious wake-up), with the lock algorithms' retry rule (wait.c: asked
+ * again at once after a lost reply, on a new connection, then with the
+ * backoff of a server that cannot be reached).  0 and *out, an error
+ * reply's errno, or ETIMEDOUT. */
 static int call(struct rm_endpoint *ep, const struct cond_req *q, rm_nsec deadline,
                 struct rm_thread *self, redisReply **out)
 {
-    for (unsigned failures = 0;; failures++) {
-        rm_nsec io = rm_clock_max(deadline, rm_clock_after(RM_MSEC(RM_SETTING(command_timeout_ms))));
+    struct rm_wait w = { RM_WAIT_TIMED, 0, deadline };
+    struct rm_attempts at = { .quiet = 1 };
+    for (int first = 1;; first = 0) {
         int r = rm_call(ep, RM_SCRIPT_COND, NKEYS, NARGS, q->argv, q->lens,
-                        failures ? deadline : io, 0, out, NULL);
+                        rm_wait_io_deadline(&w, first), 0, out, NULL);
         if (r >= 0) return r;
-        if (rm_clock_now() >= deadline) return ETIMEDOUT;
-        /* Asked again at once after a lost reply (on a new connection),
-         * then with the backoff of a server that cannot be reached. */
-        if (r == RM_E_LOST && failures == 0) continue;
-        rm_nsec pause = rm_clock_backoff(failures, RM_MSEC(r == RM_E_TRANSIENT ? 2 : 10),
-                                         RM_MSEC(1000), &self->rng);
-        rm_clock_sleep_until(rm_clock_min(deadline, rm_clock_after(pause)));
+        if ((r = rm_wait_failed(&at, &w, r, &self->rng))) return r;
     }
 }
 

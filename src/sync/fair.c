@@ -145,24 +145,12 @@ static int cancel(struct rm_mutex *mx, const struct rm_who *me, struct rm_endpoi
                            rm_clock_after(RM_MSEC(rm_handle_lease(mx))), &answer);
 }
 
-/* Beside fair.lua's answers (RM_CALL_*): too few replicas acknowledged. */
-enum { SHORTFALL = RM_CALL_NOTRECOVERABLE + 1 };
-
-struct outcome {
-    int state;
-    uint64_t token;
-    int dead;
-    int queued;        /* others wait behind this hold */
-    long long pttl;
-    uint64_t ticket;   /* busy: the waiter's place, kept for the whole call */
-    rm_nsec valid_until, due;
-};
 
 /* One acquire call, naming the place o->ticket that an earlier call gave
  * this acquisition (0: none yet).  0 with o filled when Redis answered,
  * else a status. */
 static int attempt(struct rm_mutex *mx, const struct rm_who *me, struct rm_endpoint *ep,
-                   int try_only, rm_nsec deadline, struct outcome *o)
+                   int try_only, rm_nsec deadline, struct rm_outcome *o)
 {
     struct fair_req q;
     redisReply *reply;
@@ -193,8 +181,9 @@ static int attempt(struct rm_mutex *mx, const struct rm_who *me, struct rm_endpo
     freeReplyObject(reply);
     if (!r && o->state == RM_CALL_ACQUIRED && rm_ack_short(&ack)) {
         rm_ack_shortfall_detail(&ack, mx->keys.lock, cancel(mx, me, ep));
-        o->state = SHORTFALL;
+        o->state = RM_CALL_SHORTFALL;
     }
+    if (!r && o->state == RM_CALL_NOTRECOVERABLE) rm_handle_notrecoverable(mx);
     return r;
 }
 
@@ -205,28 +194,94 @@ static int attempt(struct rm_mutex *mx, const struct rm_who *me, struct rm_endpo
 /* The watchdog found the waiter (a struct rm_waiter) no longer queued. */
 static void look_again(void *waiter) { rm_sub_poke(waiter); }
 
+/* The acquisition loop's steps (rm_wait_acquire): an attempt, which
+ * queues the caller when the lock is busy, and a wait for its grant. */
+struct queuing {
+    struct rm_mutex *mx;
+    const struct rm_who *me;
+    struct rm_endpoint *ep;
+    int try_only;
+    int joined;               /* 1 on the process's channel, -1 could not: poll */
+    int queued;               /* a busy answer put it in the queue */
+    unsigned long wlease;
+    struct rm_watchdog_entry *alive; /* keeps it alive in the queue */
+    const char *member;       /* "<owner>|<acquisition>" */
+    size_t mlen;
+    struct rm_waiter waiter;
+};
+
+static int step_attempt(void *ctx, rm_nsec deadline, struct rm_outcome *o)
+{
+    struct queuing *x = ctx;
+    int r = attempt(x->mx, x->me, x->ep, x->try_only, deadline, o);
+    if (!r && o->state == RM_CALL_BUSY) x->queued = !x->try_only;
+    return r;
+}
+
+/* Queued: keep alive in the queue (the watchdog), then sleep until the
+ * grant's message, a (re)subscription, a wake from the watchdog, or the
+ * bound: how soon to look again if no message comes (DESIGN above) -- the
+ * process's longest waiter every half waiter lease and when the hold it
+ * saw runs out; the k-th after it every k + 1 poll periods, a last
+ * resort; a waiter that is not subscribed as often as the first.  (When
+ * every waiter looked every half lease, 1 000 waiters on two cores made
+ * thousands of looks a second, hand-offs slowed several-fold and renewals
+ * came too late: live waiters were purged as dead.)  A grant message
+ * names this waiter: the next attempt confirms the grant into a full hold
+ * before the call returns. */
+static int step_wait(void *ctx, const struct rm_outcome *o, rm_nsec deadline)
+{
+    struct queuing *x = ctx;
+    if (!x->alive) {
+        x->alive = rm_watchdog_waiter(x->ep, x->mx->keys.alive, x->mx->keys.queue,
+                                      x->mx->keys.seq, x->member, x->mlen, x->wlease);
+        if (!x->alive) {
+            rm_detail("out of memory");
+            return ENOMEM;
+        }
+        if (x->joined > 0) rm_watchdog_set_wake(x->alive, look_again, &x->waiter);
+    }
+    rm_nsec bound = RM_MSEC(RM_SETTING(poll_ms));
+    unsigned long rank = x->joined > 0 ? rm_sub_rank(&x->waiter) : 0;
+    if (rank == 0) {
+        bound = rm_clock_min(bound, RM_MSEC(x->wlease) / 2);
+        if (o->pttl >= 0 && RM_MSEC(o->pttl + 1) < bound) bound = RM_MSEC(o->pttl + 1);
+    } else {
+        bound = rank < (unsigned long)(LAST_RESORT / bound) ? bound * (rm_nsec)(rank + 1) : LAST_RESORT;
+    }
+    rm_nsec until = rm_clock_min(deadline, rm_clock_after(bound));
+    int why = x->joined > 0 ? rm_sub_wait(&x->waiter, until) : RM_WAKE_TIMEOUT;
+    if (why == RM_WAKE_REFUSED) return rm_sub_refused(&x->waiter);
+    if (why == RM_WAKE_MOVED) {
+        rm_watchdog_set_wake(x->alive, NULL, NULL); /* the waiter is remade */
+        x->joined = rm_endpoint_rejoin(x->ep, x->mx->keys.slot, &x->waiter) ? -1 : 1;
+        if (x->joined > 0) rm_watchdog_set_wake(x->alive, look_again, &x->waiter);
+    } else if (x->joined <= 0) {
+        rm_clock_sleep_until(until);
+    }
+    return 0;
+}
+
+static const struct rm_acquire_steps steps = { step_attempt, step_wait };
+
 /* Queue as me until granted (or trylock's one try), as w allows: 0 with o
  * filled (the lock is me's in Redis), or an error with me out of the
  * queue and nothing held. */
 static int queue_for(struct rm_mutex *mx, struct rm_thread *self, struct rm_endpoint *ep,
-                     struct rm_wait *w, const struct rm_who *me, struct outcome *o)
+                     struct rm_wait *w, const struct rm_who *me, struct rm_outcome *o)
 {
-    int try_only = w->mode == RM_WAIT_TRY;
     /* The queue member: "<owner>|<acquisition>". */
     char member[sizeof self->owner + 1 + RM_CONN_UINT];
     memcpy(member, me->owner, me->owner_len);
     member[me->owner_len] = '|';
     size_t mlen = me->owner_len + 1 + rm_conn_uint(member + me->owner_len + 1, me->acq);
-    struct rm_waiter waiter;
-    struct rm_watchdog_entry *alive = NULL;
-    struct rm_attempts at = { 0 };
-    int joined = 0, queued = 0, busy = 0, r;
-    unsigned long wlease = RM_SETTING(waiter_lease_ms);
+    struct queuing x = { .mx = mx, .me = me, .ep = ep, .try_only = w->mode == RM_WAIT_TRY,
+                         .wlease = RM_SETTING(waiter_lease_ms), .member = member, .mlen = mlen };
 
     /* Subscribe before the first attempt: a grant can follow the enqueue at
      * once.  Until the subscription is confirmed the bounded wait (and the
      * wake-up on confirmation) covers a message we could not hear. */
-    if (!try_only) {
+    if (!x.try_only) {
         /* On the heap: the caller's stack may be PTHREAD_STACK_MIN. */
         const char *colon = strrchr(self->owner, ':');
         size_t f = strlen(mx->keys.fchannel), u = (size_t)(colon - self->owner);
@@ -236,90 +291,26 @@ static int queue_for(struct rm_mutex *mx, struct rm_thread *self, struct rm_endp
             channel[f] = ':';
             memcpy(channel + f + 1, self->owner, u);
             channel[f + 1 + u] = 0;
-            joined = rm_endpoint_join(ep, mx->keys.slot, channel, &waiter, member, mlen) ? -1 : 1;
+            x.joined = rm_endpoint_join(ep, mx->keys.slot, channel, &x.waiter, member, mlen) ? -1 : 1;
             free(channel);
         } else {
-            joined = -1; /* poll */
+            x.joined = -1; /* poll */
         }
     }
-
-    for (int first = 1;; first = 0) {
-        /* Queued until the deadline: no attempt whose reply could not come
-         * in time (its I/O would end at the deadline, a lost reply). */
-        if (busy && (r = rm_wait_busy(w, mx->keys.lock, "held, or others are queued for it"))) break;
-        busy = 0;
-        r = attempt(mx, me, ep, try_only, rm_wait_io_deadline(w, first), o);
-        if (r) {
-            if ((r = rm_wait_failed(&at, w, r, &self->rng))) break;
-            continue;
-        }
-        if (at.unknown) RM_COUNT(indeterminate);
-        at.unknown = 0;
-        if (o->state == RM_CALL_ACQUIRED) break;
-        if (o->state == RM_CALL_NOTRECOVERABLE) {
-            r = rm_handle_notrecoverable(mx);
-            break;
-        }
-        if (o->state == SHORTFALL) {
-            r = RMUTEX_ENOREPLICAS;
-            break;
-        }
-        queued = !try_only;
-        if ((r = rm_wait_busy(w, mx->keys.lock, "held, or others are queued for it"))) break;
-        busy = 1;
-        rm_wait_begin(&at);
-        if (!alive) {
-            if (!(alive = rm_watchdog_waiter(ep, mx->keys.alive, mx->keys.queue, mx->keys.seq,
-                                             member, mlen, wlease))) {
-                rm_detail("out of memory");
-                r = ENOMEM;
-                break;
-            }
-            if (joined > 0) rm_watchdog_set_wake(alive, look_again, &waiter);
-        }
-        /* How soon to look again if no message comes (DESIGN above): the
-         * process's longest waiter every half waiter lease and when the
-         * hold it saw runs out; the k-th after it every k + 1 poll periods,
-         * a last resort; a waiter that is not subscribed as often as the
-         * first.  (When every waiter looked every half lease, 1 000
-         * waiters on two cores made thousands of looks a second, hand-offs
-         * slowed several-fold and renewals came too late: live waiters
-         * were purged as dead.) */
-        rm_nsec bound = RM_MSEC(RM_SETTING(poll_ms));
-        unsigned long rank = joined > 0 ? rm_sub_rank(&waiter) : 0;
-        if (rank == 0) {
-            bound = rm_clock_min(bound, RM_MSEC(wlease) / 2);
-            if (o->pttl >= 0 && RM_MSEC(o->pttl + 1) < bound) bound = RM_MSEC(o->pttl + 1);
-        } else {
-            bound = rank < (unsigned long)(LAST_RESORT / bound) ? bound * (rm_nsec)(rank + 1) : LAST_RESORT;
-        }
-        rm_nsec until = rm_clock_min(w->deadline, rm_clock_after(bound));
-        /* A grant message names this waiter: the next attempt confirms the
-         * grant into a full hold before the call returns. */
-        int why = joined > 0 ? rm_sub_wait(&waiter, until) : RM_WAKE_TIMEOUT;
-        if (why == RM_WAKE_REFUSED) {
-            r = rm_sub_refused(&waiter);
-            break;
-        }
-        if (why == RM_WAKE_MOVED) {
-            if (alive) rm_watchdog_set_wake(alive, NULL, NULL); /* &waiter is remade */
-            joined = rm_endpoint_rejoin(ep, mx->keys.slot, &waiter) ? -1 : 1;
-            if (alive && joined > 0) rm_watchdog_set_wake(alive, look_again, &waiter);
-        }
-        else if (joined <= 0) rm_clock_sleep_until(until);
-    }
-    if (alive) rm_watchdog_cancel(alive);
-    if (joined > 0) rm_sub_leave(&waiter);
-    rm_wait_end(&at, r);
+    int unknown;
+    int r = rm_wait_acquire(w, &steps, &x, mx->keys.lock, "held, or others are queued for it",
+                            &self->rng, o, &unknown);
+    if (x.alive) rm_watchdog_cancel(x.alive);
+    if (x.joined > 0) rm_sub_leave(&x.waiter);
     /* Queued, or maybe granted without knowing: leave and pass it on. */
-    if (r && (queued || at.unknown)) cancel(mx, me, ep);
+    if (r && (x.queued || unknown)) cancel(mx, me, ep);
     return r;
 }
 
 /* The lock as a thread of this process, without the cache: 0, EOWNERDEAD
  * (held) or an error. */
 static int thread_lock(struct rm_mutex *mx, struct rm_thread *self, struct rm_endpoint *ep,
-                       struct rm_wait *w, struct outcome *o)
+                       struct rm_wait *w, struct rm_outcome *o)
 {
     struct rm_who me = { .owner = self->owner, .owner_len = self->owner_len, .acq = ++self->seq };
     int r = queue_for(mx, self, ep, w, &me, o);
@@ -348,7 +339,7 @@ static int cached_lock(struct rm_mutex *mx, struct rm_thread *self, struct rm_en
                        struct rm_wait *w)
 {
     struct rm_lock *l = mx->lock;
-    struct outcome o = { 0 };
+    struct rm_outcome o = { 0 };
     if (atomic_load(&l->fair_queued)) {
         int r = thread_lock(mx, self, ep, w, &o);
         if (!r || r == EOWNERDEAD) atomic_store(&l->fair_queued, o.queued);
@@ -376,7 +367,7 @@ static int fair_lock(struct rm_mutex *mx, struct rm_thread *self, struct rm_endp
                      struct rm_wait *w)
 {
     if (mx->cache) return cached_lock(mx, self, ep, w);
-    struct outcome o = { 0 };
+    struct rm_outcome o = { 0 };
     return thread_lock(mx, self, ep, w, &o);
 }
 

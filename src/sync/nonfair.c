@@ -68,16 +68,6 @@
 #include <stdio.h>
 #include <string.h>
 
-/* Beside acquire.lua's answers (RM_CALL_*): too few replicas acknowledged. */
-enum { SHORTFALL = RM_CALL_NOTRECOVERABLE + 1 };
-
-struct grant {
-    int state;
-    int dead;
-    int back;       /* acquired: the parked cache's hold, taken back */
-    long long pttl;
-    rm_nsec sent;
-};
 
 /* ---- release.lua ---- */
 
@@ -132,7 +122,7 @@ static int give_back(struct rm_mutex *mx, const char *owner, size_t owner_len,
 /* One attempt.  Returns 0 with g filled when Redis answered, else the
  * status (RM_E_*, or an errno from an error reply). */
 static int attempt(struct rm_mutex *mx, const struct rm_who *me, struct rm_endpoint *ep,
-                   rm_nsec deadline, int flags, struct grant *g)
+                   rm_nsec deadline, int flags, struct rm_outcome *g)
 {
     char lease[RM_CONN_UINT], acqs[RM_CONN_UINT], backs[RM_CONN_UINT];
     const char *argv[] = { mx->keys.lock, mx->keys.owner, mx->keys.notrec, mx->keys.channel,
@@ -172,8 +162,9 @@ static int attempt(struct rm_mutex *mx, const struct rm_who *me, struct rm_endpo
         rm_ack_shortfall_detail(&ack, mx->keys.lock,
                                 give_back(mx, me->owner, me->owner_len, ep,
                                           g->back ? me->back : me->acq, rm_call_deadline()));
-        g->state = SHORTFALL;
+        g->state = RM_CALL_SHORTFALL;
     }
+    if (g->state == RM_CALL_NOTRECOVERABLE) rm_handle_notrecoverable(mx);
     return 0;
 }
 
@@ -193,70 +184,71 @@ static void drop_parked(struct rm_mutex *mx, struct rm_who *me, struct rm_endpoi
     me->back = 0;
 }
 
-static int acquire(struct rm_mutex *mx, struct rm_thread *self, struct rm_endpoint *ep,
-                   struct rm_wait *w, struct rm_who *me, struct grant *g)
-{
+/* The acquisition loop's steps (rm_wait_acquire): an attempt, and a wait
+ * on the lock's channel. */
+struct acquiring {
+    struct rm_mutex *mx;
+    struct rm_who *me;
+    struct rm_endpoint *ep;
+    int try_only;
+    int joined;               /* 1 on the channel, -1 could not join: poll */
     struct rm_waiter waiter;
-    struct rm_attempts at = { 0 };
-    int joined = 0, busy = 0, r;
+};
 
-    for (int first = 1;; first = 0) {
-        /* Busy until the deadline: no attempt whose reply could not come
-         * in time (its I/O would end at the deadline, a lost reply). */
-        if (busy && (r = rm_wait_busy(w, mx->keys.lock, "held by another thread or process"))) break;
-        busy = 0;
-        r = attempt(mx, me, ep, rm_wait_io_deadline(w, first),
-                    w->mode == RM_WAIT_TRY ? RM_POOL_FAILFAST : 0, g);
-        if (r) {
-            if (r == RM_E_LOST) rm_log("reply to acquire of %s lost; asking again", mx->keys.lock);
-            if ((r = rm_wait_failed(&at, w, r, &self->rng))) break;
-            continue;
-        }
-        if (at.unknown) RM_COUNT(indeterminate);
-        at.unknown = 0;
-        if (me->back && !g->back) drop_parked(mx, me, ep, 0);
-        if (g->state == RM_CALL_ACQUIRED) break;
-        if (g->state == RM_CALL_NOTRECOVERABLE) {
-            r = rm_handle_notrecoverable(mx);
-            break;
-        }
-        if (g->state == SHORTFALL) {
-            r = RMUTEX_ENOREPLICAS;
-            break;
-        }
-        if ((r = rm_wait_busy(w, mx->keys.lock, "held by another thread or process"))) break;
-        busy = 1;
-        rm_wait_begin(&at);
-        if (!joined) {
-            joined = rm_endpoint_join(ep, mx->keys.slot, mx->keys.channel, &waiter, NULL, 0) ? -1 : 1;
-            if (joined > 0) continue; /* check again now that no release can be missed */
-        }
-        rm_nsec bound = RM_MSEC(RM_SETTING(poll_ms));
-        if (g->pttl >= 0 && RM_MSEC(g->pttl + 1) < bound) bound = RM_MSEC(g->pttl + 1);
-        rm_nsec until = rm_clock_min(w->deadline, rm_clock_after(bound));
-        int why = joined > 0 ? rm_sub_wait(&waiter, until) : RM_WAKE_TIMEOUT;
-        if (why == RM_WAKE_REFUSED) {
-            r = rm_sub_refused(&waiter);
-            break;
-        }
-        if (why == RM_WAKE_MOVED) { /* re-check now; join where it is served */
-            RM_COUNT(resubscribes_moved);
-            rm_sub_leave(&waiter);
-            joined = 0;
-        } else if (joined < 0) {
-            rm_clock_sleep_until(until);
-        }
+static int step_attempt(void *ctx, rm_nsec deadline, struct rm_outcome *g)
+{
+    struct acquiring *x = ctx;
+    int r = attempt(x->mx, x->me, x->ep, deadline, x->try_only ? RM_POOL_FAILFAST : 0, g);
+    if (!r && x->me->back && !g->back) drop_parked(x->mx, x->me, x->ep, 0);
+    return r;
+}
+
+/* Busy: join the lock's channel at the first wait and look again at once
+ * (a release between the attempt and the join would otherwise be missed);
+ * then sleep until a release message, a (re)subscription, or the poll
+ * bound: the holder's remaining lease, at most the poll cap. */
+static int step_wait(void *ctx, const struct rm_outcome *g, rm_nsec deadline)
+{
+    struct acquiring *x = ctx;
+    if (!x->joined) {
+        x->joined = rm_endpoint_join(x->ep, x->mx->keys.slot, x->mx->keys.channel, &x->waiter,
+                                     NULL, 0) ? -1 : 1;
+        if (x->joined > 0) return 0;
     }
+    rm_nsec bound = RM_MSEC(RM_SETTING(poll_ms));
+    if (g->pttl >= 0 && RM_MSEC(g->pttl + 1) < bound) bound = RM_MSEC(g->pttl + 1);
+    rm_nsec until = rm_clock_min(deadline, rm_clock_after(bound));
+    int why = x->joined > 0 ? rm_sub_wait(&x->waiter, until) : RM_WAKE_TIMEOUT;
+    if (why == RM_WAKE_REFUSED) return rm_sub_refused(&x->waiter);
+    if (why == RM_WAKE_MOVED) { /* look again now; join where it is served */
+        RM_COUNT(resubscribes_moved);
+        rm_sub_leave(&x->waiter);
+        x->joined = 0;
+    } else if (x->joined < 0) {
+        rm_clock_sleep_until(until);
+    }
+    return 0;
+}
+
+static const struct rm_acquire_steps steps = { step_attempt, step_wait };
+
+static int acquire(struct rm_mutex *mx, struct rm_thread *self, struct rm_endpoint *ep,
+                   struct rm_wait *w, struct rm_who *me, struct rm_outcome *g)
+{
+    struct acquiring x = { .mx = mx, .me = me, .ep = ep, .try_only = w->mode == RM_WAIT_TRY };
+    int unknown;
+    int r = rm_wait_acquire(w, &steps, &x, mx->keys.lock, "held by another thread or process",
+                            &self->rng, g, &unknown);
     /* Giving up after a lost reply: the lock may be ours without our
      * knowing; let the watchdog release that acquisition, if it happened. */
-    if (r && at.unknown) {
+    if (r && unknown) {
         struct release_req q;
         release_req_make(&q, &mx->keys, mx->robust, ep, me->owner, me->owner_len, 0, me->acq);
-        rm_watchdog_defer(ep, RM_SCRIPT_RELEASE, 4, 10, q.argv, q.lens, rm_clock_after(RM_MSEC(rm_handle_lease(mx))));
+        rm_watchdog_defer(ep, RM_SCRIPT_RELEASE, 4, 10, q.argv, q.lens,
+                          rm_clock_after(RM_MSEC(rm_handle_lease(mx))));
     }
-    if (r && me->back) drop_parked(mx, me, ep, at.unknown);
-    if (joined > 0) rm_sub_leave(&waiter);
-    rm_wait_end(&at, r);
+    if (r && me->back) drop_parked(mx, me, ep, unknown);
+    if (x.joined > 0) rm_sub_leave(&x.waiter);
     return r;
 }
 
@@ -268,7 +260,7 @@ static int nf_lock(struct rm_mutex *mx, struct rm_thread *self, struct rm_endpoi
     struct rm_who me;
     int cached, r;
     if (rm_cache_enter(mx, self, ep, w, &me, &cached, &r)) return r;
-    struct grant g = { 0 };
+    struct rm_outcome g = { 0 };
     rm_nsec lease = RM_MSEC(rm_handle_lease(mx));
     if (!(r = acquire(mx, self, ep, w, &me, &g))) {
         /* No token yet: rmutex_fence takes one when asked. */

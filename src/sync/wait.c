@@ -4,10 +4,17 @@
  * arguments into one struct rm_wait at entry: a mode and a CLOCK_MONOTONIC
  * deadline, so steps of the wall clock during the wait do not move it, and
  * a bad abstime is remembered but judged only when the call would block
- * (glibc's order).  The gate (lock.c) and the lock algorithms' retry loops
- * (fair.c, nonfair.c) ask it the same questions: may I block, may I try
- * again, how long may this attempt's I/O take. */
+ * (glibc's order).  The gate (lock.c), the lock algorithms and the
+ * condition variables ask it the same questions: may I block, may I try
+ * again, how long may this attempt's I/O take.
+ *
+ * The lock algorithms' acquisition loop is here, once (rm_wait_acquire):
+ * attempt, try again after a lost or unsent request, stop or wait when
+ * busy, attempt again -- the algorithm gives its attempt and its wait as
+ * steps, and cleans up after itself (a queue place, a subscription, an
+ * acquisition that may have happened unknown to it). */
 #include "wait.h"
+#include "call.h"
 #include "internal.h"
 
 #include <errno.h>
@@ -62,7 +69,7 @@ int rm_wait_busy(const struct rm_wait *w, const char *lock, const char *why)
 
 void rm_wait_begin(struct rm_attempts *a)
 {
-    if (!a->waited) RM_COUNT(waiting);
+    if (!a->waited && !a->quiet) RM_COUNT(waiting);
     a->waited = 1;
 }
 
@@ -106,7 +113,46 @@ rm_nsec rm_wait_io_deadline(const struct rm_wait *w, int first)
 
 void rm_wait_end(struct rm_attempts *a, int r)
 {
+    if (a->quiet) return;
     if (a->waited) RM_COUNT_SUB(waiting, 1);
     if (!r && a->waited) RM_COUNT(contended);
+}
+
+int rm_wait_acquire(struct rm_wait *w, const struct rm_acquire_steps *s, void *ctx,
+                    const char *lock, const char *why_busy, uint32_t *rng, struct rm_outcome *o,
+                    int *unknown)
+{
+    struct rm_attempts at = { 0 };
+    int busy = 0, r;
+    for (int first = 1;; first = 0) {
+        /* Busy until the deadline: no attempt whose reply could not come
+         * in time (its I/O would end at the deadline: a lost reply). */
+        if (busy && (r = rm_wait_busy(w, lock, why_busy))) break;
+        busy = 0;
+        r = s->attempt(ctx, rm_wait_io_deadline(w, first), o);
+        if (r) {
+            if (r == RM_E_LOST) rm_log("reply to acquire of %s lost; asking again", lock);
+            if ((r = rm_wait_failed(&at, w, r, rng))) break;
+            continue;
+        }
+        if (at.unknown) RM_COUNT(indeterminate);
+        at.unknown = 0;
+        if (o->state == RM_CALL_ACQUIRED) break;
+        if (o->state == RM_CALL_NOTRECOVERABLE) {
+            r = ENOTRECOVERABLE;
+            break;
+        }
+        if (o->state == RM_CALL_SHORTFALL) {
+            r = RMUTEX_ENOREPLICAS;
+            break;
+        }
+        if ((r = rm_wait_busy(w, lock, why_busy))) break;
+        busy = 1;
+        rm_wait_begin(&at);
+        if ((r = s->wait(ctx, o, w->deadline))) break;
+    }
+    *unknown = at.unknown;
+    rm_wait_end(&at, r);
+    return r;
 }
 

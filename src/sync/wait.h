@@ -37,8 +37,47 @@ struct rm_attempts {
     int lost;          /* replies lost so far */
     int unknown;       /* the last attempt's outcome is unknown */
     int waited;        /* the call has waited (counted in stats.waiting) */
+    int quiet;         /* not an acquisition (a condition's call): count nothing */
     unsigned failures; /* attempts that found Redis unreachable, for backoff */
 };
+
+/* What an acquiring attempt learnt, whatever the algorithm: the state
+ * (RM_CALL_*), and what each state brings. */
+struct rm_outcome {
+    int state;
+    int dead;          /* acquired: the previous holder died (robust) */
+    int back;          /* acquired: the parked cache's hold, taken back (nonfair.c) */
+    int queued;        /* acquired: others wait behind this hold (fair.c) */
+    uint64_t token;    /* acquired by a fair hand-off: its fencing token */
+    long long pttl;    /* busy: the holder's remaining lease, -1 unknown */
+    uint64_t ticket;   /* busy: the waiter's place, kept for the whole call (fair.c) */
+    rm_nsec sent;      /* when the attempt was sent */
+    rm_nsec valid_until, due; /* acquired: known good until; first renewal due */
+};
+
+/* One lock algorithm's steps in the acquisition loop (rm_wait_acquire). */
+struct rm_acquire_steps {
+    /* One attempt, its I/O bounded by deadline: 0 with o->state (the
+     * detail set for RM_CALL_NOTRECOVERABLE), or a status (RM_E_*, an
+     * errno). */
+    int (*attempt)(void *ctx, rm_nsec deadline, struct rm_outcome *o);
+    /* Busy: wait until there is a reason to look again (a message, a
+     * (re)subscription, its poll bound), deadline at the latest.  0 to
+     * attempt again, or the errno to give up with. */
+    int (*wait)(void *ctx, const struct rm_outcome *o, rm_nsec deadline);
+};
+
+/* The acquisition loop of every lock algorithm: attempt; on no answer, try
+ * again with rm_wait_failed's rule; on busy, stop as w says (EBUSY for
+ * trylock, ETIMEDOUT at the deadline: the detail says lock is held,
+ * why_busy), else wait and attempt again; a timed wait makes no attempt
+ * at or past its deadline.  Returns 0 (acquired: o as the last attempt
+ * left it), ENOTRECOVERABLE, RMUTEX_ENOREPLICAS or the code it gave up
+ * with; *unknown: the last attempt's reply was lost (the lock may be the
+ * caller's without its knowing: the algorithm cleans up). */
+int rm_wait_acquire(struct rm_wait *w, const struct rm_acquire_steps *s, void *ctx,
+                    const char *lock, const char *why_busy, uint32_t *rng, struct rm_outcome *o,
+                    int *unknown);
 
 /* The call is about to wait: count it in stats.waiting (once). */
 void rm_wait_begin(struct rm_attempts *a);
