@@ -104,6 +104,28 @@ TEST(ClusterUrl, AMapWithNoSlotsIsNotBelievedWithoutASecondNode)
     EXPECT_RC(0, rmutex_shutdown());
 }
 
+TEST(ClusterUrl, ARefusedLoginIsEaccesOnEveryCallNotUnreachable)
+{
+    /* The nodes have no password: AUTH with one is refused by every node.
+     * A configuration error, not an outage: every call says so at once,
+     * lock too (it would wait for ever for a map that cannot come). */
+    std::string u = "redis-cluster://:not-the-password@" + cluster->url().substr(16);
+    ASSERT_RC(0, rmutex_configure(u.c_str()));
+    rmutex_t m;
+    init_mutex(&m, "rmt:refused:" + std::to_string(getpid()));
+    for (int i = 0; i < 3; i++) {
+        EXPECT_RC(EACCES, rmutex_trylock(&m));
+        EXPECT_NE(std::string::npos, std::string(rmutex_detail()).find("refused")) << rmutex_detail();
+    }
+    struct timespec dl = abs_after(CLOCK_REALTIME, 3000);
+    auto t0 = Clock::now();
+    EXPECT_RC(EACCES, rmutex_timedlock(&m, &dl));
+    EXPECT_RC(EACCES, rmutex_lock(&m));
+    EXPECT_LT(elapsed_ms(t0), scaled(ms(2500)).count()) << "the refusal was waited on";
+    EXPECT_RC(0, rmutex_destroy(&m));
+    EXPECT_RC(0, rmutex_shutdown());
+}
+
 TEST(ClusterUrl, NoSeedReachableIsAClearErrorWithinTheDeadline)
 {
     std::string u = "redis-cluster://127.0.0.1:" + std::to_string(free_port()) + "?connect_timeout=200";

@@ -200,6 +200,23 @@ TEST_F(SentinelTest, AnUnknownMasterNameAndNoSentinelReachableAreDifferentClearE
     EXPECT_RC(0, rmutex_destroy(&m));
 }
 
+TEST_F(SentinelTest, ARefusedSentinelLoginIsEaccesOnEveryCallNotUnreachable)
+{
+    /* The sentinels have no password: the URL's sentinel_password is
+     * refused by each.  A configuration error: every call says so. */
+    ASSERT_RC(0, rmutex_configure(set->url("sentinel_password=wrong").c_str()));
+    rmutex_t m;
+    init_mutex(&m, name("refused"));
+    for (int i = 0; i < 3; i++) {
+        EXPECT_RC(EACCES, rmutex_trylock(&m));
+        EXPECT_NE(std::string::npos, std::string(rmutex_detail()).find("refused")) << rmutex_detail();
+    }
+    auto t0 = Clock::now();
+    EXPECT_RC(EACCES, rmutex_lock(&m));
+    EXPECT_LT(elapsed_ms(t0), scaled(ms(3000)).count()) << "the refusal was waited on";
+    EXPECT_RC(0, rmutex_destroy(&m));
+}
+
 TEST_F(SentinelTest, OneSentinelDownStillWorks)
 {
     set->sentinels[0]->kill9(); /* the first one the URL names */

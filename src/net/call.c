@@ -75,7 +75,8 @@ static int call(struct rm_endpoint *ep, int script, int nkeys, int argc, const c
     int asking = 0;
     if (ack) memset(ack, 0, sizeof *ack);
     for (int hops = 0;; hops++) {
-        if (!n) return RM_E_UNSENT; /* no node serves the slot: the detail says */
+        if (!n) /* no node serves the slot (the detail says): refused, or unreachable */
+            return rm_endpoint_refused(ep) ? EACCES : RM_E_UNSENT;
         struct rm_conn *c;
         int r = rm_pool_get(&n->pool, deadline, pool_flags, &c);
         if (r == RM_E_UNSENT && hops < RM_CALL_HOPS) {

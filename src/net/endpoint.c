@@ -73,6 +73,8 @@ struct rm_endpoint {
     struct rm_server_addr avoid; /* not to be asked (salen 0: none) */
     rm_nsec last;                /* when the last refresh ended */
     char why[200];               /* why the last refresh failed */
+    _Atomic int refused;         /* ... EACCES when a login was refused: a caller is
+                                    answered that, not "unreachable" */
     struct rm_conn *watch;       /* Sentinel: subscribed to +switch-master */
     uint32_t rng;
 };
@@ -229,12 +231,19 @@ static int refresh(struct rm_endpoint *ep, const struct rm_server_addr *avoid)
     for (unsigned i = 0; i < ep->svc.nseeds && nc < 64; i++) cand[nc++] = &ep->svc.seeds[i];
 
     struct rm_cluster_map m = { 0 }, doubt = { 0 };
-    int have_doubt = 0, r = RM_E_UNSENT;
+    int have_doubt = 0, r = RM_E_UNSENT, refused = 0;
+    char refusal[200] = "";
     for (unsigned i = 0; i < nc; i++) {
         struct rm_conn *c;
         rm_nsec deadline = rm_clock_after(RM_MSEC(RM_SETTING(connect_timeout_ms)) +
                                           RM_MSEC(RM_SETTING(command_timeout_ms)));
-        if ((r = rm_conn_dial(cand[i], "topo", deadline, &c))) continue;
+        if ((r = rm_conn_dial(cand[i], "topo", deadline, &c))) {
+            if (r == EACCES && !refused) { /* the same login goes to every node */
+                refused = EACCES;
+                snprintf(refusal, sizeof refusal, "%s", rmutex_detail());
+            }
+            continue;
+        }
         r = rm_cluster_slots(c, deadline, &m);
         rm_conn_close(c);
         if (r) continue;
@@ -258,6 +267,10 @@ static int refresh(struct rm_endpoint *ep, const struct rm_server_addr *avoid)
     }
     rm_cluster_map_free(&m);
     rm_cluster_map_free(&doubt);
+    if (r && refused) { /* no node gave a map, and one refused the login: say that */
+        rm_detail("%s", refusal);
+        r = EACCES;
+    }
     return r;
 }
 
@@ -350,6 +363,7 @@ static void *refresher(void *arg)
         RM_COUNT(map_refreshes);
         pthread_mutex_lock(&ep->mu);
         if (r) snprintf(ep->why, sizeof ep->why, "%s", rmutex_detail());
+        atomic_store(&ep->refused, r == EACCES ? EACCES : 0);
         ep->last = rm_clock_now();
         ep->version++;
         pthread_cond_broadcast(&ep->changed);
@@ -415,6 +429,8 @@ struct rm_node *rm_endpoint_route(struct rm_endpoint *ep, int slot, rm_nsec dead
     pthread_mutex_unlock(&ep->mu);
     return n;
 }
+
+int rm_endpoint_refused(const struct rm_endpoint *ep) { return atomic_load(&ep->refused); }
 
 int rm_endpoint_primaries(struct rm_endpoint *ep, struct rm_node **out, int max, rm_nsec deadline)
 {

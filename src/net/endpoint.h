@@ -36,6 +36,11 @@ const char *rm_endpoint_publish(const struct rm_endpoint *ep);
  * detail set, when no node is known to serve it. */
 struct rm_node *rm_endpoint_route(struct rm_endpoint *ep, int slot, rm_nsec deadline);
 
+/* EACCES when the topology's last refresh (the cluster map, the sentinels'
+ * answer) failed because a login was refused -- route's NULL then means
+ * that, with the detail, not an outage; else 0. */
+int rm_endpoint_refused(const struct rm_endpoint *ep);
+
 /* Every primary that serves a slot now (a plain server's or Sentinel's
  * one primary), at most max, into out; waits until deadline for a map
  * when there is none yet.  Returns how many, 0 with the detail set when

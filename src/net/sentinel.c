@@ -152,11 +152,14 @@ static int check_role(const struct rm_service *svc, const struct rm_sentinel_ans
 
 int rm_sentinel_resolve(struct rm_service *svc, struct rm_sentinel_answer *out)
 {
+    char refusal[200] = "";
     for (int round = 0; round < 2; round++) {
         int unknown = 0, reached = 0;
         for (unsigned i = 0; i < svc->nseeds; i++) {
             struct rm_conn *c;
-            if (rm_conn_dial(&svc->seeds[i], "sentinel", short_deadline(), &c)) continue;
+            int d = rm_conn_dial(&svc->seeds[i], "sentinel", short_deadline(), &c);
+            if (d == EACCES && !refusal[0]) snprintf(refusal, sizeof refusal, "%s", rmutex_detail());
+            if (d) continue;
             reached++;
             int e = ask(svc, c, out);
             rm_conn_close(c);
@@ -171,6 +174,10 @@ int rm_sentinel_resolve(struct rm_service *svc, struct rm_sentinel_answer *out)
             /* It named a server that is not a primary (yet), or is gone: a
              * stale sentinel, as the others learn of a failover over ~2 s
              * of hello messages.  Ask the next one. */
+        }
+        if (!reached && refusal[0]) { /* a configuration error, not an outage */
+            rm_detail("%s", refusal);
+            return EACCES;
         }
         if (!reached) {
             rm_detail("no sentinel reachable (of %u: %s)", svc->nseeds, svc->display);

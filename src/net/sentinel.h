@@ -22,7 +22,9 @@ struct rm_sentinel_answer {
  * then ROLE on the answer, which must say master.  Also counts its
  * replicas, and adds sentinels the answering one knows of (SENTINEL
  * SENTINELS) to svc->seeds.  Returns 0; RM_E_UNSENT (no sentinel
- * reachable), ENOENT (no sentinel knows the master name), EAGAIN (the
+ * reachable), EACCES (none reachable, and one refused the login: the
+ * sentinel_user/sentinel_password), ENOENT (no sentinel knows the master
+ * name), EAGAIN (the
  * named server is unreachable or not a primary yet); the detail says
  * which. */
 int rm_sentinel_resolve(struct rm_service *svc, struct rm_sentinel_answer *out);
