@@ -96,27 +96,18 @@ extern struct rm_counters rm_counters;
 #define RM_COUNT_SUB(field, n) atomic_fetch_sub_explicit(&rm_counters.field, (n), memory_order_relaxed)
 void rm_stats_reset(void);
 
-/* ---- settings (config.c): tunables readable at any time ---- */
+/* ---- settings (options.c): tunables readable at any time ---- */
 
 #define RM_REPLICAS_AUTO RMUTEX_WAIT_AUTO
 
-/* The longest lease, in ms, anywhere: attributes, URL options, setters. */
+/* The longest lease, in ms, anywhere: attributes, URL options, setters
+ * (options.def's lease range; options.c checks that they agree). */
 #define RM_LEASE_MAX 2147483647UL
 
+/* One field per setting of options.def, which says what each is. */
 struct rm_settings {
-    _Atomic unsigned pool_size;
-    _Atomic unsigned long lease_ms;
-    _Atomic unsigned long waiter_lease_ms;
-    _Atomic unsigned long connect_timeout_ms;
-    _Atomic unsigned long command_timeout_ms;
-    _Atomic unsigned long poll_ms;
-    _Atomic unsigned long idle_ms;
-    _Atomic unsigned long cache_min_hold_ms; /* a cached hold is kept at least this long */
-    _Atomic unsigned long cache_idle_ms;     /* an unused cache is given back after this */
-    _Atomic unsigned long cache_park_ms;     /* ... and parked after this (0: never) */
-    _Atomic unsigned replicas;      /* RM_REPLICAS_AUTO: as many as the topology knows */
-    _Atomic unsigned min_replicas;  /* a write acknowledged by fewer is refused */
-    _Atomic unsigned long wait_timeout_ms;
+#define RM_OPTION(name, field, type, min, max, def, unit, text) _Atomic type field;
+#include "options.def"
 };
 extern struct rm_settings rm_settings;
 #define RM_SETTING(field) atomic_load_explicit(&rm_settings.field, memory_order_relaxed)
