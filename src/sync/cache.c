@@ -607,7 +607,7 @@ int rm_cache_start(struct rm_mutex *mx, struct rm_thread *self, struct rm_endpoi
     size_t n = rm_thread_owner_of(0, owner, sizeof owner);
     struct rm_cache *c = calloc(1, sizeof *c);
     if (c) {
-        c->wd = rm_watchdog_hold(ep, &l->keys, mx->robust, owner, n, rm_handle_lease(mx),
+        c->wd = rm_watchdog_hold(ep, l->keys.lock, l->keys.owner, mx->robust, owner, n, rm_handle_lease(mx),
                                  g->valid_until, g->due, mx->user);
         if (!c->wd) free(c), c = NULL;
     }

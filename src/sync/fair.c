@@ -234,7 +234,7 @@ static int step_wait(void *ctx, const struct rm_outcome *o, rm_nsec deadline)
     struct queuing *x = ctx;
     if (!x->alive) {
         x->alive = rm_watchdog_waiter(x->ep, x->mx->keys.alive, x->mx->keys.queue,
-                                      x->mx->keys.seq, x->member, x->mlen, x->wlease);
+                                      x->mx->keys.seq, NULL, x->member, x->mlen, x->wlease);
         if (!x->alive) {
             rm_detail("out of memory");
             return ENOMEM;
