@@ -350,6 +350,49 @@ TEST_P(RestartWipe, AnUnlockRightAfterTheWipeIsEpermWithOneCallbackNotZero)
     EXPECT_RC(0, rmutex_destroy(&m));
 }
 
+/* The server goes away while the watchdog has a call on the wire -- a
+ * registry announcement held up by CLIENT PAUSE WRITE here, as a server
+ * shutting down with replicas holds writes before it closes.  The holds
+ * that were not in that call are checked at once as well, not at their
+ * next renewal 10 s later. */
+class RestartMidCall : public RedisTest {
+  protected:
+    RestartMidCall() : RedisTest(/*own_server=*/true, "") {}
+};
+
+TEST_F(RestartMidCall, HoldsNotInTheCallCutByTheRestartAreStillCheckedAtOnce)
+{
+    g_lost = 0;
+    ASSERT_RC(0, rmutex_set_lost_callback(on_lost_timed, nullptr));
+    rmutex_t a, b;
+    ASSERT_RC(0, rmutex_init(&a, (lock_name() + "a").c_str(), nullptr));
+    ASSERT_RC(0, rmutex_init(&b, (lock_name() + "b").c_str(), nullptr));
+    ASSERT_RC(0, rmutex_lock(&a));
+    /* The first announcement of this process's holds has been written. */
+    ASSERT_TRUE(wait_until([&] { auto r = redis().cmd({ "KEYS", "rmutex_client:*" });
+        return r && r->type == REDIS_REPLY_ARRAY && r->elements > 0; },
+                           ms(5000)));
+    ASSERT_RC(0, rmutex_lock(&b)); /* the next announcement: about a second from now */
+    uint64_t rounds = stats().renewal_rounds;
+    redis().cmd({ "CLIENT", "PAUSE", "20000", "WRITE" });
+    ASSERT_TRUE(wait_until([&] { return stats().renewal_rounds > rounds; }, scaled(ms(5000))))
+        << "no watchdog call went out";
+    std::this_thread::sleep_for(ms(100)); /* let it reach the paused server */
+    server()->kill9();
+    ASSERT_TRUE(server()->restart());
+    auto back = Clock::now();
+    EXPECT_TRUE(wait_until([&] { return g_lost.load() == 2; }, scaled(ms(1500))))
+        << "lost-lock callbacks " << g_lost.load() << " of 2 within 1.5 s of the server answering";
+    std::cerr << "[restart] holds lost in the middle of a call reported "
+              << std::chrono::duration_cast<ms>(Clock::now() - back).count() << " ms after\n";
+    EXPECT_RC(EPERM, rmutex_unlock(&a));
+    EXPECT_RC(EPERM, rmutex_unlock(&b));
+    EXPECT_EQ(2, g_lost.load());
+    EXPECT_RC(0, rmutex_destroy(&a));
+    EXPECT_RC(0, rmutex_destroy(&b));
+    rmutex_set_lost_callback(nullptr, nullptr);
+}
+
 INSTANTIATE_TEST_SUITE_P(Kinds, RestartWipe,
                          ::testing::Values(Kind{ "nonfair", {}, 0, 0, 0 },
                                            Kind{ "fair", { "--fair" }, 1, 0, 0 },

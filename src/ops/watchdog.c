@@ -36,8 +36,9 @@
  * sleeps, the thread polls its idle connections (an eventfd wakes it for
  * new work), and one that becomes readable -- it reads every reply it
  * asks for, so only a close can do that -- makes it renew every hold and
- * waiter that server serves at once, and again every retry delay while the
- * server is away: a wiped hold is reported within a retry delay (250 ms at
+ * waiter that server serves at once (so does a close in the middle of a
+ * round trip: a server shutting down with replicas pauses writes first),
+ * and again every retry delay while the server is away: a wiped hold is reported within a retry delay (250 ms at
  * most) of the server answering again, whatever the lease.  Until that
  * renewal the holds are "unverified": a cached lock serves no local hold
  * from one, and its unlock asks Redis (cache.c).  A hold on a server the
@@ -155,6 +156,8 @@ struct link {
     int started, busy;           /* its thread runs; it has work (wd.mu) */
     int connected;               /* conn is open, as of its last round trip (wd.mu:
                                     conn itself is its round trip's thread's) */
+    int dropped;                 /* conn broke in the middle of a round trip (its
+                                    round trip's thread's, like conn) */
     pthread_t thread;
     pthread_cond_t cv;           /* work was handed to it, or stop */
     struct rm_watchdog_entry **work;
@@ -223,6 +226,7 @@ static rm_nsec retry_delay(const struct rm_watchdog_entry *e)
 
 static void *wd_main(void *arg);
 static struct link *link_find(const struct rm_node *node);
+static void recheck_locked(struct link *l);
 
 /* Make the thread look again now (wd.mu held). */
 static void wake_locked(void)
@@ -770,6 +774,7 @@ drop:
     rm_conn_close(l->conn);
     l->conn = NULL;
     l->failures++;
+    l->dropped = 1;
 }
 
 /* Apply the answer res for e, sent at sent.  Returns 1 if e is newly lost. */
@@ -896,6 +901,7 @@ static void *link_main(void *arg)
         pthread_mutex_lock(&wd.mu);
         l->connected = l->conn != NULL;
         settle_locked(l->work, l->res, l->nwork, sent);
+        if (l->dropped) recheck_locked(l);
         l->busy = 0;
         wake_locked(); /* its node's entries can be collected again */
     }
@@ -932,21 +938,19 @@ static int hand_over_locked(struct link *l, struct rm_watchdog_entry **e, size_t
     return 1;
 }
 
-/* l's connection was found closed while idle: the server restarted (its
- * holds may be wiped), or the connection was killed.  Every hold and
- * waiter it serves is renewed at once -- and again every retry delay
- * while the server cannot be reached -- so that a wiped hold is reported
- * lost within a retry delay of the server answering again, not at its
- * next renewal (lease/3 later).  (wd.mu held.) */
-static void dropped_locked(struct link *l)
+/* l's connection closed: the server restarted (its holds may be wiped),
+ * or the connection was killed.  Every hold and waiter it serves is
+ * renewed at once -- and again every retry delay while the server cannot
+ * be reached -- so that a wiped hold is reported lost within a retry delay
+ * of the server answering again, not at its next renewal (lease/3 later).
+ * Whether the close was seen while idle (sleep_locked) or in the middle of
+ * a round trip (exchange: a server shutting down with replicas first
+ * pauses writes, so a call can be on the wire when it closes), and
+ * whatever that round trip carried.  (wd.mu held, no round trip on l.) */
+static void recheck_locked(struct link *l)
 {
-    rm_log("watchdog connection to %s closed while idle; checking its holds now",
-           l->node->addr.display);
-    rm_conn_close(l->conn);
-    l->conn = NULL;
-    l->connected = 0;
-    l->failures++;
     rm_nsec now = rm_clock_now();
+    l->dropped = 0;
     for (struct rm_watchdog_entry *e = wd.head; e; e = e->next) {
         if (!renewed(e) || e->inflight || e->lost || e->cancelled) continue;
         if (rm_endpoint_route(e->ep, e->slot, 0) != l->node) continue;
@@ -957,6 +961,18 @@ static void dropped_locked(struct link *l)
         e->next_due = now;
         e->window = 0;
     }
+}
+
+/* l's connection was found closed while idle. */
+static void dropped_locked(struct link *l)
+{
+    rm_log("watchdog connection to %s closed while idle; checking its holds now",
+           l->node->addr.display);
+    rm_conn_close(l->conn);
+    l->conn = NULL;
+    l->connected = 0;
+    l->failures++;
+    recheck_locked(l);
 }
 
 /* Sleep until next, a wake, or a link's connection becoming readable
@@ -1087,6 +1103,7 @@ static void *wd_main(void *arg)
         pthread_mutex_lock(&wd.mu);
         if (l) l->connected = l->conn != NULL;
         settle_locked(due, res, n, sent);
+        if (l && l->dropped) recheck_locked(l);
     }
     pthread_mutex_unlock(&wd.mu);
     free(due);
