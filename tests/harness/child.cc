@@ -294,6 +294,22 @@ std::optional<int> wait_exit(pid_t pid, ms bound)
     return std::nullopt;
 }
 
+std::map<std::string, char> exported_symbols(const std::string &lib)
+{
+    int st = 0;
+    std::string out = shell("nm -D --defined-only '" + lib + "'", &st);
+    std::map<std::string, char> syms;
+    if (st != 0) {
+        ADD_FAILURE() << "nm -D " << lib << ": " << out;
+        return syms;
+    }
+    for (const auto &l : lines(out)) {
+        auto w = words(l); /* value, type, name */
+        if (w.size() == 3 && w[1].size() == 1) syms[w[2]] = w[1][0];
+    }
+    return syms;
+}
+
 std::string read_file(const std::string &path)
 {
     std::ifstream f(path);

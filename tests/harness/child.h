@@ -95,6 +95,11 @@ std::string field(const std::string &line, const std::string &key);
 /* Run a command through /bin/sh and return its stdout. */
 std::string shell(const std::string &cmd, int *status = nullptr);
 
+/* The symbols a shared library exports, as `nm -D --defined-only` lists
+ * them, with nm's letter for each ('T' code, 'D' or 'B' data, 'A' the
+ * linker's version nodes).  Empty, and a test failure, if nm fails. */
+std::map<std::string, char> exported_symbols(const std::string &lib);
+
 /* The whole content of a file ("" if it cannot be read). */
 std::string read_file(const std::string &path);
 
