@@ -88,14 +88,14 @@ static void warn_local_once(const void *m)
  * is installed with a compare-and-swap. */
 static rmutex_pthread_mutex_t *ready(rmutex_pthread_mutex_t *m)
 {
-    if (m && !__atomic_load_n(&m->__rm.__state, __ATOMIC_ACQUIRE) && cache_by_default() &&
+    if (m && !__atomic_load_n(&m->__rm.rm_state_, __ATOMIC_ACQUIRE) && cache_by_default() &&
         !__atomic_load_n(&dm_of(m)->local_only, __ATOMIC_ACQUIRE) &&
-        !(__atomic_load_n(&m->__rm.__kind, __ATOMIC_RELAXED) & RMUTEX_FLAG_CACHE))
+        !(__atomic_load_n(&m->__rm.rm_kind_, __ATOMIC_RELAXED) & RMUTEX_FLAG_CACHE))
         /* A static initializer's state is made by this caller's first
          * rmutex call, which reads the kind after this. */
-        __atomic_fetch_or(&m->__rm.__kind, RMUTEX_FLAG_CACHE, __ATOMIC_ACQ_REL);
-    if (!m || __atomic_load_n(&m->__rm.__state, __ATOMIC_ACQUIRE) ||
-        __atomic_load_n(&m->__rm.__name, __ATOMIC_ACQUIRE) ||
+        __atomic_fetch_or(&m->__rm.rm_kind_, RMUTEX_FLAG_CACHE, __ATOMIC_ACQ_REL);
+    if (!m || __atomic_load_n(&m->__rm.rm_state_, __ATOMIC_ACQUIRE) ||
+        __atomic_load_n(&m->__rm.rm_name_, __ATOMIC_ACQUIRE) ||
         __atomic_load_n(&dm_of(m)->local_only, __ATOMIC_ACQUIRE))
         return m;
     char *name = rm_symbol_name_of(m);
@@ -104,10 +104,10 @@ static rmutex_pthread_mutex_t *ready(rmutex_pthread_mutex_t *m)
         warn_local_once(m);
         return m;
     }
-    __atomic_store_n(&m->__rm.__kind, RMUTEX_RECURSIVE | (cache_by_default() ? RMUTEX_FLAG_CACHE : 0),
+    __atomic_store_n(&m->__rm.rm_kind_, RMUTEX_RECURSIVE | (cache_by_default() ? RMUTEX_FLAG_CACHE : 0),
                      __ATOMIC_RELAXED);
     const char *expected = NULL;
-    if (!__atomic_compare_exchange_n(&m->__rm.__name, &expected, name, 0, __ATOMIC_ACQ_REL,
+    if (!__atomic_compare_exchange_n(&m->__rm.rm_name_, &expected, name, 0, __ATOMIC_ACQ_REL,
                                      __ATOMIC_ACQUIRE))
         free(name); /* another thread named it first (the same name) */
     /* else: the name lives as long as the program, like a literal's. */
@@ -310,8 +310,8 @@ static void warn_local_cond_once(const void *c)
  * its symbol now, or becomes process-local (as ready() for mutexes). */
 static rmutex_pthread_cond_t *cond_ready(rmutex_pthread_cond_t *c)
 {
-    if (!c || __atomic_load_n(&c->__rc.__state, __ATOMIC_ACQUIRE) ||
-        __atomic_load_n(&c->__rc.__name, __ATOMIC_ACQUIRE) ||
+    if (!c || __atomic_load_n(&c->__rc.rm_state_, __ATOMIC_ACQUIRE) ||
+        __atomic_load_n(&c->__rc.rm_name_, __ATOMIC_ACQUIRE) ||
         __atomic_load_n(&c->__local_only, __ATOMIC_ACQUIRE))
         return c;
     char *name = rm_symbol_name_of(c);
@@ -321,7 +321,7 @@ static rmutex_pthread_cond_t *cond_ready(rmutex_pthread_cond_t *c)
         return c;
     }
     const char *expected = NULL;
-    if (!__atomic_compare_exchange_n(&c->__rc.__name, &expected, name, 0, __ATOMIC_ACQ_REL,
+    if (!__atomic_compare_exchange_n(&c->__rc.rm_name_, &expected, name, 0, __ATOMIC_ACQ_REL,
                                      __ATOMIC_ACQUIRE))
         free(name);
     return c;
