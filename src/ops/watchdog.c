@@ -123,7 +123,8 @@ struct rm_watchdog_entry {
                                        renewal: a restart may have wiped it */
             rm_nsec acquired; /* when the acquiring call was sent */
             int parked;       /* a parked cache's hold: taking it over is allowed */
-            rmutex_t *m;      /* for the lost-lock callback */
+            int by_name;      /* a read-write lock's: the callback gets m NULL */
+            rmutex_t *m;      /* for the lost-lock callback (NULL: nobody to tell) */
         } hold;
         struct {              /* KIND_WAITER */
             void (*wake)(void *); /* told when its renewal finds it gone */
@@ -396,8 +397,10 @@ static struct rm_watchdog_entry *add_hold(struct rm_watchdog_entry *e, const cha
 }
 
 static void hold_init(struct rm_watchdog_entry *e, struct rm_endpoint *ep, char wire, int nkeys,
-                      unsigned long lease_ms, rm_nsec valid_until, rm_nsec due, rmutex_t *m)
+                      unsigned long lease_ms, rm_nsec valid_until, rm_nsec due, rmutex_t *m,
+                      int by_name)
 {
+    e->u.hold.by_name = by_name;
     e->ep = ep;
     e->slot = rm_endpoint_clustered(ep) ? rm_keys_slot(e->argv[0], e->lens[0]) : 0;
     e->kind = KIND_HOLD;
@@ -413,7 +416,8 @@ static void hold_init(struct rm_watchdog_entry *e, struct rm_endpoint *ep, char 
 struct rm_watchdog_entry *rm_watchdog_hold(struct rm_endpoint *ep, const char *lock,
                                            const char *mark, int robust, const char *owner,
                                            size_t owner_len, unsigned long lease_ms,
-                                           rm_nsec valid_until, rm_nsec due, rmutex_t *m)
+                                           rm_nsec valid_until, rm_nsec due, rmutex_t *m,
+                                           int by_name)
 {
     char lease[RM_CONN_UINT];
     /* A robust hold's owner mark is renewed with it.  Other holds name no
@@ -426,7 +430,7 @@ struct rm_watchdog_entry *rm_watchdog_hold(struct rm_endpoint *ep, const char *l
     if (skip) argv[1] = lock, lens[1] = lens[0]; /* argv + 1: lock, owner, lease */
     struct rm_watchdog_entry *e = entry_new(4 - skip, argv + skip, lens + skip);
     if (!e) return NULL;
-    hold_init(e, ep, robust ? 'h' : 'l', 2 - skip, lease_ms, valid_until, due, m);
+    hold_init(e, ep, robust ? 'h' : 'l', 2 - skip, lease_ms, valid_until, due, m, by_name);
     return add_hold(e, owner, owner_len);
 }
 
@@ -442,7 +446,7 @@ struct rm_watchdog_entry *rm_watchdog_reads(struct rm_endpoint *ep, const char *
                       rm_conn_uint(lease, lease_ms) };
     struct rm_watchdog_entry *e = entry_new(6, argv, lens);
     if (!e) return NULL;
-    hold_init(e, ep, 'r', 4, lease_ms, valid_until, due, NULL);
+    hold_init(e, ep, 'r', 4, lease_ms, valid_until, due, NULL, 1);
     /* (The registry names the process by uuid: an owner "<uuid>:<thread>".) */
     char owner[128];
     int n = snprintf(owner, sizeof owner, "%.*s:0", (int)uuid_len, uuid);
@@ -861,7 +865,8 @@ static void settle_locked(struct rm_watchdog_entry **e, const int *res, size_t n
     }
     for (size_t i = 0; i < n; i++) {
         struct rm_watchdog_entry *x = e[i];
-        if (!x || !wd.cb || x->kind != KIND_HOLD || !x->u.hold.m) continue;
+        if (!x || !wd.cb || x->kind != KIND_HOLD || (!x->u.hold.m && !x->u.hold.by_name))
+            continue;
         rmutex_lost_fn cb = wd.cb;
         void *cb_arg = wd.cb_arg;
         rmutex_t *m = x->u.hold.m; /* (a cached hold's changes with its user: rm_watchdog_set_user) */

@@ -15,12 +15,15 @@ struct rm_watchdog_entry;
  * a lease of lease_ms, and its owner mark (key mark) when robust.  The
  * hold is known good until valid_until; the first renewal is due at due
  * (lease/3 after the acquiring call -- for a fair hand-off, the
- * confirming one -- was sent).  m is passed to the lost-lock callback.
- * Returns the entry, or NULL when out of memory. */
+ * confirming one -- was sent).  m is passed to the lost-lock callback
+ * (NULL: nobody is told -- unless by_name, a read-write lock's hold: the
+ * callback is told with m NULL and the lock's name).  Returns the entry,
+ * or NULL when out of memory. */
 struct rm_watchdog_entry *rm_watchdog_hold(struct rm_endpoint *ep, const char *lock,
                                            const char *mark, int robust, const char *owner,
                                            size_t owner_len, unsigned long lease_ms,
-                                           rm_nsec valid_until, rm_nsec due, rmutex_t *m);
+                                           rm_nsec valid_until, rm_nsec due, rmutex_t *m,
+                                           int by_name);
 
 /* Start renewing a process's read holds of a read-write lock (rwlock.lua:
  * the lock hash, the readers zset, the process's holds hash and Redisson's
