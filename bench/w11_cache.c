@@ -658,8 +658,8 @@ static void remote_waiter(void)
         snprintf(fig, sizeof fig, "remote lock, %s, p50, against its budget", what[k]);
         r = report_row("W11", fig, "µs", ok ? &p50[k] : NULL);
         row_limit(r, 2 * lim.eval_rtt_us + ps, "2×EVALSHA RTT + pub/sub p50");
-        /* The target is #14's "a cached, unused lock": with parking on
-         * (the default) a lock unused for cache_park is parked.  The
+        /* The target is for a cached, unused lock: with parking on (the
+         * default) a lock unused for cache_park is parked.  The
          * request path -- a lock used within cache_park, or parking off --
          * needs two deliveries and the holder's release: shown, not
          * judged. */

@@ -68,19 +68,19 @@ RMUTEX_API const char *rmutex_version_string(void);
  * The state behind it is allocated by rmutex_init() or, for a mutex set up
  * with RMUTEX_INITIALIZER, on first use. */
 typedef struct rmutex {
-    const char *__name; /* the static initializer's name */
-    int __kind;         /* the static initializer's type and flags */
-    unsigned __spare;
-    void *__state;
-    void *__reserved[5];
+    const char *rm_name_; /* the static initializer's name */
+    int rm_kind_;           /* the static initializer's type and flags */
+    unsigned rm_spare_;
+    void *rm_state_;
+    void *rm_reserved_[5];
 } rmutex_t;
 
 /* Attributes for rmutex_init().  Caller-owned, fields private. */
 typedef struct rmutexattr {
-    unsigned __magic;
-    int __kind;
-    unsigned long __lease_ms;
-    unsigned long __reserved[6];
+    unsigned rm_magic_;
+    int rm_kind_;
+    unsigned long rm_lease_ms_;
+    unsigned long rm_reserved_[6];
 } rmutexattr_t;
 
 /* Mutex types: glibc's values. */
@@ -410,17 +410,17 @@ RMUTEX_API int rmutex_holdcount(rmutex_t *m, unsigned *count);
 /* A condition variable.  Caller-owned storage of a fixed size (64 bytes);
  * the fields are private. */
 typedef struct rcond {
-    const char *__name; /* the static initializer's name */
-    int __clock;        /* the static initializer's clock: 0 is REALTIME */
-    unsigned __spare;
-    void *__state;
-    void *__reserved[5];
+    const char *rm_name_; /* the static initializer's name */
+    int rm_clock_;          /* the static initializer's clock: 0 is REALTIME */
+    unsigned rm_spare_;
+    void *rm_state_;
+    void *rm_reserved_[5];
 } rcond_t;
 
 typedef struct rcondattr {
-    unsigned __magic;
-    int __clock;
-    unsigned long __reserved[7];
+    unsigned rm_magic_;
+    int rm_clock_;
+    unsigned long rm_reserved_[7];
 } rcondattr_t;
 
 /* A condition created on first use, with the default attributes:

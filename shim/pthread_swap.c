@@ -1,7 +1,7 @@
 /* pthread_swap.c -- the functions behind <rmutex/pthread.h>.
  *
- * A rmutex_pthread_mutex_t is glibc's mutex (__local) plus an rmutex
- * (__rm) plus dmutex.c's bookkeeping (__dm); every lock call is
+ * A rmutex_pthread_mutex_t is glibc's mutex (rm_local_) plus an rmutex
+ * (rm_mutex_) plus dmutex.c's bookkeeping (rm_dm_); every lock call is
  * rm_dm_lock() with glibc's own functions as the "real" ones.  Redis
  * trouble is handled and said as under the preload shim (policy.c: lock
  * waits, trylock EBUSY, timed forms ETIMEDOUT; one line per outage and its
@@ -24,8 +24,8 @@
  * because a mutex that silently stops excluding other processes is worse
  * than a noisy one.
  *
- * A rmutex_pthread_cond_t is an rcond (__rc) plus glibc's condition
- * (__local), named like the mutexes.  A wait with a named mutex is an
+ * A rmutex_pthread_cond_t is an rcond (rm_cond_) plus glibc's condition
+ * (rm_local_), named like the mutexes.  A wait with a named mutex is an
  * rcond wait (dmutex.c: the local mutex is let go, the rcond lets go of the
  * name and takes it back, the local mutex is retaken); a wait where either
  * has no name uses the local condition, and signal and broadcast wake
@@ -42,8 +42,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-_Static_assert(sizeof(struct rm_dm) <= sizeof(((rmutex_pthread_mutex_t *)0)->__dm),
-               "struct rm_dm must fit rmutex_pthread_mutex_t.__dm");
+_Static_assert(sizeof(struct rm_dm) <= sizeof(((rmutex_pthread_mutex_t *)0)->rm_dm_),
+               "struct rm_dm must fit rmutex_pthread_mutex_t.rm_dm_");
 _Static_assert(_Alignof(struct rm_dm) <= _Alignof(uintptr_t), "rm_dm alignment");
 
 static const struct rm_dm_real glibc = {
@@ -59,7 +59,7 @@ static const struct rm_dm_real glibc = {
     .lost = NULL,
 };
 
-static struct rm_dm *dm_of(rmutex_pthread_mutex_t *m) { return (struct rm_dm *)(void *)m->__dm; }
+static struct rm_dm *dm_of(rmutex_pthread_mutex_t *m) { return (struct rm_dm *)(void *)m->rm_dm_; }
 
 /* RMUTEX_CACHE=1: every mutex is cached unless its attribute says not. */
 static int cache_by_default(void)
@@ -88,14 +88,14 @@ static void warn_local_once(const void *m)
  * is installed with a compare-and-swap. */
 static rmutex_pthread_mutex_t *ready(rmutex_pthread_mutex_t *m)
 {
-    if (m && !__atomic_load_n(&m->__rm.__state, __ATOMIC_ACQUIRE) && cache_by_default() &&
+    if (m && !__atomic_load_n(&m->rm_mutex_.rm_state_, __ATOMIC_ACQUIRE) && cache_by_default() &&
         !__atomic_load_n(&dm_of(m)->local_only, __ATOMIC_ACQUIRE) &&
-        !(__atomic_load_n(&m->__rm.__kind, __ATOMIC_RELAXED) & RMUTEX_FLAG_CACHE))
+        !(__atomic_load_n(&m->rm_mutex_.rm_kind_, __ATOMIC_RELAXED) & RMUTEX_FLAG_CACHE))
         /* A static initializer's state is made by this caller's first
          * rmutex call, which reads the kind after this. */
-        __atomic_fetch_or(&m->__rm.__kind, RMUTEX_FLAG_CACHE, __ATOMIC_ACQ_REL);
-    if (!m || __atomic_load_n(&m->__rm.__state, __ATOMIC_ACQUIRE) ||
-        __atomic_load_n(&m->__rm.__name, __ATOMIC_ACQUIRE) ||
+        __atomic_fetch_or(&m->rm_mutex_.rm_kind_, RMUTEX_FLAG_CACHE, __ATOMIC_ACQ_REL);
+    if (!m || __atomic_load_n(&m->rm_mutex_.rm_state_, __ATOMIC_ACQUIRE) ||
+        __atomic_load_n(&m->rm_mutex_.rm_name_, __ATOMIC_ACQUIRE) ||
         __atomic_load_n(&dm_of(m)->local_only, __ATOMIC_ACQUIRE))
         return m;
     char *name = rm_symbol_name_of(m);
@@ -104,10 +104,10 @@ static rmutex_pthread_mutex_t *ready(rmutex_pthread_mutex_t *m)
         warn_local_once(m);
         return m;
     }
-    __atomic_store_n(&m->__rm.__kind, RMUTEX_RECURSIVE | (cache_by_default() ? RMUTEX_FLAG_CACHE : 0),
+    __atomic_store_n(&m->rm_mutex_.rm_kind_, RMUTEX_RECURSIVE | (cache_by_default() ? RMUTEX_FLAG_CACHE : 0),
                      __ATOMIC_RELAXED);
     const char *expected = NULL;
-    if (!__atomic_compare_exchange_n(&m->__rm.__name, &expected, name, 0, __ATOMIC_ACQ_REL,
+    if (!__atomic_compare_exchange_n(&m->rm_mutex_.rm_name_, &expected, name, 0, __ATOMIC_ACQ_REL,
                                      __ATOMIC_ACQUIRE))
         free(name); /* another thread named it first (the same name) */
     /* else: the name lives as long as the program, like a literal's. */
@@ -123,22 +123,22 @@ int rmutex_pthread_mutex_init(rmutex_pthread_mutex_t *m, const rmutex_pthread_mu
     rmutexattr_init(&ra);
     rmutexattr_settype(&ra, RMUTEX_RECURSIVE); /* dmutex.c: one name, many mutexes */
     if (attr) {
-        pthread_mutexattr_getrobust(&attr->__attr, &robust);
+        pthread_mutexattr_getrobust(&attr->rm_attr_, &robust);
         rmutexattr_setrobust(&ra, robust ? RMUTEX_ROBUST : RMUTEX_STALLED);
-        rmutexattr_setfair(&ra, attr->__fair);
-        rmutexattr_setlease(&ra, attr->__lease_ms);
+        rmutexattr_setfair(&ra, attr->rm_fair_);
+        rmutexattr_setlease(&ra, attr->rm_lease_ms_);
     }
-    int cache = attr && attr->__cache >= 0 ? attr->__cache : cache_by_default();
-    rmutexattr_setcache(&ra, cache && !(attr && attr->__lease_ms));
-    r = rmutex_init(&m->__rm, attr && attr->__name ? attr->__name : site, &ra);
+    int cache = attr && attr->rm_cache_ >= 0 ? attr->rm_cache_ : cache_by_default();
+    rmutexattr_setcache(&ra, cache && !(attr && attr->rm_lease_ms_));
+    r = rmutex_init(&m->rm_mutex_, attr && attr->rm_name_ ? attr->rm_name_ : site, &ra);
     rmutexattr_destroy(&ra);
     if (r) return r;
-    if ((r = pthread_mutex_init(&m->__local, attr ? &attr->__attr : NULL))) {
-        rmutex_destroy(&m->__rm);
+    if ((r = pthread_mutex_init(&m->rm_local_, attr ? &attr->rm_attr_ : NULL))) {
+        rmutex_destroy(&m->rm_mutex_);
         return r;
     }
-    memset(m->__dm, 0, sizeof m->__dm);
-    dm_of(m)->fair = attr && attr->__fair;
+    memset(m->rm_dm_, 0, sizeof m->rm_dm_);
+    dm_of(m)->fair = attr && attr->rm_fair_;
     return 0;
 }
 
@@ -146,28 +146,28 @@ int rmutex_pthread_mutex_destroy(rmutex_pthread_mutex_t *m)
 {
     if (!m) return EINVAL;
     if (rm_dm_held(dm_of(m))) return EBUSY;
-    int r = pthread_mutex_destroy(&m->__local);
+    int r = pthread_mutex_destroy(&m->rm_local_);
     if (r) return r;
-    r = rmutex_destroy(&m->__rm);
+    r = rmutex_destroy(&m->rm_mutex_);
     return r == EINVAL ? 0 : r; /* a static mutex never used has no rmutex state yet */
 }
 
 int rmutex_pthread_mutex_lock(rmutex_pthread_mutex_t *m)
 {
     m = ready(m);
-    return rm_dm_lock(&glibc, dm_of(m), &m->__local, &m->__rm, RM_DM_FOREVER, CLOCK_REALTIME, NULL);
+    return rm_dm_lock(&glibc, dm_of(m), &m->rm_local_, &m->rm_mutex_, RM_DM_FOREVER, CLOCK_REALTIME, NULL);
 }
 
 int rmutex_pthread_mutex_trylock(rmutex_pthread_mutex_t *m)
 {
     m = ready(m);
-    return rm_dm_lock(&glibc, dm_of(m), &m->__local, &m->__rm, RM_DM_TRY, CLOCK_REALTIME, NULL);
+    return rm_dm_lock(&glibc, dm_of(m), &m->rm_local_, &m->rm_mutex_, RM_DM_TRY, CLOCK_REALTIME, NULL);
 }
 
 int rmutex_pthread_mutex_timedlock(rmutex_pthread_mutex_t *m, const struct timespec *abstime)
 {
     m = ready(m);
-    return rm_dm_lock(&glibc, dm_of(m), &m->__local, &m->__rm, RM_DM_TIMED, CLOCK_REALTIME,
+    return rm_dm_lock(&glibc, dm_of(m), &m->rm_local_, &m->rm_mutex_, RM_DM_TIMED, CLOCK_REALTIME,
                       abstime);
 }
 
@@ -175,123 +175,123 @@ int rmutex_pthread_mutex_clocklock(rmutex_pthread_mutex_t *m, clockid_t clock,
                                    const struct timespec *abstime)
 {
     m = ready(m);
-    return rm_dm_lock(&glibc, dm_of(m), &m->__local, &m->__rm, RM_DM_TIMED, clock, abstime);
+    return rm_dm_lock(&glibc, dm_of(m), &m->rm_local_, &m->rm_mutex_, RM_DM_TIMED, clock, abstime);
 }
 
 int rmutex_pthread_mutex_unlock(rmutex_pthread_mutex_t *m)
 {
     m = ready(m);
-    return rm_dm_unlock(&glibc, dm_of(m), &m->__local, &m->__rm);
+    return rm_dm_unlock(&glibc, dm_of(m), &m->rm_local_, &m->rm_mutex_);
 }
 
 int rmutex_pthread_mutex_consistent(rmutex_pthread_mutex_t *m)
 {
     m = ready(m);
-    return rm_dm_consistent(&glibc, dm_of(m), &m->__local, &m->__rm);
+    return rm_dm_consistent(&glibc, dm_of(m), &m->rm_local_, &m->rm_mutex_);
 }
 
 int rmutex_pthread_mutex_getprioceiling(const rmutex_pthread_mutex_t *m, int *ceiling)
 {
-    return pthread_mutex_getprioceiling(&m->__local, ceiling);
+    return pthread_mutex_getprioceiling(&m->rm_local_, ceiling);
 }
 
 int rmutex_pthread_mutex_setprioceiling(rmutex_pthread_mutex_t *m, int ceiling, int *old)
 {
-    return pthread_mutex_setprioceiling(&m->__local, ceiling, old);
+    return pthread_mutex_setprioceiling(&m->rm_local_, ceiling, old);
 }
 
 /* ---- attributes ---- */
 
 int rmutex_pthread_mutexattr_init(rmutex_pthread_mutexattr_t *a)
 {
-    a->__name = NULL;
-    a->__fair = 0;
-    a->__cache = -1;
-    a->__lease_ms = 0;
-    return pthread_mutexattr_init(&a->__attr);
+    a->rm_name_ = NULL;
+    a->rm_fair_ = 0;
+    a->rm_cache_ = -1;
+    a->rm_lease_ms_ = 0;
+    return pthread_mutexattr_init(&a->rm_attr_);
 }
 
 int rmutex_pthread_mutexattr_destroy(rmutex_pthread_mutexattr_t *a)
 {
-    return pthread_mutexattr_destroy(&a->__attr);
+    return pthread_mutexattr_destroy(&a->rm_attr_);
 }
 
 int rmutex_pthread_mutexattr_settype(rmutex_pthread_mutexattr_t *a, int type)
 {
-    return pthread_mutexattr_settype(&a->__attr, type);
+    return pthread_mutexattr_settype(&a->rm_attr_, type);
 }
 
 int rmutex_pthread_mutexattr_gettype(const rmutex_pthread_mutexattr_t *a, int *type)
 {
-    return pthread_mutexattr_gettype(&a->__attr, type);
+    return pthread_mutexattr_gettype(&a->rm_attr_, type);
 }
 
 int rmutex_pthread_mutexattr_setrobust(rmutex_pthread_mutexattr_t *a, int robust)
 {
-    return pthread_mutexattr_setrobust(&a->__attr, robust);
+    return pthread_mutexattr_setrobust(&a->rm_attr_, robust);
 }
 
 int rmutex_pthread_mutexattr_getrobust(const rmutex_pthread_mutexattr_t *a, int *robust)
 {
-    return pthread_mutexattr_getrobust(&a->__attr, robust);
+    return pthread_mutexattr_getrobust(&a->rm_attr_, robust);
 }
 
 int rmutex_pthread_mutexattr_setpshared(rmutex_pthread_mutexattr_t *a, int pshared)
 {
     if (pshared == PTHREAD_PROCESS_SHARED) return ENOTSUP;
-    return pthread_mutexattr_setpshared(&a->__attr, pshared);
+    return pthread_mutexattr_setpshared(&a->rm_attr_, pshared);
 }
 
 int rmutex_pthread_mutexattr_getpshared(const rmutex_pthread_mutexattr_t *a, int *pshared)
 {
-    return pthread_mutexattr_getpshared(&a->__attr, pshared);
+    return pthread_mutexattr_getpshared(&a->rm_attr_, pshared);
 }
 
 int rmutex_pthread_mutexattr_setprotocol(rmutex_pthread_mutexattr_t *a, int protocol)
 {
-    return pthread_mutexattr_setprotocol(&a->__attr, protocol);
+    return pthread_mutexattr_setprotocol(&a->rm_attr_, protocol);
 }
 
 int rmutex_pthread_mutexattr_getprotocol(const rmutex_pthread_mutexattr_t *a, int *protocol)
 {
-    return pthread_mutexattr_getprotocol(&a->__attr, protocol);
+    return pthread_mutexattr_getprotocol(&a->rm_attr_, protocol);
 }
 
 int rmutex_pthread_mutexattr_setprioceiling(rmutex_pthread_mutexattr_t *a, int ceiling)
 {
-    return pthread_mutexattr_setprioceiling(&a->__attr, ceiling);
+    return pthread_mutexattr_setprioceiling(&a->rm_attr_, ceiling);
 }
 
 int rmutex_pthread_mutexattr_getprioceiling(const rmutex_pthread_mutexattr_t *a, int *ceiling)
 {
-    return pthread_mutexattr_getprioceiling(&a->__attr, ceiling);
+    return pthread_mutexattr_getprioceiling(&a->rm_attr_, ceiling);
 }
 
 int rmutex_pthread_mutexattr_setname(rmutex_pthread_mutexattr_t *a, const char *name)
 {
     if (!a || (name && (!*name || strlen(name) > RMUTEX_NAME_MAX))) return EINVAL;
-    a->__name = name;
+    a->rm_name_ = name;
     return 0;
 }
 
 int rmutex_pthread_mutexattr_setcache(rmutex_pthread_mutexattr_t *a, int cache)
 {
     if (!a || (cache != 0 && cache != 1)) return EINVAL;
-    a->__cache = cache;
+    a->rm_cache_ = cache;
     return 0;
 }
 
 int rmutex_pthread_mutexattr_setfair(rmutex_pthread_mutexattr_t *a, int fair)
 {
     if (!a || (fair != 0 && fair != 1)) return EINVAL;
-    a->__fair = fair;
+    a->rm_fair_ = fair;
     return 0;
 }
 
 int rmutex_pthread_mutexattr_setlease(rmutex_pthread_mutexattr_t *a, unsigned long lease_ms)
 {
     if (!a || lease_ms > 2147483647UL) return EINVAL;
-    a->__lease_ms = lease_ms;
+    a->rm_lease_ms_ = lease_ms;
     return 0;
 }
 
@@ -310,18 +310,18 @@ static void warn_local_cond_once(const void *c)
  * its symbol now, or becomes process-local (as ready() for mutexes). */
 static rmutex_pthread_cond_t *cond_ready(rmutex_pthread_cond_t *c)
 {
-    if (!c || __atomic_load_n(&c->__rc.__state, __ATOMIC_ACQUIRE) ||
-        __atomic_load_n(&c->__rc.__name, __ATOMIC_ACQUIRE) ||
-        __atomic_load_n(&c->__local_only, __ATOMIC_ACQUIRE))
+    if (!c || __atomic_load_n(&c->rm_cond_.rm_state_, __ATOMIC_ACQUIRE) ||
+        __atomic_load_n(&c->rm_cond_.rm_name_, __ATOMIC_ACQUIRE) ||
+        __atomic_load_n(&c->rm_local_only_, __ATOMIC_ACQUIRE))
         return c;
     char *name = rm_symbol_name_of(c);
     if (!name) {
-        __atomic_store_n(&c->__local_only, 1, __ATOMIC_RELEASE);
+        __atomic_store_n(&c->rm_local_only_, 1, __ATOMIC_RELEASE);
         warn_local_cond_once(c);
         return c;
     }
     const char *expected = NULL;
-    if (!__atomic_compare_exchange_n(&c->__rc.__name, &expected, name, 0, __ATOMIC_ACQ_REL,
+    if (!__atomic_compare_exchange_n(&c->rm_cond_.rm_name_, &expected, name, 0, __ATOMIC_ACQ_REL,
                                      __ATOMIC_ACQUIRE))
         free(name);
     return c;
@@ -329,7 +329,7 @@ static rmutex_pthread_cond_t *cond_ready(rmutex_pthread_cond_t *c)
 
 static int local_cond(const rmutex_pthread_cond_t *c)
 {
-    return __atomic_load_n(&c->__local_only, __ATOMIC_ACQUIRE) != 0;
+    return __atomic_load_n(&c->rm_local_only_, __ATOMIC_ACQUIRE) != 0;
 }
 
 int rmutex_pthread_cond_init_named(rmutex_pthread_cond_t *c, const pthread_condattr_t *attr,
@@ -341,11 +341,11 @@ int rmutex_pthread_cond_init_named(rmutex_pthread_cond_t *c, const pthread_conda
     if (attr) pthread_condattr_getclock(attr, &clock);
     rcondattr_init(&ra);
     int r = rcondattr_setclock(&ra, clock);
-    if (!r) r = rcond_init(&c->__rc, name, &ra);
+    if (!r) r = rcond_init(&c->rm_cond_, name, &ra);
     rcondattr_destroy(&ra);
     if (r) return r;
-    c->__local_only = 0;
-    if ((r = pthread_cond_init(&c->__local, attr))) rcond_destroy(&c->__rc);
+    c->rm_local_only_ = 0;
+    if ((r = pthread_cond_init(&c->rm_local_, attr))) rcond_destroy(&c->rm_cond_);
     return r;
 }
 
@@ -358,9 +358,9 @@ int rmutex_pthread_cond_init(rmutex_pthread_cond_t *c, const pthread_condattr_t 
 int rmutex_pthread_cond_destroy(rmutex_pthread_cond_t *c)
 {
     if (!c) return EINVAL;
-    int r = local_cond(c) ? 0 : rcond_destroy(&c->__rc);
+    int r = local_cond(c) ? 0 : rcond_destroy(&c->rm_cond_);
     if (r == EINVAL) r = 0; /* a static condition never used has no rcond state yet */
-    return r ? r : pthread_cond_destroy(&c->__local);
+    return r ? r : pthread_cond_destroy(&c->rm_local_);
 }
 
 /* Wake the local part too: waits with a mutex that has no name use it. */
@@ -368,16 +368,16 @@ int rmutex_pthread_cond_signal(rmutex_pthread_cond_t *c)
 {
     c = cond_ready(c);
     if (!c) return EINVAL;
-    pthread_cond_signal(&c->__local);
-    return local_cond(c) ? 0 : rcond_signal(&c->__rc);
+    pthread_cond_signal(&c->rm_local_);
+    return local_cond(c) ? 0 : rcond_signal(&c->rm_cond_);
 }
 
 int rmutex_pthread_cond_broadcast(rmutex_pthread_cond_t *c)
 {
     c = cond_ready(c);
     if (!c) return EINVAL;
-    pthread_cond_broadcast(&c->__local);
-    return local_cond(c) ? 0 : rcond_broadcast(&c->__rc);
+    pthread_cond_broadcast(&c->rm_local_);
+    return local_cond(c) ? 0 : rcond_broadcast(&c->rm_cond_);
 }
 
 /* A wait: on the rcond when both have names, else on the local condition
@@ -389,9 +389,9 @@ static int cond_wait(rmutex_pthread_cond_t *c, rmutex_pthread_mutex_t *m, int mo
     m = ready(m);
     if (!c || !m) return EINVAL;
     if (local_cond(c) || __atomic_load_n(&dm_of(m)->local_only, __ATOMIC_ACQUIRE))
-        return rm_dm_cond_wait(&glibc, dm_of(m), &m->__local, &m->__rm, &c->__local, mode,
+        return rm_dm_cond_wait(&glibc, dm_of(m), &m->rm_local_, &m->rm_mutex_, &c->rm_local_, mode,
                                clock, abstime);
-    return rm_dm_rcond_wait(&glibc, dm_of(m), &m->__local, &m->__rm, &c->__rc, mode, clock,
+    return rm_dm_rcond_wait(&glibc, dm_of(m), &m->rm_local_, &m->rm_mutex_, &c->rm_cond_, mode, clock,
                             abstime);
 }
 

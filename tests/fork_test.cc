@@ -215,9 +215,8 @@ TEST_F(ThreadExit, HoldOfAnExitedThreadStopsBeingRenewedAndARobustLockerGetsEown
      * watchdog may already have started, + slack). */
     EXPECT_TRUE(wait_until([&] { return !redis().exists(name); }, ms(1000 + 1000 / 3 + 1000)))
         << "still held " << elapsed_ms(t_exit) << " ms after its thread exited";
-    /* The issue lets the library release or mark such a hold; the brief for
-     * these tests says it is marked, so the next robust locker learns that
-     * its owner died. */
+    /* Such a hold is marked, not released, so that the next robust
+     * locker learns that its owner died. */
     ASSERT_RC(EOWNERDEAD, rmutex_lock(&m));
     EXPECT_RC(0, rmutex_consistent(&m));
     EXPECT_RC(0, rmutex_unlock(&m));

@@ -166,7 +166,7 @@ TEST_F(Watchdog, RenewsManyHoldsInFewScriptCalls)
     rmutex_stats_t s1 = stats();
     uint64_t renewals = s1.renewals - s0.renewals, calls = s1.renewal_calls - s0.renewal_calls;
     EXPECT_GE(renewals, static_cast<uint64_t>(kHolds) * 3);
-    /* The issue asks for many locks per script call. */
+    /* Renewals are batched: many holds per script call. */
     EXPECT_LE(calls * 4, renewals) << calls << " calls for " << renewals << " renewals";
     for (int i = 0; i < kHolds; i++)
         EXPECT_RC(0, rmutex_unlock(&mutexes[static_cast<size_t>(i)]));

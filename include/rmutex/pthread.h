@@ -134,23 +134,23 @@ extern "C" {
 /* ---- types (fields private) --------------------------------------------- */
 
 typedef struct rmutex_pthread_mutex {
-    rmutex_t __rm;           /* the Redis lock */
-    pthread_mutex_t __local; /* glibc's mutex */
-    uintptr_t __dm[3];       /* bookkeeping of the two (shim/dmutex.h) */
+    rmutex_t rm_mutex_;         /* the Redis lock */
+    pthread_mutex_t rm_local_;  /* glibc's mutex */
+    uintptr_t rm_dm_[3];        /* bookkeeping of the two (shim/dmutex.h) */
 } rmutex_pthread_mutex_t;
 
 typedef struct rmutex_pthread_cond {
-    rcond_t __rc;            /* the distributed condition */
-    uintptr_t __local_only;  /* 1: no name (zero-filled, in no symbol) */
-    pthread_cond_t __local;  /* glibc's, for waits with a mutex that has no name */
+    rcond_t rm_cond_;           /* the distributed condition */
+    uintptr_t rm_local_only_;   /* 1: no name (zero-filled, in no symbol) */
+    pthread_cond_t rm_local_;   /* glibc's, for waits with a mutex that has no name */
 } rmutex_pthread_cond_t;
 
 typedef struct rmutex_pthread_mutexattr {
-    pthread_mutexattr_t __attr;
-    const char *__name;
-    int __fair;
-    int __cache;             /* -1: as RMUTEX_CACHE says; 0 or 1 */
-    unsigned long __lease_ms;
+    pthread_mutexattr_t rm_attr_;
+    const char *rm_name_;
+    int rm_fair_;
+    int rm_cache_;              /* -1: as RMUTEX_CACHE says; 0 or 1 */
+    unsigned long rm_lease_ms_;
 } rmutex_pthread_mutexattr_t;
 
 /* ---- static initializers ------------------------------------------------ */

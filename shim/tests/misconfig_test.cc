@@ -16,14 +16,13 @@
  * back. */
 #include "acl_rule.h"
 #include "harness.h"
+#include "shim_env.h"
 
 #include <signal.h>
 #include <sys/wait.h>
 
 #include <algorithm>
-#include <filesystem>
 #include <fstream>
-#include <sstream>
 
 using namespace rmt;
 
@@ -44,14 +43,6 @@ const char *bad_name(Bad b)
     }
 }
 
-std::string slurp(const std::string &path)
-{
-    std::ifstream f(path);
-    std::stringstream ss;
-    ss << f.rdbuf();
-    return ss.str();
-}
-
 /* The lines of text that contain what. */
 size_t count_lines(const std::string &text, const std::string &what)
 {
@@ -67,16 +58,12 @@ class Ported : public RedisTest {
     void SetUp() override
     {
         RedisTest::SetUp();
-        char t[] = "/tmp/rmutex-misconfig-test.XXXXXX";
-        ASSERT_TRUE(mkdtemp(t));
-        dir_ = t;
-        counter_ = dir_ + "/counter";
+        ASSERT_FALSE(dir_.path.empty());
         std::ofstream(counter_) << "0\n";
     }
     void TearDown() override
     {
         procs_.clear();
-        std::filesystem::remove_all(dir_);
         RedisTest::TearDown();
     }
 
@@ -106,15 +93,10 @@ class Ported : public RedisTest {
     {
         std::vector<std::string> argv{ kind == Kind::Swap ? SWAP_PROG : SHIM_PROG };
         argv.insert(argv.end(), args.begin(), args.end());
-        env["RMUTEX_URL"] = url;
-        if (kind == Kind::Shim) {
-            env["LD_PRELOAD"] = SHIM_PRELOAD;
-            env["RMUTEX_PRELOAD"] = "shimprog: counter_lock=" + lock_name("counter") + more;
-#if SHIM_SANITIZED
-            const char *asan = getenv("ASAN_OPTIONS");
-            env["ASAN_OPTIONS"] = std::string("verify_asan_link_order=0") + (asan ? ":" : "") + (asan ? asan : "");
-#endif
-        }
+        if (kind == Kind::Shim)
+            env = shim_env("shimprog: counter_lock=" + lock_name("counter") + more, url, env);
+        else
+            env["RMUTEX_URL"] = url;
         procs_.push_back(std::make_unique<Child>(argv, env));
         EXPECT_TRUE(procs_.back()->started()) << argv[0];
         return procs_.back().get();
@@ -127,9 +109,10 @@ class Ported : public RedisTest {
         return { "count", counter_, std::to_string(iters), "2", "global" };
     }
 
-    std::string counter() { return slurp(counter_); }
+    std::string counter() { return read_file(counter_); }
 
-    std::string dir_, counter_;
+    TempDir dir_{ "rmutex-misconfig-test" };
+    std::string counter_ = dir_ / "counter";
     std::vector<std::unique_ptr<Child>> procs_;
 };
 

@@ -6,6 +6,7 @@
  * its stderr and the lock keys in Redis.  Waits are on conditions with
  * scaled bounds (RMUTEX_TEST_TIME_SCALE). */
 #include "harness.h"
+#include "shim_env.h"
 
 #include <fcntl.h>
 #include <sys/stat.h>
@@ -27,18 +28,6 @@ namespace {
 const std::string kPreload = SHIM_PRELOAD;
 const std::string kProg = SHIM_PROG;
 
-/* A temporary directory, removed afterwards. */
-struct TempDir {
-    std::string path;
-    TempDir()
-    {
-        char t[] = "/tmp/rmutex-shim-test.XXXXXX";
-        path = mkdtemp(t) ? t : "/tmp";
-    }
-    ~TempDir() { std::filesystem::remove_all(path); }
-    std::string operator/(const std::string &f) const { return path + "/" + f; }
-};
-
 /* Copy kProg to path (keeping its symbols), executable. */
 bool copy_prog(const std::string &path)
 {
@@ -46,14 +35,6 @@ bool copy_prog(const std::string &path)
     std::filesystem::copy_file(kProg, path, std::filesystem::copy_options::overwrite_existing, ec);
     if (ec) return false;
     return chmod(path.c_str(), 0755) == 0;
-}
-
-std::string read_file(const std::string &path)
-{
-    std::ifstream f(path);
-    std::stringstream ss;
-    ss << f.rdbuf();
-    return ss.str();
 }
 
 class Shim : public RedisTest {
@@ -68,17 +49,7 @@ class Shim : public RedisTest {
     {
         std::vector<std::string> argv{prog};
         argv.insert(argv.end(), args.begin(), args.end());
-        std::map<std::string, std::string> env{
-            { "LD_PRELOAD", kPreload },
-            { "RMUTEX_PRELOAD", config },
-            { "RMUTEX_URL", url_override.empty() ? url() : url_override },
-        };
-#if SHIM_SANITIZED
-        /* The shim comes before the sanitizer runtime in the library list. */
-        const char *asan = getenv("ASAN_OPTIONS");
-        env["ASAN_OPTIONS"] = std::string("verify_asan_link_order=0") + (asan ? ":" : "") + (asan ? asan : "");
-#endif
-        auto p = std::make_unique<Proc>(argv, env);
+        auto p = std::make_unique<Proc>(argv, shim_env(config, url_override.empty() ? url() : url_override));
         EXPECT_TRUE(p->started()) << argv[0];
         return p;
     }
@@ -123,15 +94,9 @@ TEST(ShimLibrary, ExportsOnlyTheInterposedNames)
         "pthread_cond_timedwait", "pthread_cond_clockwait", "pthread_cond_init",
         "pthread_cond_destroy", "pthread_cond_signal", "pthread_cond_broadcast",
     };
-    int st = 0;
-    std::string out = shell("nm -D --defined-only '" + kPreload + "'", &st);
-    ASSERT_EQ(0, st) << out;
     std::set<std::string> got;
-    for (const auto &l : lines(out)) {
-        auto w = words(l);
-        if (w.size() == 3) got.insert(w[2]);
-    }
-    EXPECT_EQ(want, got) << out;
+    for (const auto &[name, type] : exported_symbols(kPreload)) got.insert(name);
+    EXPECT_EQ(want, got);
 }
 
 TEST(ShimLibrary, NeedsOnlyLibcAndLibuuid)

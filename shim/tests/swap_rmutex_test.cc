@@ -10,7 +10,6 @@
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
-#include <sstream>
 #include <thread>
 #include <vector>
 
@@ -67,9 +66,9 @@ TEST_F(SwapRmutex, AConditionVariableIsNamedByItsDefinitionAndWakesAnotherProces
     ASSERT_EQ(0, pthread_mutex_lock(&g_pc_mu));
     EXPECT_EQ(0, pthread_cond_signal(&g_pc_nonempty));
     ASSERT_EQ(0, pthread_mutex_unlock(&g_pc_mu));
-    int status = -1;
-    EXPECT_TRUE(rmt::wait_until([&] { return waitpid(pid, &status, WNOHANG) == pid; }, ms(5000)));
-    EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << "child: " << status;
+    auto status = rmt::wait_exit(pid, ms(5000));
+    ASSERT_TRUE(status) << "the waiting process was never woken";
+    EXPECT_TRUE(WIFEXITED(*status) && WEXITSTATUS(*status) == 0) << "child: " << *status;
 }
 
 pthread_mutex_t g_named = RMUTEX_PTHREAD_MUTEX_INITIALIZER_NAMED("swaptest:orders");
@@ -108,9 +107,9 @@ static long count_in_processes(const std::string &url, const std::string &mode, 
                                const std::map<std::string, std::string> &env = {},
                                std::vector<std::string> *done_lines = nullptr)
 {
-    char dir[] = "/tmp/rmutex-swap-test.XXXXXX";
-    if (!mkdtemp(dir)) return -1;
-    std::string counter = std::string(dir) + "/counter";
+    rmt::TempDir dir("rmutex-swap-test");
+    if (dir.path.empty()) return -1;
+    std::string counter = dir / "counter";
     std::ofstream(counter) << "0\n";
     std::vector<std::unique_ptr<rmt::Child>> ps;
     for (int i = 0; i < procs; i++)
@@ -132,7 +131,6 @@ static long count_in_processes(const std::string &url, const std::string &mode, 
     std::ifstream f(counter);
     long v = -1;
     f >> v;
-    std::filesystem::remove_all(dir);
     return v;
 }
 

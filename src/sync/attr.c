@@ -9,20 +9,20 @@
 #define MAGIC 0x524d5458u /* "RMTX" */
 #define TYPE_MASK 0xff
 
-static int valid(const rmutexattr_t *a) { return a && a->__magic == MAGIC; }
+static int valid(const rmutexattr_t *a) { return a && a->rm_magic_ == MAGIC; }
 
 RMUTEX_API int rmutexattr_init(rmutexattr_t *a)
 {
     if (!a) return EINVAL;
     memset(a, 0, sizeof *a);
-    a->__magic = MAGIC;
+    a->rm_magic_ = MAGIC;
     return 0;
 }
 
 RMUTEX_API int rmutexattr_destroy(rmutexattr_t *a)
 {
     if (!valid(a)) return EINVAL;
-    a->__magic = 0;
+    a->rm_magic_ = 0;
     return 0;
 }
 
@@ -30,28 +30,28 @@ RMUTEX_API int rmutexattr_settype(rmutexattr_t *a, int type)
 {
     if (!valid(a) || (type != RMUTEX_NORMAL && type != RMUTEX_RECURSIVE && type != RMUTEX_ERRORCHECK))
         return EINVAL;
-    a->__kind = (a->__kind & ~TYPE_MASK) | type;
+    a->rm_kind_ = (a->rm_kind_ & ~TYPE_MASK) | type;
     return 0;
 }
 
 RMUTEX_API int rmutexattr_gettype(const rmutexattr_t *a, int *type)
 {
     if (!valid(a) || !type) return EINVAL;
-    *type = a->__kind & TYPE_MASK;
+    *type = a->rm_kind_ & TYPE_MASK;
     return 0;
 }
 
 static int set_flag(rmutexattr_t *a, int flag, int on)
 {
     if (!valid(a) || (on != 0 && on != 1)) return EINVAL;
-    a->__kind = on ? (a->__kind | flag) : (a->__kind & ~flag);
+    a->rm_kind_ = on ? (a->rm_kind_ | flag) : (a->rm_kind_ & ~flag);
     return 0;
 }
 
 static int get_flag(const rmutexattr_t *a, int flag, int *out)
 {
     if (!valid(a) || !out) return EINVAL;
-    *out = !!(a->__kind & flag);
+    *out = !!(a->rm_kind_ & flag);
     return 0;
 }
 
@@ -88,14 +88,14 @@ RMUTEX_API int rmutexattr_getcache(const rmutexattr_t *a, int *cache)
 RMUTEX_API int rmutexattr_setlease(rmutexattr_t *a, unsigned long lease_ms)
 {
     if (!valid(a) || lease_ms > RM_LEASE_MAX) return EINVAL;
-    a->__lease_ms = lease_ms;
+    a->rm_lease_ms_ = lease_ms;
     return 0;
 }
 
 RMUTEX_API int rmutexattr_getlease(const rmutexattr_t *a, unsigned long *lease_ms)
 {
     if (!valid(a) || !lease_ms) return EINVAL;
-    *lease_ms = a->__lease_ms;
+    *lease_ms = a->rm_lease_ms_;
     return 0;
 }
 
@@ -103,7 +103,7 @@ RMUTEX_API int rmutexattr_getlease(const rmutexattr_t *a, unsigned long *lease_m
 int rm_attr_kind(const rmutexattr_t *a, int *kind, unsigned long *lease)
 {
     if (!valid(a)) return EINVAL;
-    *kind = a->__kind;
-    *lease = a->__lease_ms;
+    *kind = a->rm_kind_;
+    *lease = a->rm_lease_ms_;
     return 0;
 }

@@ -157,18 +157,18 @@ static struct rm_cond *get(rcond_t *c, int *err)
         *err = EINVAL;
         return NULL;
     }
-    void *st = __atomic_load_n(&c->__state, __ATOMIC_ACQUIRE);
+    void *st = __atomic_load_n(&c->rm_state_, __ATOMIC_ACQUIRE);
     if (st && st != DESTROYED) return st;
-    const char *name = __atomic_load_n(&c->__name, __ATOMIC_ACQUIRE);
+    const char *name = __atomic_load_n(&c->rm_name_, __ATOMIC_ACQUIRE);
     if (st == DESTROYED || !name) {
         rm_detail(st ? "the condition was destroyed" : "the condition was not initialized");
         *err = EINVAL;
         return NULL;
     }
     struct rm_cond *cs;
-    if ((*err = create(name, c->__clock ? CLOCK_MONOTONIC : CLOCK_REALTIME, &cs))) return NULL;
+    if ((*err = create(name, c->rm_clock_ ? CLOCK_MONOTONIC : CLOCK_REALTIME, &cs))) return NULL;
     void *expected = NULL;
-    if (!__atomic_compare_exchange_n(&c->__state, &expected, cs, 0, __ATOMIC_ACQ_REL,
+    if (!__atomic_compare_exchange_n(&c->rm_state_, &expected, cs, 0, __ATOMIC_ACQ_REL,
                                      __ATOMIC_ACQUIRE)) {
         free_state(cs);
         if (expected == DESTROYED) {
@@ -492,8 +492,8 @@ RMUTEX_API int rcond_init(rcond_t *c, const char *name, const rcondattr_t *attr)
     if ((r = rm_condattr_clock(attr, &clock)) || (r = create(name, clock, &cs)))
         return rm_entry_leave(&e, r);
     memset(c, 0, sizeof *c);
-    c->__clock = clock == CLOCK_MONOTONIC;
-    __atomic_store_n(&c->__state, cs, __ATOMIC_RELEASE);
+    c->rm_clock_ = clock == CLOCK_MONOTONIC;
+    __atomic_store_n(&c->rm_state_, cs, __ATOMIC_RELEASE);
     return rm_entry_leave(&e, 0);
 }
 
@@ -511,7 +511,7 @@ RMUTEX_API int rcond_destroy(rcond_t *c)
         rm_detail("a thread of this process waits on %s", cs->keys.name);
         return rm_entry_leave(&e, EBUSY);
     }
-    __atomic_store_n(&c->__state, DESTROYED, __ATOMIC_RELEASE);
+    __atomic_store_n(&c->rm_state_, DESTROYED, __ATOMIC_RELEASE);
     free_state(cs);
     return rm_entry_leave(&e, 0);
 }

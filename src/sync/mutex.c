@@ -1,12 +1,12 @@
 /* mutex.c -- handles: the state behind an rmutex_t, made eagerly or on
  * first use, and what a condition wait does to the mutex it waits with.
  *
- * An rmutex_t is caller-owned and fixed-size (64 bytes); its __state points
+ * An rmutex_t is caller-owned and fixed-size (64 bytes); its rm_state_ points
  * to a struct rm_mutex allocated here, which refers to the name's shared
- * struct rm_lock (lock.c).  RMUTEX_INITIALIZER leaves __state NULL and
- * __name set; the first call creates the state and installs it with a
+ * struct rm_lock (lock.c).  RMUTEX_INITIALIZER leaves rm_state_ NULL and
+ * rm_name_ set; the first call creates the state and installs it with a
  * compare-and-swap, the loser of a race freeing its copy.  A destroyed
- * mutex points __state at a sentinel, so later use is EINVAL rather than a
+ * mutex points rm_state_ at a sentinel, so later use is EINVAL rather than a
  * use-after-free. */
 #include "mutex.h"
 #include "fair.h"
@@ -118,11 +118,11 @@ int rm_mutex_init(rmutex_t *m, const char *name, int kind, unsigned long lease_m
     struct rm_mutex *mx;
     int r = create(m, name, kind, lease_ms, &mx);
     if (r) return r;
-    m->__name = NULL;
-    m->__kind = kind;
-    m->__spare = 0;
-    memset(m->__reserved, 0, sizeof m->__reserved);
-    __atomic_store_n(&m->__state, mx, __ATOMIC_RELEASE);
+    m->rm_name_ = NULL;
+    m->rm_kind_ = kind;
+    m->rm_spare_ = 0;
+    memset(m->rm_reserved_, 0, sizeof m->rm_reserved_);
+    __atomic_store_n(&m->rm_state_, mx, __ATOMIC_RELEASE);
     return 0;
 }
 
@@ -133,9 +133,9 @@ struct rm_mutex *rm_mutex_get(rmutex_t *m, int *err)
         *err = EINVAL;
         return NULL;
     }
-    void *st = __atomic_load_n(&m->__state, __ATOMIC_ACQUIRE);
+    void *st = __atomic_load_n(&m->rm_state_, __ATOMIC_ACQUIRE);
     if (st && st != DESTROYED) return st;
-    const char *name = __atomic_load_n(&m->__name, __ATOMIC_ACQUIRE); /* after __kind (swap) */
+    const char *name = __atomic_load_n(&m->rm_name_, __ATOMIC_ACQUIRE); /* after rm_kind_ (swap) */
     if (st == DESTROYED || !name) {
         rm_detail(st ? "the mutex was destroyed" : "the mutex was not initialized");
         *err = EINVAL;
@@ -143,10 +143,10 @@ struct rm_mutex *rm_mutex_get(rmutex_t *m, int *err)
     }
     /* A static initializer: create the state now. */
     struct rm_mutex *mx;
-    if ((*err = create(m, name, __atomic_load_n(&m->__kind, __ATOMIC_RELAXED), 0, &mx)))
+    if ((*err = create(m, name, __atomic_load_n(&m->rm_kind_, __ATOMIC_RELAXED), 0, &mx)))
         return NULL;
     void *expected = NULL;
-    if (!__atomic_compare_exchange_n(&m->__state, &expected, mx, 0, __ATOMIC_ACQ_REL,
+    if (!__atomic_compare_exchange_n(&m->rm_state_, &expected, mx, 0, __ATOMIC_ACQ_REL,
                                      __ATOMIC_ACQUIRE)) {
         free_state(mx);
         if (expected == DESTROYED) {
@@ -175,7 +175,7 @@ int rm_mutex_destroy(rmutex_t *m)
                   "process");
         return EBUSY;
     }
-    __atomic_store_n(&m->__state, DESTROYED, __ATOMIC_RELEASE);
+    __atomic_store_n(&m->rm_state_, DESTROYED, __ATOMIC_RELEASE);
     free_state(mx);
     return 0;
 }

@@ -2,8 +2,8 @@
  * forked producers and consumers with exact accounting while the pub/sub
  * connections are killed, a bounded queue on two conditions, waiters
  * killed with SIGKILL, a broadcast to a thousand waiters in ten processes,
- * two mutexes on one condition (and when it is free for another: issue
- * 33), fork, and the keys left behind. */
+ * two mutexes on one condition (and when it is free for another: the
+ * rebinding rule of cond_util.h), fork, and the keys left behind. */
 #include <signal.h>
 #include <unistd.h>
 
@@ -66,9 +66,9 @@ TEST_F(Cond, TwoMutexesOnOneConditionAtOnceAreEinval)
 
 TEST_F(Cond, AWaitWithAnotherMutexIsAcceptedOnceEveryWaiterIsUnblockedAcrossProcesses)
 {
-    /* Issue 33 with the first waiter here and the 3 others in a forked
-     * child, 50 rounds (Cond::rebind_round): only Redis knows that they
-     * were released when the first waits with m2. */
+    /* The rebinding rule with the first waiter here and the 3 others in a
+     * forked child, 50 rounds (Cond::rebind_round): only Redis knows that
+     * they were released when the first waits with m2. */
     Rebind rb;
     make_rebind(&rb);
     int go[2], done[2];
@@ -112,7 +112,7 @@ TEST_F(Cond, AWaitWithAnotherMutexIsAcceptedOnceEveryWaiterIsUnblockedAcrossProc
 
 TEST_F(Cond, AWaiterNotYetSignalledInAnotherProcessStillKeepsAnotherMutexOut)
 {
-    /* The rule of issue 33 across processes: a wait with another mutex is
+    /* The rebinding rule across processes: a wait with another mutex is
      * EINVAL while a waiter is blocked -- no signal or broadcast released
      * its ticket; one whose deadline passed stays blocked until it has
      * left -- and accepted once the last one is released, though none has

@@ -249,9 +249,9 @@ TEST_F(Cond, AWaiterThatStartsAfterASignalReturnedIsNeverTheOneItWoke)
 
 TEST_F(Cond, AWaitWithAnotherMutexIsAcceptedOnceEveryWaiterIsUnblocked)
 {
-    /* Issue 33 with 4 waiters in this process, 50 rounds
-     * (Cond::rebind_round): the other 3 are released by a broadcast and are
-     * still taking m1 back when the first waits with m2. */
+    /* The rebinding rule (cond_util.h) with 4 waiters in this process, 50
+     * rounds (Cond::rebind_round): the other 3 are released by a broadcast
+     * and are still taking m1 back when the first waits with m2. */
     Rebind rb;
     make_rebind(&rb);
     for (long long k = 1; k <= 50 && !HasFailure(); k++) {
@@ -404,8 +404,8 @@ TEST_F(Cond, ACancelledWaitRunsItsCleanupWithTheMutexHeldAndPassesItsSignalOn)
 #ifdef RMT_ASAN
     /* ASan aborts on any pthread_cancel of a thread blocked in a system
      * call (a false report from its sigaltstack interceptor as the
-     * cancellation unwinds, google/sanitizers#1399); TSan and the plain
-     * build run this test. */
+     * cancellation unwinds, a known bug of the sanitizer's); TSan and the
+     * plain build run this test. */
     GTEST_SKIP() << "AddressSanitizer cannot follow pthread_cancel of a blocked thread";
 #endif
     rmutex_t m;

@@ -1,7 +1,8 @@
 /* cond_util.h -- what the condition-variable tests share: the fixture (a
  * server with short waiter leases, 1 s, and a short poll, 500 ms, so that
  * the liveness bounds are quick), conditions that live as long as the
- * test, forked processes, and the rounds of issue 33 (rebind_round). */
+ * test, forked processes, and the rounds of the rebinding rule
+ * (rebind_round). */
 #ifndef RMUTEX_TEST_COND_UTIL_H
 #define RMUTEX_TEST_COND_UTIL_H
 #include <pthread.h>
@@ -64,8 +65,8 @@ class Cond : public RedisTest {
     /* A connection to the test's server, for a thread or a forked child. */
     std::unique_ptr<Redis> connect() { return std::make_unique<Redis>(host(), port(), password_); }
 
-    /* Issue 33's cast: a condition c, two mutexes, a stage (an integer in
-     * Redis, at key). */
+    /* The rebinding rule's cast: a condition c, two mutexes, a stage (an
+     * integer in Redis, at key). */
     struct Rebind {
         rmutex_t m1, m2;
         rcond_t *c = nullptr;
@@ -138,8 +139,8 @@ class Unlocker {
     rmutex_t *m_;
 };
 
-/* Issue 33: a condition is free to bind to another mutex as soon as its
- * last waiter is unblocked (its ticket released by a signal or a
+/* The rebinding rule: a condition is free to bind to another mutex as soon
+ * as its last waiter is unblocked (its ticket released by a signal or a
  * broadcast), not once every waiter has returned.  One round, k >= 1 (the
  * stage, read under m1, goes to 2k-1, then 2k):
  *   1. "first" waits on c with m1 until stage 2k-1 (the lowest ticket),

@@ -4,7 +4,7 @@
  * live waiters puts the last first acquisition about 1 001 hand-offs after
  * the start: one or two seconds here.
  *
- * Issue 24 saw a thread of such a crowd still waiting after 20 s.  Two
+ * A thread of such a crowd was once seen still waiting after 20 s.  Two
  * defects compounded: every queued waiter asked Redis again every half
  * waiter lease, so a deep queue's own looks (1 000 waiters: thousands of
  * round trips and woken threads a second) crowded out its hand-offs and

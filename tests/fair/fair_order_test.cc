@@ -324,8 +324,8 @@ TEST_F(FairOrder, AHoldOfTenWaiterLeasesNeitherEvictsNorReordersLiveWaiters)
  * tickets gave them, ahead of the waiters who queued after them, and are
  * served next; they are not sent to the tail.  The process's second waiter
  * (which looks on its own only every other poll period) is back as soon as
- * the first: its watchdog's renewal finds it gone and wakes it.  (Issue 24:
- * in a deep queue under load, waiters whose renewals came late were purged
+ * the first: its watchdog's renewal finds it gone and wakes it.  (Once, in
+ * a deep queue under load, waiters whose renewals came late were purged
  * and queued again at the tail, time after time, and waited tens of
  * seconds.) */
 TEST_F(FairOrder, WaitersStoppedPastTheirLeaseAreServedBeforeThoseWhoQueuedAfterThem)

@@ -1,10 +1,10 @@
-/* fair_util.h -- what the fair-lock tests share (issue 3).
+/* fair_util.h -- what the fair-lock tests share.
  *
  *   - FairKeys: the Redis keys of a fair lock NAME (fair.lua's header).
  *   - FairChild: the rmutex_fair_child helper (fair_child.cc), spawned with
  *     RMUTEX_URL in its environment, talked to line by line.  The shared
- *     tests/child.cc has no multi-threaded or timed modes, and tests/ is not
- *     ours to edit, so the fair tests bring their own.
+ *     tests/child.cc has no multi-threaded or timed modes, so the fair
+ *     tests bring their own.
  *   - Queue inspection: the queue zset and the liveness zset read in one
  *     atomic script, so an assertion never compares two different moments.
  *   - FairTest: RedisTest with short leases and a few helpers.
