@@ -277,7 +277,7 @@ auto misconfigured_name = [](const auto &i) {
 
 /* Read-write locks: the errors a server can fix, and one it cannot. */
 INSTANTIATE_TEST_SUITE_P(Rwlock, Misconfigured,
-                         ::testing::Combine(::testing::Values(Kind::SwapRw),
+                         ::testing::Combine(::testing::Values(Kind::SwapRw, Kind::ShimRw),
                                             ::testing::Values(Bad::Garbage, Bad::WrongPassword,
                                                               Bad::LessThanTheRule)),
                          misconfigured_name);
