@@ -6,7 +6,9 @@
  * cmd_run goes through its phases in order, one function each:
  * 1. parse(), open_lock(), acquire(): take the lock in this process
  *    (trylock for -n and -w 0, a CLOCK_MONOTONIC clocklock for -w, lock
- *    otherwise).  A conflict or a timeout exits with the -E code; Redis
+ *    otherwise): a mutex, or with -s / -x a read-write lock's read or
+ *    write lock (struct held: flock's shared and exclusive locks; several
+ *    -s runs share NAME, a -x run has it alone).  A conflict or a timeout exits with the -E code; Redis
  *    unreachable when the wait ends, 69; a refused login, 77 at once (see
  *    common.c, which also tells outages while we wait, even without -w).
  * 2. start_command(): block the signals we forward in the main thread (the
@@ -30,7 +32,10 @@
  *    anyone else (margin = 250 ms + 1 % of the lease, for clock rates).
  *    The lease and the grace must leave the renewals room: lease - grace -
  *    margin > 1.2 * lease / 3, else usage error (lease_in_force()).
- *    --on-lost ignore only says it and lets the command go on.  --max-time
+ *    --on-lost ignore only says it and lets the command go on.  A
+ *    read-write lock's hold has no deadline the library tells (there is
+ *    no rrwlock_hold_deadline yet): -s and -x stop the command when the
+ *    lost-lock callback says the hold is gone.  --max-time
  *    signals the group too (exit 124).
  * 4. release_and_report(): when the command ends, unlock (not after a loss
  *    we stopped it for) and exit with its status (128 + N for a signal),
@@ -59,18 +64,62 @@ extern char **environ;
 
 enum { LOST_TERM, LOST_KILL, LOST_IGNORE };
 
+/* The lock: a mutex (the default), or a read-write lock taken shared (-s)
+ * or exclusive (-x, -e). */
+enum { MUTEX, SHARED, EXCLUSIVE };
+
 struct run {
     const char *name, *shell_cmd;
     char **cmd;
-    int nonblock, has_timeout, conflict, fair, robust, on_lost, help;
+    int kind, nonblock, has_timeout, conflict, fair, robust, on_lost, help;
     int64_t timeout_ns, lease_ns, max_ns, grace_ns;
 };
 
+/* What is held: the mutex, or the read-write lock. */
+struct held {
+    int kind;
+    rmutex_t m;
+    rrwlock_t rw;
+};
+
+static int held_try(struct held *h)
+{
+    if (h->kind == MUTEX) return rmutex_trylock(&h->m);
+    return h->kind == SHARED ? rrwlock_tryrdlock(&h->rw) : rrwlock_trywrlock(&h->rw);
+}
+
+static int held_until(struct held *h, const struct timespec *mono)
+{
+    if (h->kind == MUTEX) return rmutex_clocklock(&h->m, CLOCK_MONOTONIC, mono);
+    return h->kind == SHARED ? rrwlock_clockrdlock(&h->rw, CLOCK_MONOTONIC, mono)
+                             : rrwlock_clockwrlock(&h->rw, CLOCK_MONOTONIC, mono);
+}
+
+static int held_forever(struct held *h)
+{
+    if (h->kind == MUTEX) return rmutex_lock(&h->m);
+    return h->kind == SHARED ? rrwlock_rdlock(&h->rw) : rrwlock_wrlock(&h->rw);
+}
+
+static int held_unlock(struct held *h)
+{
+    return h->kind == MUTEX ? rmutex_unlock(&h->m) : rrwlock_unlock(&h->rw);
+}
+
+/* The fencing token: the mutex's or the writer's (a reader has none: 0). */
+static void held_fence(struct held *h, uint64_t *token)
+{
+    if (h->kind == MUTEX) rmutex_fence(&h->m, token);
+    else if (h->kind == EXCLUSIVE) rrwlock_fence(&h->rw, token);
+}
+
 static int lost_fd = -1;
+static int lost_seen; /* the lost-lock callback ran (a read-write lock's loss) */
 
 static void on_lost(rmutex_t *m, const char *name, void *arg)
 {
     (void)m, (void)name, (void)arg;
+    __atomic_store_n(&lost_seen, 1, __ATOMIC_RELAXED);
     uint64_t one = 1;
     if (lost_fd >= 0 && write(lost_fd, &one, sizeof one) < 0) {
         /* the 100 ms look finds it anyway */
@@ -94,7 +143,11 @@ static void usage(FILE *f)
           "      --kill-after, --grace DUR  from the first signal to SIGKILL (5s)\n"
           "      --on-lost term|kill|ignore  a lost lock: TERM then KILL the command (default),\n"
           "                               KILL it, or let it end; the exit is 75 in every case\n"
-          "  -x, -e, --exclusive, -o, --close: accepted for flock's sake; -s (shared) is refused\n"
+          "  -s, --shared                 a read lock of the read-write lock NAME: shared with\n"
+          "                               other -s runs, excluded by a -x one\n"
+          "  -x, -e, --exclusive          the write lock of the read-write lock NAME\n"
+          "                               (without -s or -x: NAME is a mutex)\n"
+          "  -o, --close                  accepted for flock's sake\n"
           "DUR: seconds (1.5) or with a unit: 500ms, 30s, 2m, 1h.\n"
           "Exit: the command's status (128+N: killed by signal N); the -E code; 75 the lock was\n"
           "lost; 124 --max-time; 126 cannot execute; 127 not found; 64 usage; 69 Redis\n"
@@ -142,9 +195,9 @@ static int parse(int argc, char **argv, struct run *o)
         } else if (!strcmp(a, "--verbose") || !strcmp(a, "-v")) {
             g.verbose = 1;
         } else if (!strcmp(a, "-x") || !strcmp(a, "-e") || !strcmp(a, "--exclusive")) {
-            /* the only kind there is */
+            o->kind = EXCLUSIVE;
         } else if (!strcmp(a, "-s") || !strcmp(a, "--shared")) {
-            return usage_error("shared locks are not supported: -s has no meaning here");
+            o->kind = SHARED;
         } else if (!strcmp(a, "-o") || !strcmp(a, "--close")) {
             say("run: -o has no meaning without a lock file descriptor; ignored");
         } else if (!strcmp(a, "--fair")) {
@@ -187,6 +240,8 @@ static int parse(int argc, char **argv, struct run *o)
     if (!o->shell_cmd && i >= argc) return usage_error("no command to run");
     o->cmd = argv + i;
     if (o->has_timeout && o->timeout_ns == 0) o->nonblock = 1; /* flock: -w 0 is -n */
+    if (o->fair && o->kind != MUTEX)
+        return usage_error("--fair is for a mutex: a read-write lock serves in order already");
     return 0;
 }
 
@@ -254,13 +309,13 @@ static void env_free(char **env)
 
 /* Take the lock as o asks: 1 with it held, else 0 and *code the exit code
  * (which may be 0: -E 0). */
-static int acquire(const struct run *o, rmutex_t *m, int *owner_died, int *code)
+static int acquire(const struct run *o, struct held *h, int *owner_died, int *code)
 {
     int64_t t0 = mono_ns();
     int r;
     struct progress *prog;
     if (o->nonblock) {
-        r = rmutex_trylock(m);
+        r = held_try(h);
         if (r == EBUSY) {
             if (g.verbose) err("failed to get lock");
             *code = o->conflict;
@@ -269,8 +324,8 @@ static int acquire(const struct run *o, rmutex_t *m, int *owner_died, int *code)
     } else if (o->has_timeout) {
         int64_t at = t0 + o->timeout_ns;
         struct timespec ts = { (time_t)(at / 1000000000), (long)(at % 1000000000) };
-        prog = progress_start(o->name, o->fair);
-        r = rmutex_clocklock(m, CLOCK_MONOTONIC, &ts);
+        prog = progress_start(o->name, o->fair || o->kind != MUTEX);
+        r = held_until(h, &ts);
         progress_stop(prog);
         if (r == ETIMEDOUT && !redis_down()) {
             if (g.verbose) err("timeout while waiting to get lock");
@@ -278,8 +333,8 @@ static int acquire(const struct run *o, rmutex_t *m, int *owner_died, int *code)
             return 0;
         }
     } else {
-        prog = progress_start(o->name, o->fair);
-        r = rmutex_lock(m);
+        prog = progress_start(o->name, o->fair || o->kind != MUTEX);
+        r = held_forever(h);
         progress_stop(prog);
     }
     if (r && r != EOWNERDEAD) {
@@ -341,8 +396,8 @@ static int status_of(int st)
 
 static int64_t ns_of(struct timespec t) { return (int64_t)t.tv_sec * 1000000000 + t.tv_nsec; }
 
-/* Configure the library as o asks and make the mutex.  0 or an exit code. */
-static int open_lock(const struct run *o, rmutex_t *m)
+/* Configure the library as o asks and make the lock.  0 or an exit code. */
+static int open_lock(const struct run *o, struct held *h)
 {
     int r;
     if ((r = configure())) return r;
@@ -353,13 +408,22 @@ static int open_lock(const struct run *o, rmutex_t *m)
     if (o->lease_ns && !room(o, o->lease_ns)) return EXIT_USAGE; /* (a URL's lease=: later) */
     if (!o->nonblock) report_outages(); /* (-n: its one try says why it failed) */
 
-    rmutexattr_t a;
-    rmutexattr_init(&a);
-    rmutexattr_settype(&a, RMUTEX_ERRORCHECK);
-    rmutexattr_setfair(&a, o->fair);
-    rmutexattr_setrobust(&a, o->robust ? RMUTEX_ROBUST : RMUTEX_STALLED);
-    r = rmutex_init(m, o->name, &a);
-    rmutexattr_destroy(&a);
+    h->kind = o->kind;
+    if (o->kind != MUTEX) {
+        rrwlockattr_t ra;
+        rrwlockattr_init(&ra);
+        rrwlockattr_setrobust(&ra, o->robust ? RMUTEX_ROBUST : RMUTEX_STALLED);
+        r = rrwlock_init(&h->rw, o->name, &ra);
+        rrwlockattr_destroy(&ra);
+    } else {
+        rmutexattr_t a;
+        rmutexattr_init(&a);
+        rmutexattr_settype(&a, RMUTEX_ERRORCHECK);
+        rmutexattr_setfair(&a, o->fair);
+        rmutexattr_setrobust(&a, o->robust ? RMUTEX_ROBUST : RMUTEX_STALLED);
+        r = rmutex_init(&h->m, o->name, &a);
+        rmutexattr_destroy(&a);
+    }
     if (r) {
         err("run: %s", rmutex_detail());
         return EXIT_USAGE;
@@ -370,11 +434,11 @@ static int open_lock(const struct run *o, rmutex_t *m)
 /* The lease really in force, once held: --lease, else what the hold's
  * deadline shows right after the acquisition (at most one lease ahead;
  * a URL's lease= counts).  0 when it leaves the renewals no room. */
-static int64_t lease_in_force(const struct run *o, rmutex_t *m)
+static int64_t lease_in_force(const struct run *o, struct held *h)
 {
     int64_t lease = o->lease_ns ? o->lease_ns : 30000000000LL;
     struct timespec d;
-    if (!o->lease_ns && !rmutex_hold_deadline(m, &d)) {
+    if (!o->lease_ns && h->kind == MUTEX && !rmutex_hold_deadline(&h->m, &d)) {
         int64_t left = ns_of(d) - mono_ns();
         if (left > 0) lease = left + 50000000; /* rounded up by the call's time */
     }
@@ -398,11 +462,11 @@ struct watch {
 /* Block the signals we forward and read them from a signalfd, set up the
  * lost-hold wake-up, fork and exec the command with its environment.  0
  * or an exit code (the lock released). */
-static int start_command(const struct run *o, rmutex_t *m, struct watch *w)
+static int start_command(const struct run *o, struct held *h, struct watch *w)
 {
     uint64_t fence = 0;
     char owner[64] = "";
-    rmutex_fence(m, &fence);
+    held_fence(h, &fence);
     rmutex_owner_id(owner, sizeof owner);
     char **env = child_env(o->name, fence, owner, w->lease, w->owner_died);
 
@@ -417,7 +481,7 @@ static int start_command(const struct run *o, rmutex_t *m, struct watch *w)
     int report[2] = { -1, -1 };
     if (!env || w->sfd < 0 || lost_fd < 0 || pipe2(report, O_CLOEXEC)) {
         err("run: %s", strerror(errno));
-        rmutex_unlock(m);
+        held_unlock(h);
         env_free(env);
         return EXIT_OSERR;
     }
@@ -441,7 +505,7 @@ static int start_command(const struct run *o, rmutex_t *m, struct watch *w)
     if (w->child < 0) {
         close(report[0]);
         err("run: fork: %s", strerror(fork_errno));
-        rmutex_unlock(m);
+        held_unlock(h);
         return EXIT_OSERR;
     }
     setpgid(w->child, w->child); /* (also done by the child: whoever is first) */
@@ -476,11 +540,14 @@ static void reap(struct watch *w)
 }
 
 /* Look at the hold: signal the command when it is gone or its deadline
- * comes near, as --on-lost says. */
-static void watch_hold(const struct run *o, rmutex_t *m, struct watch *w, int64_t now)
+ * comes near, as --on-lost says.  A read-write lock has no deadline to
+ * look at (the library tells a mutex's only): its loss is the lost-lock
+ * callback's. */
+static void watch_hold(const struct run *o, struct held *h, struct watch *w, int64_t now)
 {
-    struct timespec d;
-    int r = rmutex_hold_deadline(m, &d);
+    struct timespec d = { INT64_MAX / 1000000000 - 1, 0 };
+    int r = h->kind == MUTEX ? rmutex_hold_deadline(&h->m, &d)
+                             : __atomic_load_n(&lost_seen, __ATOMIC_RELAXED) ? EPERM : 0;
     int64_t dl = ns_of(d);
     int gone = r == EPERM;
     if (o->on_lost == LOST_IGNORE) {
@@ -506,7 +573,7 @@ static void watch_hold(const struct run *o, rmutex_t *m, struct watch *w, int64_
 }
 
 /* Until the command ends: forward signals, watch the hold, --max-time. */
-static void run_and_watch(const struct run *o, rmutex_t *m, struct watch *w)
+static void run_and_watch(const struct run *o, struct held *h, struct watch *w)
 {
     while (w->status < 0) {
         struct pollfd p[2] = { { w->sfd, POLLIN, 0 }, { lost_fd, POLLIN, 0 } };
@@ -521,7 +588,7 @@ static void run_and_watch(const struct run *o, rmutex_t *m, struct watch *w)
         if (w->status >= 0) break;
 
         int64_t now = mono_ns();
-        watch_hold(o, m, w, now);
+        watch_hold(o, h, w, now);
         if (o->max_ns && !w->timed_out && now - w->started >= o->max_ns) {
             w->timed_out = 1;
             if (g.verbose) say("run: --max-time reached; stopping the command");
@@ -536,15 +603,15 @@ static void run_and_watch(const struct run *o, rmutex_t *m, struct watch *w)
  * the command was stopped for it, let go on (--on-lost ignore) or had
  * ended before the loss was found (at the release); then the command's
  * own status, which would be lost, is said. */
-static int release_and_report(const struct run *o, rmutex_t *m, const struct watch *w)
+static int release_and_report(const struct run *o, struct held *h, const struct watch *w)
 {
     int status = status_of(w->status);
     if (w->lost && o->on_lost != LOST_IGNORE) {
-        rmutex_unlock(m); /* EPERM when gone: it only ends the local hold */
+        held_unlock(h); /* EPERM when gone: it only ends the local hold */
         return EXIT_LOST;
     }
-    if (o->robust && w->owner_died && status == 0) rmutex_consistent(m);
-    int r = rmutex_unlock(m);
+    if (o->robust && w->owner_died && status == 0 && h->kind == MUTEX) rmutex_consistent(&h->m);
+    int r = held_unlock(h);
     if (w->lost) {
         say("run: %s: the command's status was %d; %s while it ran", o->name, status,
             w->lapsed ? "Redis did not acknowledge a renewal in time" : "the lock was lost");
@@ -563,22 +630,22 @@ static int release_and_report(const struct run *o, rmutex_t *m, const struct wat
 int cmd_run(int argc, char **argv)
 {
     struct run o;
-    rmutex_t m;
+    struct held h;
     int r, owner_died = 0, code = 0;
     if ((r = parse(argc, argv, &o))) return r;
     if (o.help) {
         usage(stdout);
         return 0;
     }
-    if ((r = open_lock(&o, &m))) return r;
-    if (!acquire(&o, &m, &owner_died, &code)) return code;
-    struct watch w = { .lease = lease_in_force(&o, &m), .owner_died = owner_died };
+    if ((r = open_lock(&o, &h))) return r;
+    if (!acquire(&o, &h, &owner_died, &code)) return code;
+    struct watch w = { .lease = lease_in_force(&o, &h), .owner_died = owner_died };
     if (!w.lease) {
-        rmutex_unlock(&m);
+        held_unlock(&h);
         return EXIT_USAGE;
     }
     w.margin = margin_of(w.lease);
-    if ((r = start_command(&o, &m, &w))) return r;
-    run_and_watch(&o, &m, &w);
-    return release_and_report(&o, &m, &w);
+    if ((r = start_command(&o, &h, &w))) return r;
+    run_and_watch(&o, &h, &w);
+    return release_and_report(&o, &h, &w);
 }

@@ -4,7 +4,7 @@
  *   section        = programs ":" entry *( "," entry )
  *   programs       = pattern *( "," pattern )
  *   entry          = [ object ":" ] symbol [ "=" lockname ] *( ";" option )
- *   option         = "fair" | "robust" | "cache" | "lease=" milliseconds | "cond"
+ *   option         = "fair" | "robust" | "cache" | "lease=" milliseconds | "cond" | "rwlock"
  *
  * For example
  *
@@ -14,6 +14,9 @@
  * named "shop:orders" and its stats_lock a non-fair lock named
  * "stats_lock", and queue_lock of libjobs.so in every program whose name
  * starts with "worker" a lock named "jobs" with a fixed 60 s lease.
+ * "cond" makes the symbol a pthread_cond_t shared through Redis, "rwlock"
+ * a pthread_rwlock_t (readers share it across processes; only lease= goes
+ * with it).
  *
  * Programs: a pattern (fnmatch(3): *, ?, [...]) without a "/" is matched
  * against the base name of the executable (/proc/self/exe) and of argv[0];
@@ -218,6 +221,8 @@ static int parse_entry(struct ctx *c, struct span ent, struct rm_shim_entry *e)
             e->cache = 1;
         } else if (eq(opt, "cond")) {
             e->cond = 1;
+        } else if (eq(opt, "rwlock")) {
+            e->rwlock = 1;
         } else if (opt.n > 6 && !memcmp(opt.p, "lease=", 6)) {
             if (parse_lease(trim(opt.p + 6, opt.n - 6), &lease)) {
                 report(c, "entry '%.*s': lease must be a number of milliseconds in [1, %lu]",
@@ -226,13 +231,18 @@ static int parse_entry(struct ctx *c, struct span ent, struct rm_shim_entry *e)
             }
             e->lease_ms = lease;
         } else {
-            report(c, "entry '%.*s': unknown option '%.*s' (fair, robust, cache, lease=MS, cond)",
+            report(c, "entry '%.*s': unknown option '%.*s' (fair, robust, cache, lease=MS, cond, rwlock)",
                    (int)ent.n, ent.p, (int)opt.n, opt.p);
             return 1;
         }
     }
     if (e->cache && e->lease_ms) {
         report(c, "entry '%.*s': cache needs a renewed lease (no lease=)", (int)ent.n, ent.p);
+        return 1;
+    }
+    if (e->rwlock && (e->fair || e->robust || e->cache || e->cond)) {
+        report(c, "entry '%.*s': a read-write lock (rwlock) takes no other option but lease=",
+               (int)ent.n, ent.p);
         return 1;
     }
     if (e->cond && (e->fair || e->robust || e->cache || e->lease_ms)) {

@@ -14,6 +14,7 @@ struct rm_shim_entry {
     int robust;             /* ";robust" */
     unsigned long lease_ms; /* ";lease=MS", 0: the watchdog-renewed default */
     int cond;               /* ";cond": a pthread_cond_t, made an rcond */
+    int rwlock;             /* ";rwlock": a pthread_rwlock_t, made an rrwlock */
 };
 
 struct rm_shim_config {

@@ -53,33 +53,20 @@
  * the mutex is used as a plain local mutex instead of recursing.
  *
  * Redis trouble never reaches the program as an error: ported code does
- * not check what a lock returns.  Every wait starts with rmutex_trylock;
- * its answer is sorted (settle) into an answer for the pthread call, an
- * outage (EAGAIN: no connection) or a refusal (an error no pthread call
- * returns: a bad URL, a refused login, an ACL...), the last two told to
- * policy.c, which says them in one line (or, RMUTEX_ON_ERROR=abort, ends
- * the program).  Then lock keeps waiting, trylock says EBUSY, a timed lock
- * times out.  Through an outage rmutex_lock itself waits; a blocking wait
- * for a non-fair lock is cut into slices of SLICE_MS, each followed by
- * another trylock, so an outage that starts while a thread waits is
- * noticed too.  A fair lock is not sliced (giving up a wait would lose the
- * place in the queue): its outages are noticed when a wait starts (and,
- * under the shim, by the library's outage callback).  A refusal comes back
- * at once from every call, so the wait pauses itself (PAUSE_MIN_MS
- * doubling to PAUSE_MAX_MS) before asking again: a login or an ACL fixed
- * on the server heals the program without a restart.  A condition wait
+ * not check what a lock returns.  The name is taken through take.c, which
+ * sorts every answer of librmutex into one a pthread call may give and
+ * waits through outages and refusals (a fair lock's wait is not sliced:
+ * giving it up would lose the place in the queue).  A condition wait
  * that Redis cannot serve returns a spurious wake-up with the mutex held
  * again (after a pause with the name let go, if the refusal came before
  * the wait let go of it). */
 #include "dmutex.h"
 #include "policy.h"
+#include "take.h"
 
 #include <errno.h>
 #include <stdint.h>
 
-#define SLICE_MS 2000
-#define PAUSE_MIN_MS 100 /* asking again after an error: 100 ms, doubling... */
-#define PAUSE_MAX_MS 1000 /* ... to a second */
 #define COND_PAUSE_MS 250 /* a condition wait refused: the spurious wake-up's pause */
 
 #ifdef RM_DM_INITIAL_EXEC
@@ -91,6 +78,13 @@
 static RM_TLS int inside;
 
 int rm_dm_inside(void) { return inside; }
+
+int rm_dm_inside_set(int on)
+{
+    int was = inside;
+    inside = on;
+    return was;
+}
 
 /* The local mutex alone: inside librmutex, or a mutex with no name. */
 static int local_path(const struct rm_dm *dm)
@@ -122,114 +116,21 @@ void rm_dm_reset(struct rm_dm *dm)
 
 /* ---- Redis part ---- */
 
-typedef int64_t nsec;
+typedef rm_take_ns nsec;
 
-static nsec now_ns(clockid_t clock)
+static int rm_try(void *rm) { return rmutex_trylock(rm); }
+static int rm_forever(void *rm) { return rmutex_lock(rm); }
+static int rm_until(void *rm, const struct timespec *mono_abs)
 {
-    struct timespec ts;
-    clock_gettime(clock, &ts);
-    return (nsec)ts.tv_sec * 1000000000 + ts.tv_nsec;
+    return rmutex_clocklock(rm, CLOCK_MONOTONIC, mono_abs);
 }
+static const struct rm_take_ops rmutex_ops = { rm_try, rm_forever, rm_until };
 
-static struct timespec ts_of(nsec t)
-{
-    struct timespec ts = { (time_t)(t / 1000000000), (long)(t % 1000000000) };
-    return ts;
-}
-
-/* Convert abstime on clock into a CLOCK_MONOTONIC deadline, glibc's order of
- * checks: a negative tv_sec has passed, then tv_nsec must be in range.
- * Returns 0, EINVAL or ETIMEDOUT. */
-static int mono_deadline(clockid_t clock, const struct timespec *abs, nsec *out)
-{
-    if (!abs) return EINVAL;
-    if (abs->tv_sec < 0) return ETIMEDOUT;
-    if (abs->tv_nsec < 0 || abs->tv_nsec >= 1000000000) return EINVAL;
-    if (abs->tv_sec > INT64_MAX / 1000000000 - 2) {
-        *out = INT64_MAX;
-        return 0;
-    }
-    nsec at = (nsec)abs->tv_sec * 1000000000 + abs->tv_nsec;
-    nsec mono = now_ns(CLOCK_MONOTONIC);
-    nsec left = at - (clock == CLOCK_MONOTONIC ? mono : now_ns(clock));
-    if (left <= 0) return ETIMEDOUT;
-    *out = left > INT64_MAX - mono ? INT64_MAX : mono + left;
-    return 0;
-}
-
-/* What an answer of rmutex means for a pthread call: itself when Redis
- * answered (0, EOWNERDEAD, ENOTRECOVERABLE: the name is taken, or never
- * will be; EBUSY: held elsewhere), ETIMEDOUT (a wait ran out), else
- * DOWN (no connection: EAGAIN from trylock) or REFUSED (an error no
- * pthread call returns), both told to the policy (policy.c). */
-enum { DOWN = -1, REFUSED = -2 };
-
-static int settle(int r)
-{
-    switch (r) {
-    case 0:
-    case EOWNERDEAD:
-    case ENOTRECOVERABLE:
-    case EBUSY:
-        rm_policy_answered();
-        return r;
-    case ETIMEDOUT:
-        return r;
-    case EAGAIN:
-        rm_policy_outage(rmutex_detail());
-        return DOWN;
-    default:
-        rm_policy_error(r, rmutex_detail()); /* returns unless RMUTEX_ON_ERROR=abort */
-        return REFUSED;
-    }
-}
-
-/* The name is taken (0, EOWNERDEAD), or never will be (ENOTRECOVERABLE). */
-static int final(int r) { return r == 0 || r == EOWNERDEAD || r == ENOTRECOVERABLE; }
-
-/* Sleep until t on CLOCK_MONOTONIC.  Not a cancellation point (the
- * pthread calls that wait here are none). */
-static void pause_until(nsec t)
-{
-    int old;
-    pthread_setcancelstate(PTHREAD_CANCEL_DISABLE, &old);
-    struct timespec ts = ts_of(t);
-    while (clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, &ts, NULL) == EINTR) {
-    }
-    pthread_setcancelstate(old, NULL);
-}
-
-/* Take the name as mode allows: 0, EOWNERDEAD, ENOTRECOVERABLE, EBUSY
- * (trylock: held elsewhere, or Redis cannot be used), ETIMEDOUT, EINVAL
- * (a bad abstime, when the call would block) -- never an error that
- * would leave the program going on without the lock. */
+/* Take the name (take.c): a fair lock's wait is not sliced. */
 static int remote_acquire(rmutex_t *rm, int fair, int mode, clockid_t clock,
                           const struct timespec *abs)
 {
-    int r = settle(rmutex_trylock(rm)), e;
-    if (final(r)) return r;
-    if (mode == RM_DM_TRY) return EBUSY;
-    nsec deadline = INT64_MAX, pause = PAUSE_MIN_MS * 1000000LL;
-    if (mode == RM_DM_TIMED && (e = mono_deadline(clock, abs, &deadline))) return e;
-    for (;;) {
-        nsec now = now_ns(CLOCK_MONOTONIC);
-        if (r == REFUSED) {
-            /* rmutex answers at once: wait here, then ask again. */
-            pause_until(deadline - now > pause ? now + pause : deadline);
-            if (pause < PAUSE_MAX_MS * 1000000LL) pause *= 2;
-        } else {
-            /* Busy, or Redis down (rmutex waits through the outage). */
-            nsec until = deadline;
-            if (!fair && deadline - now > (nsec)SLICE_MS * 1000000) until = now + (nsec)SLICE_MS * 1000000;
-            struct timespec ts = ts_of(until);
-            r = settle(until == INT64_MAX ? rmutex_lock(rm) : rmutex_clocklock(rm, CLOCK_MONOTONIC, &ts));
-            if (final(r)) return r;
-            if (r == REFUSED) continue;
-        }
-        if (now_ns(CLOCK_MONOTONIC) >= deadline) return ETIMEDOUT;
-        r = settle(rmutex_trylock(rm));
-        if (final(r)) return r;
-    }
+    return rm_take(&rmutex_ops, rm, !fair, mode, clock, abs);
 }
 
 /* A release's answer, for the program: 0, or EPERM when the hold had been
@@ -470,7 +371,7 @@ int rm_dm_rcond_wait(const struct rm_dm_real *real, struct rm_dm *dm, pthread_mu
     else if (clock == (clockid_t)-1) r = rcond_timedwait(rc, rm, abstime);
     else r = rcond_clockwait(rc, rm, clock, abstime);
     pthread_cleanup_pop(0);
-    if (final(r) || r == ETIMEDOUT || r == EINVAL || r == EPERM) {
+    if (rm_take_final(r) || r == ETIMEDOUT || r == EINVAL || r == EPERM) {
         /* Answered: EINVAL (the condition is bound to another mutex) and
          * ETIMEDOUT come with the name held. */
         rcond_retake_local(&ctx, r == ETIMEDOUT || r == EINVAL ? 0 : r);
@@ -481,12 +382,12 @@ int rm_dm_rcond_wait(const struct rm_dm_real *real, struct rm_dm *dm, pthread_mu
      * go of the name, it is let go of for a pause first, so that the
      * program's loop on its predicate lets other threads and processes in
      * rather than spinning on a refusal. */
-    settle(r);
+    rm_take_settle(r);
     names = 0;
     inside = 1;
     if (!rmutex_holdcount(rm, &names) && names) {
         released(real, rm, rmutex_unlock(rm));
-        pause_until(now_ns(CLOCK_MONOTONIC) + (nsec)COND_PAUSE_MS * 1000000);
+        rm_take_pause_until(rm_take_now(CLOCK_MONOTONIC) + (nsec)COND_PAUSE_MS * 1000000);
     }
     r = remote_acquire(rm, dm->fair, RM_DM_FOREVER, CLOCK_MONOTONIC, NULL);
     rcond_retake_local(&ctx, r);

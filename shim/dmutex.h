@@ -13,6 +13,8 @@
 
 #include <rmutex.h>
 
+#include "take.h" /* RM_DM_TRY, RM_DM_FOREVER, RM_DM_TIMED */
+
 /* The local functions a distributed mutex stands on, and how its owner
  * wants a lost hold handled (Redis trouble is policy.c's, the same for
  * both owners). */
@@ -44,9 +46,6 @@ struct rm_dm {
     unsigned char fair;         /* set by the owner: the rmutex is fair (waits are not sliced) */
     unsigned char local_only;   /* set by the owner: no name, the local mutex alone (atomic) */
 };
-
-/* How long an acquisition may wait. */
-enum { RM_DM_TRY, RM_DM_FOREVER, RM_DM_TIMED };
 
 /* Forget every hold (after pthread_mutex_init); fair is kept. */
 void rm_dm_reset(struct rm_dm *dm);
@@ -100,5 +99,8 @@ int rm_dm_held(const struct rm_dm *dm);
  * mutex: a distributed mutex met again then (an allocator's lock, say) is
  * used as a plain local mutex instead of recursing into Redis. */
 int rm_dm_inside(void);
+/* Set that flag for the calling thread (a read-write lock's call into
+ * librmutex: drwlock.c); returns what it was. */
+int rm_dm_inside_set(int on);
 
 #endif

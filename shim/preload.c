@@ -12,7 +12,10 @@
  * internal mutexes, hiredis's and libc's callers arrive here too (calls
  * inside this object bind to these exports); they are never listed, so
  * they cost the same check and can never recurse into Redis. */
+#include "drwlock.h"
 #include "shim.h"
+
+#include <errno.h>
 
 #include <time.h>
 
@@ -133,4 +136,58 @@ EXPORT int pthread_cond_init(pthread_cond_t *c, const pthread_condattr_t *attr)
 EXPORT int pthread_cond_destroy(pthread_cond_t *c)
 {
     return RM_REAL(cond_destroy)(c);
+}
+
+/* ---- read-write locks: a listed one is an rrwlock alone (drwlock.c) ---- */
+
+EXPORT int pthread_rwlock_init(pthread_rwlock_t *l, const pthread_rwlockattr_t *attr)
+{
+    struct rm_shim_rwlock *sl = rm_shim_find_rwlock(l);
+    if (__builtin_expect(!sl, 1)) return RM_REAL(rw.init)(l, attr);
+    return rm_shim_rw_init(sl, attr);
+}
+
+EXPORT int pthread_rwlock_destroy(pthread_rwlock_t *l)
+{
+    struct rm_shim_rwlock *sl = rm_shim_find_rwlock(l);
+    if (__builtin_expect(!sl, 1)) return RM_REAL(rw.destroy)(l);
+    return rm_shim_rw_destroy(sl);
+}
+
+/* One interposer: unlisted, glibc's call (args); listed, drwlock.c's. */
+#define RW_LOCK(fn, write, mode, params, args, clock, abs)                \
+    EXPORT int pthread_rwlock_##fn params                                 \
+    {                                                                     \
+        struct rm_shim_rwlock *sl = rm_shim_find_rwlock(l);               \
+        if (__builtin_expect(!sl, 1)) return RM_REAL(rw.fn) args;         \
+        return rm_drw_lock(&sl->rw, write, mode, clock, abs);             \
+    }
+
+RW_LOCK(rdlock, 0, RM_DM_FOREVER, (pthread_rwlock_t *l), (l), CLOCK_REALTIME, NULL)
+RW_LOCK(tryrdlock, 0, RM_DM_TRY, (pthread_rwlock_t *l), (l), CLOCK_REALTIME, NULL)
+RW_LOCK(timedrdlock, 0, RM_DM_TIMED, (pthread_rwlock_t *l, const struct timespec *t), (l, t),
+        CLOCK_REALTIME, t)
+RW_LOCK(wrlock, 1, RM_DM_FOREVER, (pthread_rwlock_t *l), (l), CLOCK_REALTIME, NULL)
+RW_LOCK(trywrlock, 1, RM_DM_TRY, (pthread_rwlock_t *l), (l), CLOCK_REALTIME, NULL)
+RW_LOCK(timedwrlock, 1, RM_DM_TIMED, (pthread_rwlock_t *l, const struct timespec *t), (l, t),
+        CLOCK_REALTIME, t)
+
+/* The clock forms: glibc refuses other clocks at entry. */
+#define RW_CLOCK(fn, write)                                                            \
+    EXPORT int pthread_rwlock_##fn(pthread_rwlock_t *l, clockid_t c, const struct timespec *t) \
+    {                                                                                  \
+        struct rm_shim_rwlock *sl = rm_shim_find_rwlock(l);                            \
+        if (__builtin_expect(!sl, 1)) return RM_REAL(rw.fn)(l, c, t);                  \
+        if (c != CLOCK_REALTIME && c != CLOCK_MONOTONIC) return EINVAL;                \
+        return rm_drw_lock(&sl->rw, write, RM_DM_TIMED, c, t);                         \
+    }
+
+RW_CLOCK(clockrdlock, 0)
+RW_CLOCK(clockwrlock, 1)
+
+EXPORT int pthread_rwlock_unlock(pthread_rwlock_t *l)
+{
+    struct rm_shim_rwlock *sl = rm_shim_find_rwlock(l);
+    if (__builtin_expect(!sl, 1)) return RM_REAL(rw.unlock)(l);
+    return rm_drw_unlock(&sl->rw);
 }

@@ -29,11 +29,19 @@
  * rcond wait (dmutex.c: the local mutex is let go, the rcond lets go of the
  * name and takes it back, the local mutex is retaken); a wait where either
  * has no name uses the local condition, and signal and broadcast wake
- * both. */
+ * both.
+ *
+ * A rmutex_pthread_rwlock_t is an rrwlock (rm_rwlock_) taken through drwlock.c,
+ * named like the mutexes, of the kind the program asked for (glibc's
+ * values are the rrwlock's; the default, also of a zero-filled one, is
+ * glibc's: readers preferred).  glibc's read-write lock (rm_local_) is used
+ * only by one that has no name (zero-filled, in no symbol), which is then
+ * process-local, said once. */
 #define RMUTEX_PTHREAD_NO_MACROS
 #include <rmutex/pthread.h>
 
 #include "dmutex.h"
+#include "drwlock.h"
 #include "say.h"
 #include "symname.h"
 
@@ -74,13 +82,26 @@ static int cache_by_default(void)
     return c;
 }
 
-static void warn_local_once(const void *m)
+/* A zero-filled object at obj (a pthread_mutex_t, _cond_t, _rwlock_t: what)
+ * gets the name of the symbol it lives in, installed in *slot with a
+ * compare-and-swap (racing first users agree).  0 when no symbol covers
+ * it: the caller makes it process-local, and the process says so once per
+ * type (warned). */
+static int name_by_symbol(const void *obj, const char **slot, int *warned, const char *what)
 {
-    static int warned;
-    if (__atomic_exchange_n(&warned, 1, __ATOMIC_RELAXED)) return;
-    rm_say("the zero-filled pthread_mutex_t at %p is in no symbol (heap memory or a stripped "
-           "binary): it and any like it are process-local; give them names with "
-           "pthread_mutex_init (docs/porting.md)", m);
+    char *name = rm_symbol_name_of(obj);
+    if (!name) {
+        if (!__atomic_exchange_n(warned, 1, __ATOMIC_RELAXED))
+            rm_say("the zero-filled %s_t at %p is in no symbol (heap memory or a stripped "
+                   "binary): it and any like it are process-local; give them names with "
+                   "%s_init (docs/porting.md)", what, obj, what);
+        return 0;
+    }
+    const char *expected = NULL;
+    if (!__atomic_compare_exchange_n(slot, &expected, name, 0, __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE))
+        free(name); /* another thread named it first (the same name) */
+    /* else: the name lives as long as the program, like a literal's. */
+    return 1;
 }
 
 /* m as a distributed mutex is ready to use: a zero-filled one gets its
@@ -98,19 +119,11 @@ static rmutex_pthread_mutex_t *ready(rmutex_pthread_mutex_t *m)
         __atomic_load_n(&m->rm_mutex_.rm_name_, __ATOMIC_ACQUIRE) ||
         __atomic_load_n(&dm_of(m)->local_only, __ATOMIC_ACQUIRE))
         return m;
-    char *name = rm_symbol_name_of(m);
-    if (!name) {
-        __atomic_store_n(&dm_of(m)->local_only, 1, __ATOMIC_RELEASE);
-        warn_local_once(m);
-        return m;
-    }
+    static int warned;
     __atomic_store_n(&m->rm_mutex_.rm_kind_, RMUTEX_RECURSIVE | (cache_by_default() ? RMUTEX_FLAG_CACHE : 0),
                      __ATOMIC_RELAXED);
-    const char *expected = NULL;
-    if (!__atomic_compare_exchange_n(&m->rm_mutex_.rm_name_, &expected, name, 0, __ATOMIC_ACQ_REL,
-                                     __ATOMIC_ACQUIRE))
-        free(name); /* another thread named it first (the same name) */
-    /* else: the name lives as long as the program, like a literal's. */
+    if (!name_by_symbol(m, &m->rm_mutex_.rm_name_, &warned, "pthread_mutex"))
+        __atomic_store_n(&dm_of(m)->local_only, 1, __ATOMIC_RELEASE);
     return m;
 }
 
@@ -297,15 +310,6 @@ int rmutex_pthread_mutexattr_setlease(rmutex_pthread_mutexattr_t *a, unsigned lo
 
 /* ---- condition variables ---- */
 
-static void warn_local_cond_once(const void *c)
-{
-    static int warned;
-    if (__atomic_exchange_n(&warned, 1, __ATOMIC_RELAXED)) return;
-    rm_say("the zero-filled pthread_cond_t at %p is in no symbol (heap memory or a stripped "
-           "binary): it and any like it are process-local; give them names with "
-           "pthread_cond_init (docs/porting.md)", c);
-}
-
 /* c as a distributed condition is ready: a zero-filled one is named after
  * its symbol now, or becomes process-local (as ready() for mutexes). */
 static rmutex_pthread_cond_t *cond_ready(rmutex_pthread_cond_t *c)
@@ -314,16 +318,9 @@ static rmutex_pthread_cond_t *cond_ready(rmutex_pthread_cond_t *c)
         __atomic_load_n(&c->rm_cond_.rm_name_, __ATOMIC_ACQUIRE) ||
         __atomic_load_n(&c->rm_local_only_, __ATOMIC_ACQUIRE))
         return c;
-    char *name = rm_symbol_name_of(c);
-    if (!name) {
+    static int warned;
+    if (!name_by_symbol(c, &c->rm_cond_.rm_name_, &warned, "pthread_cond"))
         __atomic_store_n(&c->rm_local_only_, 1, __ATOMIC_RELEASE);
-        warn_local_cond_once(c);
-        return c;
-    }
-    const char *expected = NULL;
-    if (!__atomic_compare_exchange_n(&c->rm_cond_.rm_name_, &expected, name, 0, __ATOMIC_ACQ_REL,
-                                     __ATOMIC_ACQUIRE))
-        free(name);
     return c;
 }
 
@@ -410,4 +407,174 @@ int rmutex_pthread_cond_clockwait(rmutex_pthread_cond_t *c, rmutex_pthread_mutex
                                   clockid_t clock, const struct timespec *abstime)
 {
     return cond_wait(c, m, RM_DM_TIMED, clock, abstime);
+}
+
+/* ---- read-write locks ---- */
+
+/* l as a distributed read-write lock is ready: a zero-filled one is named
+ * after its symbol now, or becomes process-local (as ready() for mutexes;
+ * its kind, 0, is glibc's default: readers preferred). */
+static rmutex_pthread_rwlock_t *rw_ready(rmutex_pthread_rwlock_t *l)
+{
+    if (!l || __atomic_load_n(&l->rm_rwlock_.rm_state_, __ATOMIC_ACQUIRE) ||
+        __atomic_load_n(&l->rm_rwlock_.rm_name_, __ATOMIC_ACQUIRE) ||
+        __atomic_load_n(&l->rm_local_only_, __ATOMIC_ACQUIRE))
+        return l;
+    static int warned;
+    if (!name_by_symbol(l, &l->rm_rwlock_.rm_name_, &warned, "pthread_rwlock"))
+        __atomic_store_n(&l->rm_local_only_, 1, __ATOMIC_RELEASE);
+    return l;
+}
+
+static int local_rw(const rmutex_pthread_rwlock_t *l)
+{
+    return __atomic_load_n(&l->rm_local_only_, __ATOMIC_ACQUIRE) != 0;
+}
+
+/* glibc's own call on a process-local one. */
+static int local_rw_lock(pthread_rwlock_t *l, int write, int mode, clockid_t clock,
+                         const struct timespec *abs)
+{
+    switch (mode) {
+    case RM_DM_TRY: return write ? pthread_rwlock_trywrlock(l) : pthread_rwlock_tryrdlock(l);
+    case RM_DM_FOREVER: return write ? pthread_rwlock_wrlock(l) : pthread_rwlock_rdlock(l);
+    default:
+        return write ? pthread_rwlock_clockwrlock(l, clock, abs) : pthread_rwlock_clockrdlock(l, clock, abs);
+    }
+}
+
+static int rw_lock(rmutex_pthread_rwlock_t *l, int write, int mode, clockid_t clock,
+                   const struct timespec *abs)
+{
+    if (!(l = rw_ready(l))) return EINVAL;
+    if (local_rw(l)) return local_rw_lock(&l->rm_local_, write, mode, clock, abs);
+    return rm_drw_lock(&l->rm_rwlock_, write, mode, clock, abs);
+}
+
+int rmutex_pthread_rwlock_init(rmutex_pthread_rwlock_t *l, const rmutex_pthread_rwlockattr_t *attr,
+                               const char *site)
+{
+    if (!l) return EINVAL;
+    int kind = PTHREAD_RWLOCK_DEFAULT_NP, r;
+    rrwlockattr_t ra;
+    rrwlockattr_init(&ra);
+    if (attr) {
+        pthread_rwlockattr_getkind_np(&attr->rm_attr_, &kind);
+        rrwlockattr_setlease(&ra, attr->rm_lease_ms_);
+    }
+    rrwlockattr_setkind_np(&ra, kind); /* glibc's values are the rrwlock's */
+    r = rrwlock_init(&l->rm_rwlock_, attr && attr->rm_name_ ? attr->rm_name_ : site, &ra);
+    rrwlockattr_destroy(&ra);
+    if (r) return r;
+    if ((r = pthread_rwlock_init(&l->rm_local_, attr ? &attr->rm_attr_ : NULL))) {
+        rrwlock_destroy(&l->rm_rwlock_);
+        return r;
+    }
+    __atomic_store_n(&l->rm_local_only_, 0, __ATOMIC_RELEASE);
+    return 0;
+}
+
+int rmutex_pthread_rwlock_destroy(rmutex_pthread_rwlock_t *l)
+{
+    if (!l) return EINVAL;
+    int r = local_rw(l) ? 0 : rrwlock_destroy(&l->rm_rwlock_);
+    if (r == EINVAL) r = 0; /* a zero-filled one never used has no rrwlock */
+    return r ? r : pthread_rwlock_destroy(&l->rm_local_);
+}
+
+int rmutex_pthread_rwlock_rdlock(rmutex_pthread_rwlock_t *l)
+{
+    return rw_lock(l, 0, RM_DM_FOREVER, CLOCK_REALTIME, NULL);
+}
+
+int rmutex_pthread_rwlock_tryrdlock(rmutex_pthread_rwlock_t *l)
+{
+    return rw_lock(l, 0, RM_DM_TRY, CLOCK_REALTIME, NULL);
+}
+
+int rmutex_pthread_rwlock_timedrdlock(rmutex_pthread_rwlock_t *l, const struct timespec *abstime)
+{
+    return rw_lock(l, 0, RM_DM_TIMED, CLOCK_REALTIME, abstime);
+}
+
+int rmutex_pthread_rwlock_clockrdlock(rmutex_pthread_rwlock_t *l, clockid_t clock,
+                                      const struct timespec *abstime)
+{
+    if (clock != CLOCK_REALTIME && clock != CLOCK_MONOTONIC) return EINVAL; /* glibc: at entry */
+    return rw_lock(l, 0, RM_DM_TIMED, clock, abstime);
+}
+
+int rmutex_pthread_rwlock_wrlock(rmutex_pthread_rwlock_t *l)
+{
+    return rw_lock(l, 1, RM_DM_FOREVER, CLOCK_REALTIME, NULL);
+}
+
+int rmutex_pthread_rwlock_trywrlock(rmutex_pthread_rwlock_t *l)
+{
+    return rw_lock(l, 1, RM_DM_TRY, CLOCK_REALTIME, NULL);
+}
+
+int rmutex_pthread_rwlock_timedwrlock(rmutex_pthread_rwlock_t *l, const struct timespec *abstime)
+{
+    return rw_lock(l, 1, RM_DM_TIMED, CLOCK_REALTIME, abstime);
+}
+
+int rmutex_pthread_rwlock_clockwrlock(rmutex_pthread_rwlock_t *l, clockid_t clock,
+                                      const struct timespec *abstime)
+{
+    if (clock != CLOCK_REALTIME && clock != CLOCK_MONOTONIC) return EINVAL;
+    return rw_lock(l, 1, RM_DM_TIMED, clock, abstime);
+}
+
+int rmutex_pthread_rwlock_unlock(rmutex_pthread_rwlock_t *l)
+{
+    if (!(l = rw_ready(l))) return EINVAL;
+    return local_rw(l) ? pthread_rwlock_unlock(&l->rm_local_) : rm_drw_unlock(&l->rm_rwlock_);
+}
+
+int rmutex_pthread_rwlockattr_init(rmutex_pthread_rwlockattr_t *a)
+{
+    a->rm_name_ = NULL;
+    a->rm_lease_ms_ = 0;
+    return pthread_rwlockattr_init(&a->rm_attr_);
+}
+
+int rmutex_pthread_rwlockattr_destroy(rmutex_pthread_rwlockattr_t *a)
+{
+    return pthread_rwlockattr_destroy(&a->rm_attr_);
+}
+
+int rmutex_pthread_rwlockattr_setkind_np(rmutex_pthread_rwlockattr_t *a, int kind)
+{
+    return pthread_rwlockattr_setkind_np(&a->rm_attr_, kind);
+}
+
+int rmutex_pthread_rwlockattr_getkind_np(const rmutex_pthread_rwlockattr_t *a, int *kind)
+{
+    return pthread_rwlockattr_getkind_np(&a->rm_attr_, kind);
+}
+
+int rmutex_pthread_rwlockattr_setpshared(rmutex_pthread_rwlockattr_t *a, int pshared)
+{
+    if (pshared == PTHREAD_PROCESS_SHARED) return ENOTSUP; /* shared through Redis already */
+    return pthread_rwlockattr_setpshared(&a->rm_attr_, pshared);
+}
+
+int rmutex_pthread_rwlockattr_getpshared(const rmutex_pthread_rwlockattr_t *a, int *pshared)
+{
+    return pthread_rwlockattr_getpshared(&a->rm_attr_, pshared);
+}
+
+int rmutex_pthread_rwlockattr_setname(rmutex_pthread_rwlockattr_t *a, const char *name)
+{
+    if (!a || (name && (!*name || strlen(name) > RMUTEX_NAME_MAX))) return EINVAL;
+    a->rm_name_ = name;
+    return 0;
+}
+
+int rmutex_pthread_rwlockattr_setlease(rmutex_pthread_rwlockattr_t *a, unsigned long lease_ms)
+{
+    if (!a || lease_ms > 2147483647UL) return EINVAL;
+    a->rm_lease_ms_ = lease_ms;
+    return 0;
 }

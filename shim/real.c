@@ -97,6 +97,25 @@ static int boot_cond_broadcast(pthread_cond_t *c)
     return RM_REAL(cond_broadcast)(c);
 }
 
+/* The read-write lock calls' stubs: (name, parameters, arguments). */
+#define RW_BOOT(fn, params, args)        \
+    static int boot_rw_##fn params       \
+    {                                    \
+        rm_shim_boot();                  \
+        return RM_REAL(rw.fn) args;      \
+    }
+RW_BOOT(init, (pthread_rwlock_t *l, const pthread_rwlockattr_t *a), (l, a))
+RW_BOOT(destroy, (pthread_rwlock_t *l), (l))
+RW_BOOT(rdlock, (pthread_rwlock_t *l), (l))
+RW_BOOT(tryrdlock, (pthread_rwlock_t *l), (l))
+RW_BOOT(timedrdlock, (pthread_rwlock_t *l, const struct timespec *t), (l, t))
+RW_BOOT(clockrdlock, (pthread_rwlock_t *l, clockid_t c, const struct timespec *t), (l, c, t))
+RW_BOOT(wrlock, (pthread_rwlock_t *l), (l))
+RW_BOOT(trywrlock, (pthread_rwlock_t *l), (l))
+RW_BOOT(timedwrlock, (pthread_rwlock_t *l, const struct timespec *t), (l, t))
+RW_BOOT(clockwrlock, (pthread_rwlock_t *l, clockid_t c, const struct timespec *t), (l, c, t))
+RW_BOOT(unlock, (pthread_rwlock_t *l), (l))
+
 struct rm_shim_real rm_shim_real = {
     .dm = {
         .lock = boot_lock,
@@ -116,6 +135,19 @@ struct rm_shim_real rm_shim_real = {
     .cond_destroy = boot_cond_destroy,
     .cond_signal = boot_cond_signal,
     .cond_broadcast = boot_cond_broadcast,
+    .rw = {
+        .init = boot_rw_init,
+        .destroy = boot_rw_destroy,
+        .rdlock = boot_rw_rdlock,
+        .tryrdlock = boot_rw_tryrdlock,
+        .timedrdlock = boot_rw_timedrdlock,
+        .clockrdlock = boot_rw_clockrdlock,
+        .wrlock = boot_rw_wrlock,
+        .trywrlock = boot_rw_trywrlock,
+        .timedwrlock = boot_rw_timedwrlock,
+        .clockwrlock = boot_rw_clockwrlock,
+        .unlock = boot_rw_unlock,
+    },
 };
 
 /* ---- what a missing function does ---- */
@@ -142,6 +174,15 @@ static int none_ccw(pthread_cond_t *c, pthread_mutex_t *m, clockid_t k, const st
 
 static int none_ci(pthread_cond_t *c, const pthread_condattr_t *a) { (void)c, (void)a; return ENOSYS; }
 static int none_c(pthread_cond_t *c) { (void)c; return ENOSYS; }
+
+static int none_rwi(pthread_rwlock_t *l, const pthread_rwlockattr_t *a) { (void)l, (void)a; return ENOSYS; }
+static int none_rw(pthread_rwlock_t *l) { (void)l; return ENOSYS; }
+static int none_rwt(pthread_rwlock_t *l, const struct timespec *t) { (void)l, (void)t; return ENOSYS; }
+static int none_rwct(pthread_rwlock_t *l, clockid_t c, const struct timespec *t)
+{
+    (void)l, (void)c, (void)t;
+    return ENOSYS;
+}
 
 static void *find(const char *name, const char *version)
 {
@@ -177,5 +218,16 @@ void rm_shim_boot(void)
     TAKE(cond_destroy, "pthread_cond_destroy", "GLIBC_2.3.2", none_c);
     TAKE(cond_signal, "pthread_cond_signal", "GLIBC_2.3.2", none_c);
     TAKE(cond_broadcast, "pthread_cond_broadcast", "GLIBC_2.3.2", none_c);
+    TAKE(rw.init, "pthread_rwlock_init", "GLIBC_2.34", none_rwi);
+    TAKE(rw.destroy, "pthread_rwlock_destroy", "GLIBC_2.34", none_rw);
+    TAKE(rw.rdlock, "pthread_rwlock_rdlock", "GLIBC_2.34", none_rw);
+    TAKE(rw.tryrdlock, "pthread_rwlock_tryrdlock", "GLIBC_2.34", none_rw);
+    TAKE(rw.timedrdlock, "pthread_rwlock_timedrdlock", "GLIBC_2.34", none_rwt);
+    TAKE(rw.clockrdlock, "pthread_rwlock_clockrdlock", "GLIBC_2.34", none_rwct);
+    TAKE(rw.wrlock, "pthread_rwlock_wrlock", "GLIBC_2.34", none_rw);
+    TAKE(rw.trywrlock, "pthread_rwlock_trywrlock", "GLIBC_2.34", none_rw);
+    TAKE(rw.timedwrlock, "pthread_rwlock_timedwrlock", "GLIBC_2.34", none_rwt);
+    TAKE(rw.clockwrlock, "pthread_rwlock_clockwrlock", "GLIBC_2.34", none_rwct);
+    TAKE(rw.unlock, "pthread_rwlock_unlock", "GLIBC_2.34", none_rw);
     __atomic_store_n(&done, 1, __ATOMIC_RELEASE);
 }

@@ -1,6 +1,6 @@
 /* setup.c -- the shim's constructor: read RMUTEX_PRELOAD, find the listed
- * mutexes and condition variables of this program, make their rmutexes and
- * rconds, publish the tables.
+ * mutexes, condition variables and read-write locks of this program, make
+ * their rmutexes, rconds and rrwlocks, publish the tables.
  *
  * Every process that inherits LD_PRELOAD runs this, including the shells
  * and tools a program execs.  Where RMUTEX_PRELOAD is unset or names other
@@ -87,6 +87,26 @@ static struct rm_shim_cond *set_up_cond(const struct rm_shim_entry *e)
     return NULL;
 }
 
+/* Make the table entry of a listed read-write lock, or say why not. */
+static struct rm_shim_rwlock *set_up_rwlock(const struct rm_shim_entry *e)
+{
+    void *addr = locate(e, "read-write lock");
+    struct rm_shim_rwlock *sl = addr ? calloc(1, sizeof *sl) : NULL;
+    if (!sl) return NULL;
+    sl->addr = addr;
+    sl->symbol = display_name(e);
+    sl->name = strdup(e->name);
+    sl->lease_ms = e->lease_ms;
+    if (sl->symbol && sl->name && !rm_shim_rw_make(sl, rm_shim_rw_kind_of(sl->addr))) return sl;
+    if (sl->symbol && sl->name)
+        rm_say("'%s': librmutex refuses the lock name '%s': %s; it stays a process-local "
+               "read-write lock", sl->symbol, sl->name, rmutex_detail());
+    free(sl->symbol);
+    free(sl->name);
+    free(sl);
+    return NULL;
+}
+
 /* Make the table entry of e, or say why not and return NULL. */
 static struct rm_shim_mutex *set_up(const struct rm_shim_entry *e)
 {
@@ -135,8 +155,14 @@ __attribute__((constructor)) static void rm_shim_start(void)
     }
     struct rm_shim_mutex **v = cfg.n ? calloc(cfg.n, sizeof *v) : NULL;
     struct rm_shim_cond **cv = cfg.n ? calloc(cfg.n, sizeof *cv) : NULL;
-    size_t used = 0, conds = 0;
-    for (size_t i = 0; v && cv && i < cfg.n; i++) {
+    struct rm_shim_rwlock **rv = cfg.n ? calloc(cfg.n, sizeof *rv) : NULL;
+    size_t used = 0, conds = 0, rws = 0;
+    for (size_t i = 0; v && cv && rv && i < cfg.n; i++) {
+        if (cfg.v[i].rwlock) {
+            struct rm_shim_rwlock *sl = set_up_rwlock(&cfg.v[i]);
+            if (sl) rv[rws++] = sl;
+            continue;
+        }
         if (cfg.v[i].cond) {
             struct rm_shim_cond *sc = set_up_cond(&cfg.v[i]);
             if (sc) cv[conds++] = sc;
@@ -158,16 +184,16 @@ __attribute__((constructor)) static void rm_shim_start(void)
         }
         v[used++] = sm;
     }
-    if (cfg.n && (!v || !cv))
+    if (cfg.n && (!v || !cv || !rv))
         rm_say("out of memory reading RMUTEX_PRELOAD; no mutex is distributed");
     rm_shim_config_free(&cfg);
-    if (used) {
+    if (used || rws) {
         rmutex_set_lost_callback(rm_shim_lost_callback, NULL);
         /* Outages found by any of the library's threads, also those that
          * begin while a fair lock waits (which is not cut into slices). */
         rmutex_set_outage_callback(outage_from_library, NULL);
     }
-    if (used || conds) {
+    if (used || conds || rws) {
         /* RMUTEX_URL is read now, so that a bad one is said at start (and,
          * with RMUTEX_ON_ERROR=abort, ends the program before main); every
          * lock would find it refused anyway (policy.c).  A resolver that
@@ -176,6 +202,7 @@ __attribute__((constructor)) static void rm_shim_start(void)
         if (r && r != EAGAIN && r != ENOMEM) rm_policy_error(r, rmutex_detail());
     }
     rm_shim_publish_conds(cv, conds);
+    rm_shim_publish_rwlocks(rv, rws);
     rm_shim_publish(v, used);
     errno = saved;
 }

@@ -17,6 +17,22 @@
 
 /* ---- real.c: the functions the interposers stand in front of ---- */
 
+/* glibc's read-write lock calls (no local part is used for a listed one:
+ * drwlock.c). */
+struct rm_shim_real_rw {
+    int (*init)(pthread_rwlock_t *, const pthread_rwlockattr_t *);
+    int (*destroy)(pthread_rwlock_t *);
+    int (*rdlock)(pthread_rwlock_t *);
+    int (*tryrdlock)(pthread_rwlock_t *);
+    int (*timedrdlock)(pthread_rwlock_t *, const struct timespec *);
+    int (*clockrdlock)(pthread_rwlock_t *, clockid_t, const struct timespec *);
+    int (*wrlock)(pthread_rwlock_t *);
+    int (*trywrlock)(pthread_rwlock_t *);
+    int (*timedwrlock)(pthread_rwlock_t *, const struct timespec *);
+    int (*clockwrlock)(pthread_rwlock_t *, clockid_t, const struct timespec *);
+    int (*unlock)(pthread_rwlock_t *);
+};
+
 struct rm_shim_real {
     struct rm_dm_real dm; /* what dmutex.c needs (lock, cond waits, hooks) */
     int (*init)(pthread_mutex_t *, const pthread_mutexattr_t *);
@@ -25,6 +41,7 @@ struct rm_shim_real {
     int (*cond_destroy)(pthread_cond_t *);
     int (*cond_signal)(pthread_cond_t *);
     int (*cond_broadcast)(pthread_cond_t *);
+    struct rm_shim_real_rw rw;
 };
 
 /* Until rm_shim_boot() has run, every pointer leads to a stub that runs it
@@ -61,6 +78,15 @@ struct rm_shim_cond {
     rcond_t rc;
 };
 
+/* One listed read-write lock: an rrwlock (drwlock.c). */
+struct rm_shim_rwlock {
+    pthread_rwlock_t *addr; /* the program's read-write lock */
+    char *symbol;           /* as listed, for messages */
+    char *name;             /* lock name */
+    unsigned long lease_ms;
+    rrwlock_t rw;
+};
+
 /* The span of addresses that holds every listed mutex: [lo, lo + span).
  * span is 0 while nothing is listed, so the check below fails for every
  * address with one compare.  Written once, at start. */
@@ -93,6 +119,29 @@ static inline struct rm_shim_cond *rm_shim_find_cond(const void *c)
     return rm_shim_lookup_cond(c);
 }
 void rm_shim_publish_conds(struct rm_shim_cond **v, size_t n);
+
+/* And for read-write locks: the pthread_rwlock_* interposers' fast path. */
+extern uintptr_t rm_shim_rw_lo, rm_shim_rw_span;
+struct rm_shim_rwlock *rm_shim_lookup_rwlock(const void *l);
+static inline struct rm_shim_rwlock *rm_shim_find_rwlock(const void *l)
+{
+    uintptr_t off = (uintptr_t)l - __atomic_load_n(&rm_shim_rw_lo, __ATOMIC_RELAXED);
+    if (__builtin_expect(off >= __atomic_load_n(&rm_shim_rw_span, __ATOMIC_RELAXED), 1))
+        return NULL;
+    return rm_shim_lookup_rwlock(l);
+}
+void rm_shim_publish_rwlocks(struct rm_shim_rwlock **v, size_t n);
+
+/* ---- rwlisted.c: interposer bodies for listed read-write locks ---- */
+
+/* Make sl's rrwlock of the given kind (glibc's values).  0 or the
+ * rrwlock_init error. */
+int rm_shim_rw_make(struct rm_shim_rwlock *sl, int kind);
+/* The kind of the program's lock as it is now (its static initializer's,
+ * or its last pthread_rwlock_init's). */
+int rm_shim_rw_kind_of(const pthread_rwlock_t *l);
+int rm_shim_rw_init(struct rm_shim_rwlock *sl, const pthread_rwlockattr_t *attr);
+int rm_shim_rw_destroy(struct rm_shim_rwlock *sl);
 
 /* ---- listed.c: interposer bodies for listed mutexes ---- */
 

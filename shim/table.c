@@ -20,14 +20,17 @@
  * covering its address but no array yet treats the mutex as unlisted, which
  * is right: the constructor has not finished, nobody is distributed yet.
  * It is never freed: listed mutexes are globals that live as long as the
- * process.  Listed condition variables have a table and a span of their
- * own, checked the same way by the pthread_cond_* interposers. */
+ * process.  Listed condition variables and read-write locks have a table
+ * and a span of their own each, checked the same way by the pthread_cond_*
+ * and pthread_rwlock_* interposers. */
 #include "shim.h"
 
+#include <stddef.h>
 #include <stdlib.h>
 
 uintptr_t rm_shim_lo, rm_shim_span;
 uintptr_t rm_shim_cond_lo, rm_shim_cond_span;
+uintptr_t rm_shim_rw_lo, rm_shim_rw_span;
 
 struct slot {
     uintptr_t addr;
@@ -38,7 +41,7 @@ struct table {
     size_t n;
     struct slot *v; /* sorted by addr */
 };
-static struct table *mutexes, *conds;
+static struct table *mutexes, *conds, *rwlocks;
 
 static void *lookup(struct table **where, const void *m)
 {
@@ -57,6 +60,7 @@ static void *lookup(struct table **where, const void *m)
 
 struct rm_shim_mutex *rm_shim_lookup(const void *m) { return lookup(&mutexes, m); }
 struct rm_shim_cond *rm_shim_lookup_cond(const void *c) { return lookup(&conds, c); }
+struct rm_shim_rwlock *rm_shim_lookup_rwlock(const void *l) { return lookup(&rwlocks, l); }
 
 static int by_addr(const void *a, const void *b)
 {
@@ -82,18 +86,31 @@ static void publish(struct table **where, uintptr_t *lo_out, uintptr_t *span_out
     __atomic_store_n(span_out, hi - lo + 1, __ATOMIC_RELEASE);
 }
 
-void rm_shim_publish(struct rm_shim_mutex **v, size_t n)
+/* Every entry type starts with the program's object's address. */
+_Static_assert(offsetof(struct rm_shim_mutex, addr) == 0, "addr first");
+_Static_assert(offsetof(struct rm_shim_cond, addr) == 0, "addr first");
+_Static_assert(offsetof(struct rm_shim_rwlock, addr) == 0, "addr first");
+
+/* Publish entries (each begins with its address); takes ownership of v. */
+static void publish_entries(struct table **where, uintptr_t *lo, uintptr_t *span, void **v, size_t n)
 {
     struct slot *s = n ? calloc(n, sizeof *s) : NULL;
-    for (size_t i = 0; s && i < n; i++) s[i] = (struct slot){ (uintptr_t)v[i]->addr, v[i] };
+    for (size_t i = 0; s && i < n; i++) s[i] = (struct slot){ (uintptr_t)*(void **)v[i], v[i] };
     free(v);
-    publish(&mutexes, &rm_shim_lo, &rm_shim_span, s, s ? n : 0);
+    publish(where, lo, span, s, s ? n : 0);
+}
+
+void rm_shim_publish(struct rm_shim_mutex **v, size_t n)
+{
+    publish_entries(&mutexes, &rm_shim_lo, &rm_shim_span, (void **)v, n);
 }
 
 void rm_shim_publish_conds(struct rm_shim_cond **v, size_t n)
 {
-    struct slot *s = n ? calloc(n, sizeof *s) : NULL;
-    for (size_t i = 0; s && i < n; i++) s[i] = (struct slot){ (uintptr_t)v[i]->addr, v[i] };
-    free(v);
-    publish(&conds, &rm_shim_cond_lo, &rm_shim_cond_span, s, s ? n : 0);
+    publish_entries(&conds, &rm_shim_cond_lo, &rm_shim_cond_span, (void **)v, n);
+}
+
+void rm_shim_publish_rwlocks(struct rm_shim_rwlock **v, size_t n)
+{
+    publish_entries(&rwlocks, &rm_shim_rw_lo, &rm_shim_rw_span, (void **)v, n);
 }

@@ -15,7 +15,7 @@ inline const std::vector<std::string> &acl_rule()
 {
     static const std::vector<std::string> rule = {
         "resetkeys", "~*", "resetchannels", "&redisson_lock__channel:*", "&rmutex_fair_channel:*",
-        "&rmutex_cond_channel:*",
+        "&rmutex_cond_channel:*", "&redisson_rwlock:*",
         "-@all", "+evalsha", "+eval", "+subscribe", "+unsubscribe", "+ping", "+client|setname",
         "+select", "+wait",
         /* called by the scripts */
@@ -27,6 +27,8 @@ inline const std::vector<std::string> &acl_rule()
         /* and by force_unlock.lua, inspect.lua, the holder registry's
          * whois.lua, and rmutex_list */
         "+hkeys", "+pubsub|numsub", "+hmget", "+scan",
+        /* and by the read-write locks' */
+        "+hdel", "+hlen",
     };
     return rule;
 }

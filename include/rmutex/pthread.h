@@ -73,6 +73,21 @@
  * releases the mutex's name and its local mutex and takes both back (name
  * first); waiting while holding another mutex of the same name is EINVAL.
  *
+ * Read-write locks: every pthread_rwlock_t becomes an rrwlock (rmutex.h),
+ * named by the same rules (PTHREAD_RWLOCK_INITIALIZER's or
+ * pthread_rwlock_init's call site, the symbol of a zero-filled one, or
+ * RMUTEX_PTHREAD_RWLOCK_INITIALIZER_NAMED("shop:table"),
+ * rmutex_pthread_rwlockattr_setname()); readers share it across every
+ * process, a writer holds it alone.  Its kind is the program's: glibc's
+ * default PTHREAD_RWLOCK_PREFER_READER_NP (a reader goes in whenever no
+ * writer holds it), or what pthread_rwlockattr_setkind_np asked for
+ * (PREFER_WRITER_NP and PREFER_WRITER_NONRECURSIVE_NP: first come, first
+ * served, a waiting writer holds back the readers after it -- a thread's
+ * re-read still never waits).  The return codes are the rrwlock's, which
+ * answer what glibc leaves to hang: wrlock by a reader is EDEADLK, an
+ * unlock by a thread that holds nothing EPERM.  Redis trouble is waited
+ * through as for mutexes (below).  A rwlock cannot be a mutex's name.
+ *
  * Other extensions: rmutex_pthread_mutexattr_setfair(), _setlease(),
  * _setcache() (as rmutexattr_setfair/setlease/setcache).  Lock caching for
  * every mutex of the program: RMUTEX_CACHE=1 in the environment (a mutex
@@ -123,6 +138,9 @@
 #include <condition_variable>
 #include <mutex>
 #include <thread>
+#if __cplusplus >= 201402L
+#include <shared_mutex>
+#endif
 
 extern "C" {
 #endif
@@ -152,6 +170,18 @@ typedef struct rmutex_pthread_mutexattr {
     int rm_cache_;              /* -1: as RMUTEX_CACHE says; 0 or 1 */
     unsigned long rm_lease_ms_;
 } rmutex_pthread_mutexattr_t;
+
+typedef struct rmutex_pthread_rwlock {
+    rrwlock_t rm_rwlock_;           /* the distributed read-write lock */
+    uintptr_t rm_local_only_;   /* 1: no name (zero-filled, in no symbol): rm_local_ alone */
+    pthread_rwlock_t rm_local_; /* glibc's, for that case */
+} rmutex_pthread_rwlock_t;
+
+typedef struct rmutex_pthread_rwlockattr {
+    pthread_rwlockattr_t rm_attr_;
+    const char *rm_name_;
+    unsigned long rm_lease_ms_;
+} rmutex_pthread_rwlockattr_t;
 
 /* ---- static initializers ------------------------------------------------ */
 
@@ -183,6 +213,13 @@ typedef struct rmutex_pthread_mutexattr {
 #endif
 #define RMUTEX_PTHREAD_COND_INITIALIZER_NAMED(name) \
     { RCOND_INITIALIZER(name), 0, RMUTEX_PTHREAD_COND_LOCAL_INIT_ }
+
+/* kind: glibc's PTHREAD_RWLOCK_*_NP (0 prefer readers, 2 writers do not
+ * starve). */
+#define RMUTEX_PTHREAD_RWLOCK_INITIALIZER_NAMED_NP(name, kind) \
+    { RRWLOCK_INITIALIZER_NP(name, kind, 0), 0, { { __PTHREAD_RWLOCK_INITIALIZER(kind) } } }
+#define RMUTEX_PTHREAD_RWLOCK_INITIALIZER_NAMED(name) \
+    RMUTEX_PTHREAD_RWLOCK_INITIALIZER_NAMED_NP(name, PTHREAD_RWLOCK_DEFAULT_NP)
 
 /* ---- the functions the macros below lead to ------------------------------ */
 
@@ -232,6 +269,32 @@ int rmutex_pthread_cond_timedwait(rmutex_pthread_cond_t *c, rmutex_pthread_mutex
                                   const struct timespec *abstime);
 int rmutex_pthread_cond_clockwait(rmutex_pthread_cond_t *c, rmutex_pthread_mutex_t *m, clockid_t clock,
                                   const struct timespec *abstime);
+
+int rmutex_pthread_rwlock_init(rmutex_pthread_rwlock_t *l, const rmutex_pthread_rwlockattr_t *attr,
+                               const char *site);
+int rmutex_pthread_rwlock_destroy(rmutex_pthread_rwlock_t *l);
+int rmutex_pthread_rwlock_rdlock(rmutex_pthread_rwlock_t *l);
+int rmutex_pthread_rwlock_tryrdlock(rmutex_pthread_rwlock_t *l);
+int rmutex_pthread_rwlock_timedrdlock(rmutex_pthread_rwlock_t *l, const struct timespec *abstime);
+int rmutex_pthread_rwlock_clockrdlock(rmutex_pthread_rwlock_t *l, clockid_t clock,
+                                      const struct timespec *abstime);
+int rmutex_pthread_rwlock_wrlock(rmutex_pthread_rwlock_t *l);
+int rmutex_pthread_rwlock_trywrlock(rmutex_pthread_rwlock_t *l);
+int rmutex_pthread_rwlock_timedwrlock(rmutex_pthread_rwlock_t *l, const struct timespec *abstime);
+int rmutex_pthread_rwlock_clockwrlock(rmutex_pthread_rwlock_t *l, clockid_t clock,
+                                      const struct timespec *abstime);
+int rmutex_pthread_rwlock_unlock(rmutex_pthread_rwlock_t *l);
+
+int rmutex_pthread_rwlockattr_init(rmutex_pthread_rwlockattr_t *a);
+int rmutex_pthread_rwlockattr_destroy(rmutex_pthread_rwlockattr_t *a);
+int rmutex_pthread_rwlockattr_setkind_np(rmutex_pthread_rwlockattr_t *a, int kind);
+int rmutex_pthread_rwlockattr_getkind_np(const rmutex_pthread_rwlockattr_t *a, int *kind);
+int rmutex_pthread_rwlockattr_setpshared(rmutex_pthread_rwlockattr_t *a, int pshared);
+int rmutex_pthread_rwlockattr_getpshared(const rmutex_pthread_rwlockattr_t *a, int *pshared);
+/* Extensions: the lock name (copied by pthread_rwlock_init; NULL: the call
+ * site's), a fixed lease (rrwlockattr_setlease).  0 or EINVAL. */
+int rmutex_pthread_rwlockattr_setname(rmutex_pthread_rwlockattr_t *a, const char *name);
+int rmutex_pthread_rwlockattr_setlease(rmutex_pthread_rwlockattr_t *a, unsigned long lease_ms);
 
 #ifdef __cplusplus
 }
@@ -299,6 +362,35 @@ int rmutex_pthread_cond_clockwait(rmutex_pthread_cond_t *c, rmutex_pthread_mutex
 #define pthread_cond_wait rmutex_pthread_cond_wait
 #define pthread_cond_timedwait rmutex_pthread_cond_timedwait
 #define pthread_cond_clockwait rmutex_pthread_cond_clockwait
+
+#define pthread_rwlock_t rmutex_pthread_rwlock_t
+#define pthread_rwlockattr_t rmutex_pthread_rwlockattr_t
+#undef PTHREAD_RWLOCK_INITIALIZER
+#define PTHREAD_RWLOCK_INITIALIZER \
+    RMUTEX_PTHREAD_RWLOCK_INITIALIZER_NAMED_NP(RMUTEX_PTHREAD_SITE, PTHREAD_RWLOCK_DEFAULT_NP)
+#ifdef PTHREAD_RWLOCK_WRITER_NONRECURSIVE_INITIALIZER_NP
+#undef PTHREAD_RWLOCK_WRITER_NONRECURSIVE_INITIALIZER_NP
+#define PTHREAD_RWLOCK_WRITER_NONRECURSIVE_INITIALIZER_NP \
+    RMUTEX_PTHREAD_RWLOCK_INITIALIZER_NAMED_NP(RMUTEX_PTHREAD_SITE,  \
+                                               PTHREAD_RWLOCK_PREFER_WRITER_NONRECURSIVE_NP)
+#endif
+#define pthread_rwlock_init(l, attr) rmutex_pthread_rwlock_init((l), (attr), RMUTEX_PTHREAD_SITE)
+#define pthread_rwlock_destroy rmutex_pthread_rwlock_destroy
+#define pthread_rwlock_rdlock rmutex_pthread_rwlock_rdlock
+#define pthread_rwlock_tryrdlock rmutex_pthread_rwlock_tryrdlock
+#define pthread_rwlock_timedrdlock rmutex_pthread_rwlock_timedrdlock
+#define pthread_rwlock_clockrdlock rmutex_pthread_rwlock_clockrdlock
+#define pthread_rwlock_wrlock rmutex_pthread_rwlock_wrlock
+#define pthread_rwlock_trywrlock rmutex_pthread_rwlock_trywrlock
+#define pthread_rwlock_timedwrlock rmutex_pthread_rwlock_timedwrlock
+#define pthread_rwlock_clockwrlock rmutex_pthread_rwlock_clockwrlock
+#define pthread_rwlock_unlock rmutex_pthread_rwlock_unlock
+#define pthread_rwlockattr_init rmutex_pthread_rwlockattr_init
+#define pthread_rwlockattr_destroy rmutex_pthread_rwlockattr_destroy
+#define pthread_rwlockattr_setkind_np rmutex_pthread_rwlockattr_setkind_np
+#define pthread_rwlockattr_getkind_np rmutex_pthread_rwlockattr_getkind_np
+#define pthread_rwlockattr_setpshared rmutex_pthread_rwlockattr_setpshared
+#define pthread_rwlockattr_getpshared rmutex_pthread_rwlockattr_getpshared
 
 #endif /* RMUTEX_PTHREAD_NO_MACROS */
 

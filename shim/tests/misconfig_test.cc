@@ -28,10 +28,21 @@ using namespace rmt;
 
 namespace {
 
-enum class Kind { Swap, Shim };
+/* A mutex or (Rw) a read-write lock, under the header swap or the shim. */
+enum class Kind { Swap, Shim, SwapRw, ShimRw };
 enum class Bad { Garbage, Typo, WrongPassword, LessThanTheRule };
 
-const char *kind_name(Kind k) { return k == Kind::Swap ? "Swap" : "Shim"; }
+const char *kind_name(Kind k)
+{
+    switch (k) {
+    case Kind::Swap: return "Swap";
+    case Kind::Shim: return "Shim";
+    case Kind::SwapRw: return "SwapRwlock";
+    default: return "ShimRwlock";
+    }
+}
+
+bool swapped(Kind k) { return k == Kind::Swap || k == Kind::SwapRw; }
 
 const char *bad_name(Bad b)
 {
@@ -91,10 +102,13 @@ class Ported : public RedisTest {
     Child *start(Kind kind, const std::vector<std::string> &args, const std::string &url,
                  std::map<std::string, std::string> env = {}, const std::string &more = "")
     {
-        std::vector<std::string> argv{ kind == Kind::Swap ? SWAP_PROG : SHIM_PROG };
+        std::vector<std::string> argv{ swapped(kind) ? SWAP_PROG : SHIM_PROG };
         argv.insert(argv.end(), args.begin(), args.end());
-        if (kind == Kind::Shim)
-            env = shim_env("shimprog: counter_lock=" + lock_name("counter") + more, url, env);
+        if (!swapped(kind))
+            env = shim_env(kind == Kind::ShimRw
+                               ? "shimprog: table_rw=" + lock_name("table") + ";rwlock" + more
+                               : "shimprog: counter_lock=" + lock_name("counter") + more,
+                           url, env);
         else
             env["RMUTEX_URL"] = url;
         procs_.push_back(std::make_unique<Child>(argv, env));
@@ -102,11 +116,34 @@ class Ported : public RedisTest {
         return procs_.back().get();
     }
 
-    /* The counting command of kind: two threads, iters each. */
+    /* The counting command of kind: two threads, iters each (a read-write
+     * lock: two writers that count, two readers; rwcount.h). */
     std::vector<std::string> count_args(Kind kind, int iters)
     {
-        if (kind == Kind::Swap) return { counter_, std::to_string(iters), "two" };
-        return { "count", counter_, std::to_string(iters), "2", "global" };
+        switch (kind) {
+        case Kind::Swap: return { counter_, std::to_string(iters), "two" };
+        case Kind::Shim: return { "count", counter_, std::to_string(iters), "2", "global" };
+        case Kind::SwapRw: return { "rw", counter_, std::to_string(iters) };
+        default: return { "rwcount", counter_, std::to_string(iters) };
+        }
+    }
+    /* One trylock (trywrlock), one timedlock (timedrdlock) of ms. */
+    std::vector<std::string> try_args(Kind kind)
+    {
+        switch (kind) {
+        case Kind::Swap: return { "try" };
+        case Kind::Shim: return { "try", "global" };
+        case Kind::SwapRw: return { "rwtry" };
+        default: return { "rwtry" };
+        }
+    }
+    std::vector<std::string> timed_args(Kind kind, int ms)
+    {
+        switch (kind) {
+        case Kind::Swap: return { "timed", std::to_string(ms) };
+        case Kind::Shim: return { "timed", "global", std::to_string(ms) };
+        default: return { "rwtimed", std::to_string(ms) };
+        }
     }
 
     std::string counter() { return read_file(counter_); }
@@ -206,13 +243,11 @@ TEST_P(Misconfigured, RmutexOnErrorAbortEndsTheProgramWithTheLine)
 TEST_P(Misconfigured, TrylockIsEbusyAndTimedlockTimesOut)
 {
     std::string url = bad_url();
-    Child *t = start(kind(), kind() == Kind::Swap ? std::vector<std::string>{ "try" }
-                                                  : std::vector<std::string>{ "try", "global" }, url);
-    EXPECT_TRUE(t->expect_line(kind() == Kind::Swap ? "try rc=16" : "rc=16", ms(10000))) << t->log().size() << t->err();
+    Child *t = start(kind(), try_args(kind()), url);
+    EXPECT_TRUE(t->expect_line(kind() == Kind::Shim ? "rc=16" : "try rc=16", ms(10000))) << t->log().size() << t->err();
     auto t0 = Clock::now();
-    Child *tl = start(kind(), kind() == Kind::Swap ? std::vector<std::string>{ "timed", "300" }
-                                                   : std::vector<std::string>{ "timed", "global", "300" }, url);
-    EXPECT_TRUE(tl->expect_line(kind() == Kind::Swap ? "timed rc=110" : "rc=110", ms(10000))) << tl->err();
+    Child *tl = start(kind(), timed_args(kind(), 300), url);
+    EXPECT_TRUE(tl->expect_line(kind() == Kind::Shim ? "rc=110" : "timed rc=110", ms(10000))) << tl->err();
     EXPECT_GE(elapsed_ms(t0), 300);
     for (Child *p : { t, tl }) {
         EXPECT_EQ(0, p->wait(ms(10000)));
@@ -220,14 +255,22 @@ TEST_P(Misconfigured, TrylockIsEbusyAndTimedlockTimesOut)
     }
 }
 
+auto misconfigured_name = [](const auto &i) {
+    return std::string(kind_name(std::get<0>(i.param))) + bad_name(std::get<1>(i.param));
+};
+
+/* Read-write locks: the errors a server can fix, and one it cannot. */
+INSTANTIATE_TEST_SUITE_P(Rwlock, Misconfigured,
+                         ::testing::Combine(::testing::Values(Kind::SwapRw, Kind::ShimRw),
+                                            ::testing::Values(Bad::Garbage, Bad::WrongPassword,
+                                                              Bad::LessThanTheRule)),
+                         misconfigured_name);
+
 INSTANTIATE_TEST_SUITE_P(Each, Misconfigured,
                          ::testing::Combine(::testing::Values(Kind::Swap, Kind::Shim),
                                             ::testing::Values(Bad::Garbage, Bad::Typo,
                                                               Bad::WrongPassword, Bad::LessThanTheRule)),
-                         [](const auto &i) {
-                             return std::string(kind_name(std::get<0>(i.param))) +
-                                    bad_name(std::get<1>(i.param));
-                         });
+                         misconfigured_name);
 
 /* ---- the shim: at start; a condition wait refused on its way back ---- */
 

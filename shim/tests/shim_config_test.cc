@@ -69,6 +69,26 @@ TEST(ShimConfig, CondMarksAConditionVariableAndTakesNoOtherOption)
     }
 }
 
+TEST(ShimConfig, RwlockMarksAReadWriteLockAndTakesOnlyALease)
+{
+    auto p = parse("app: table_rw=shop:table;rwlock, cfg_rw;rwlock;lease=5000");
+    ASSERT_EQ(0, p->rc) << (p->errors.empty() ? "" : p->errors[0]);
+    ASSERT_EQ(2u, p->v.size());
+    EXPECT_EQ(1, p->v[0].rwlock);
+    EXPECT_EQ("shop:table", str(p->v[0].name));
+    EXPECT_EQ(1, p->v[1].rwlock);
+    EXPECT_EQ(5000ul, p->v[1].lease_ms);
+
+    for (const char *bad : { "app: rw;rwlock;fair", "app: rw;robust;rwlock", "app: rw;rwlock;cache",
+                             "app: rw;rwlock;cond" }) {
+        auto q = parse(bad);
+        EXPECT_EQ(1, q->rc) << bad;
+        EXPECT_TRUE(q->v.empty()) << bad;
+        ASSERT_EQ(1u, q->errors.size()) << bad;
+        EXPECT_NE(std::string::npos, q->errors[0].find("takes no other option but lease=")) << q->errors[0];
+    }
+}
+
 TEST(ShimConfig, CacheIsParsedAndRefusedWithAFixedLease)
 {
     auto p = parse("app: counter_lock=jobs;cache, other;robust;cache, queue;cache;fair");

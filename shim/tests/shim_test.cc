@@ -93,6 +93,10 @@ TEST(ShimLibrary, ExportsOnlyTheInterposedNames)
         "pthread_mutex_unlock", "pthread_mutex_consistent", "pthread_cond_wait",
         "pthread_cond_timedwait", "pthread_cond_clockwait", "pthread_cond_init",
         "pthread_cond_destroy", "pthread_cond_signal", "pthread_cond_broadcast",
+        "pthread_rwlock_init", "pthread_rwlock_destroy", "pthread_rwlock_rdlock",
+        "pthread_rwlock_tryrdlock", "pthread_rwlock_timedrdlock", "pthread_rwlock_clockrdlock",
+        "pthread_rwlock_wrlock", "pthread_rwlock_trywrlock", "pthread_rwlock_timedwrlock",
+        "pthread_rwlock_clockwrlock", "pthread_rwlock_unlock",
     };
     std::set<std::string> got;
     for (const auto &[name, type] : exported_symbols(kPreload)) got.insert(name);
@@ -138,6 +142,50 @@ TEST(ShimProgram, BindsTrylockTimedlockClocklockToGlibc234)
 /* ---- mutual exclusion ---- */
 
 TEST_F(Shim, ListedMutexExcludesAcrossProcesses) { count_under_shim(4, 2, 20, {}); }
+
+/* Three processes of 2 writers (counting in a file) and 2 readers each on
+ * the listed table_rw: no reader meets a writer, no writer anybody, no
+ * write is lost, readers share. */
+TEST_F(Shim, ListedRwlockReadersAndWritersInThreeProcessesNeverMeetAndLoseNoWrite)
+{
+    TempDir dir;
+    std::string counter = dir / "counter";
+    std::ofstream(counter) << "0\n";
+    std::vector<std::unique_ptr<Proc>> ps;
+    for (int i = 0; i < 3; i++)
+        ps.push_back(run({ "rwcount", counter, "10" }, "shimprog: table_rw=" + n("table") + ";rwlock"));
+    int most = 0;
+    for (auto &p : ps) {
+        auto line = p->expect_line("done", ms(60000));
+        ASSERT_TRUE(line) << p->err();
+        EXPECT_EQ("0", field(*line, "violations")) << "a reader met a writer, or a writer anybody";
+        most = std::max(most, std::stoi(field(*line, "max_readers")));
+        EXPECT_EQ(0, p->wait(ms(10000)));
+        EXPECT_EQ("", p->err());
+    }
+    EXPECT_GE(most, 2) << "readers never shared the lock";
+    EXPECT_EQ("60\n", read_file(counter)) << "a write was lost";
+    EXPECT_FALSE(held(n("table")));
+}
+
+/* A listed rwlock's trywrlock is EBUSY while another process reads the
+ * name, and takes it once that reader has gone. */
+TEST_F(Shim, ListedRwlockTrywrlockIsBusyWhileAnotherProcessReads)
+{
+    std::string cfg = "shimprog: table_rw=" + n("table") + ";rwlock";
+    auto reader = run({ "rwtimed", "3000" }, cfg); /* reads, then unlocks at once */
+    EXPECT_TRUE(reader->expect_line("timed rc=0", ms(10000))) << reader->err();
+    /* A read held here, through the library, on the same name. */
+    rrwlock_t l;
+    ASSERT_EQ(0, rrwlock_init(&l, n("table").c_str(), nullptr));
+    ASSERT_EQ(0, rrwlock_rdlock(&l));
+    auto writer = run({ "rwtry" }, cfg);
+    EXPECT_TRUE(writer->expect_line("try rc=16", ms(10000))) << "a writer got in beside a reader: " << writer->err();
+    EXPECT_EQ(0, rrwlock_unlock(&l));
+    auto again = run({ "rwtry" }, cfg);
+    EXPECT_TRUE(again->expect_line("try rc=0", ms(10000))) << again->err();
+    EXPECT_EQ(0, rrwlock_destroy(&l));
+}
 
 /* The same on threads with a PTHREAD_STACK_MIN stack, on which the shim's
  * set-up and rmutex's first connection run too. */

@@ -14,6 +14,12 @@
  *   plain      plain_lock     global, never listed by the tests
  *   lib        lib_lock       exported by libshimlib.so
  *   libstatic  lib_static_lock  file-local in libshimlib.so
+ *
+ * and its read-write locks: table_rw (global,
+ * PTHREAD_RWLOCK_WRITER_NONRECURSIVE_INITIALIZER_NP) and plain_rw (global,
+ * PTHREAD_RWLOCK_INITIALIZER, never listed by the tests).  "rwcount FILE
+ * ITERS", "rwtry", "rwtimed MS": rwcount.h on table_rw; "rwbench N": N
+ * rdlock/unlock pairs of plain_rw, "rwbench ns_per_pair=X".
  */
 #define _GNU_SOURCE
 #include "../../tests/stack/small_stack.h"
@@ -28,6 +34,8 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "rwcount.h"
+
 extern pthread_mutex_t lib_lock;
 pthread_mutex_t *shimlib_static_lock(void);
 
@@ -38,6 +46,9 @@ pthread_mutex_t rec_lock = PTHREAD_RECURSIVE_MUTEX_INITIALIZER_NP;
 pthread_mutex_t err_lock;
 pthread_mutex_t robust_lock;
 pthread_mutex_t plain_lock = PTHREAD_MUTEX_INITIALIZER;
+
+pthread_rwlock_t table_rw = PTHREAD_RWLOCK_WRITER_NONRECURSIVE_INITIALIZER_NP;
+pthread_rwlock_t plain_rw = PTHREAD_RWLOCK_INITIALIZER;
 
 static pthread_cond_t cond = PTHREAD_COND_INITIALIZER;
 static int item;
@@ -350,6 +361,22 @@ static int cmd_robust(char **argv)
     return 0;
 }
 
+/* N rdlock/unlock pairs of an unlisted rwlock: the interposers' fast path. */
+static int cmd_rwbench(char **argv)
+{
+    long n = atol(argv[0]);
+    struct timespec a, b;
+    clock_gettime(CLOCK_MONOTONIC, &a);
+    for (long i = 0; i < n; i++) {
+        pthread_rwlock_rdlock(&plain_rw);
+        pthread_rwlock_unlock(&plain_rw);
+    }
+    clock_gettime(CLOCK_MONOTONIC, &b);
+    double ns = (double)(b.tv_sec - a.tv_sec) * 1e9 + (double)(b.tv_nsec - a.tv_nsec);
+    say("rwbench ns_per_pair=%.2f", n > 0 ? ns / (double)n : 0.0);
+    return 0;
+}
+
 int main(int argc, char **argv)
 {
     /* count ... small: no pthread call before the small-stack threads, so
@@ -385,6 +412,10 @@ int main(int argc, char **argv)
     if (!strcmp(c, "csignal") && n == 2) return cmd_csignal(rest);
     if (!strcmp(c, "exec") && n >= 2) return cmd_exec(rest);
     if (!strcmp(c, "robust") && n == 2) return cmd_robust(rest);
+    if (!strcmp(c, "rwcount") && n == 2) return rwc_count(&table_rw, rest[0], atoi(rest[1]));
+    if (!strcmp(c, "rwtry") && n == 0) return rwc_attempt(&table_rw, "try", 0);
+    if (!strcmp(c, "rwtimed") && n == 1) return rwc_attempt(&table_rw, "timed", atol(rest[0]));
+    if (!strcmp(c, "rwbench") && n == 1) return cmd_rwbench(rest);
     fprintf(stderr, "shimprog: bad command\n");
     return 2;
 }

@@ -98,6 +98,13 @@ TEST_F(SwapRmutex, ProcessSharedIsRefused)
     EXPECT_EQ(ENOTSUP, pthread_mutexattr_setpshared(&a, PTHREAD_PROCESS_SHARED));
     EXPECT_EQ(0, pthread_mutexattr_setpshared(&a, PTHREAD_PROCESS_PRIVATE));
     pthread_mutexattr_destroy(&a);
+    pthread_rwlockattr_t ra;
+    ASSERT_EQ(0, pthread_rwlockattr_init(&ra));
+    EXPECT_EQ(ENOTSUP, pthread_rwlockattr_setpshared(&ra, PTHREAD_PROCESS_SHARED)) << "a rwlock's";
+    int ps = -1;
+    EXPECT_EQ(0, pthread_rwlockattr_getpshared(&ra, &ps));
+    EXPECT_EQ(PTHREAD_PROCESS_PRIVATE, ps);
+    pthread_rwlockattr_destroy(&ra);
 }
 
 /* swapprog (C, built with the swap header) in three processes; mode (see
@@ -275,5 +282,133 @@ TEST_F(SwapRmutex, LoopInitializedMutexesSerializeThreadsWithoutAddingDeadlocks)
     EXPECT_EQ(0, t2.load());
     for (auto &m : mu) EXPECT_EQ(0, pthread_mutex_destroy(&m));
 }
+
+} // namespace
+
+/* ---- read-write locks ---- */
+
+extern "C" {
+pthread_rwlock_t g_zero_rw; /* zero-filled: named "<test program>:g_zero_rw" */
+}
+namespace {
+
+pthread_rwlock_t g_rw = PTHREAD_RWLOCK_INITIALIZER; const int g_rw_line = __LINE__;
+
+std::string rw_mode(rmt::Redis &r, const std::string &name) { return r.cmd({ "HGET", name, "mode" }).str(); }
+
+TEST_F(SwapRmutex, ARwlockIsNamedByItsDefinitionAndReadsAndWritesInRedis)
+{
+    std::string name = "swaptest:shim/tests/swap_rmutex_test.cc:" + std::to_string(g_rw_line);
+    ASSERT_EQ(0, pthread_rwlock_rdlock(&g_rw));
+    EXPECT_EQ("read", rw_mode(redis(), name)) << name;
+    ASSERT_EQ(0, pthread_rwlock_unlock(&g_rw));
+    ASSERT_EQ(0, pthread_rwlock_wrlock(&g_rw));
+    EXPECT_EQ("write", rw_mode(redis(), name));
+    ASSERT_EQ(0, pthread_rwlock_unlock(&g_rw));
+    EXPECT_FALSE(redis().exists(name));
+    EXPECT_EQ(EPERM, pthread_rwlock_unlock(&g_rw)) << "nothing held: rrwlock's EPERM";
+}
+
+TEST_F(SwapRmutex, AZeroFilledRwlockIsNamedByItsSymbol)
+{
+    std::string prog = std::filesystem::read_symlink("/proc/self/exe").filename();
+    ASSERT_EQ(0, pthread_rwlock_rdlock(&g_zero_rw));
+    EXPECT_EQ("read", rw_mode(redis(), prog + ":g_zero_rw"));
+    ASSERT_EQ(0, pthread_rwlock_unlock(&g_zero_rw));
+    EXPECT_EQ(0, pthread_rwlock_destroy(&g_zero_rw));
+}
+
+/* glibc hangs (a timedwrlock times out); the swap says EDEADLK at once. */
+TEST_F(SwapRmutex, ARwlockWriteByItsReaderIsEdeadlkNotATimeout)
+{
+    pthread_rwlock_t l;
+    ASSERT_EQ(0, pthread_rwlock_init(&l, NULL));
+    ASSERT_EQ(0, pthread_rwlock_rdlock(&l));
+    struct timespec t = after(CLOCK_REALTIME, 300);
+    EXPECT_EQ(EDEADLK, pthread_rwlock_timedwrlock(&l, &t));
+    EXPECT_EQ(EBUSY, pthread_rwlock_trywrlock(&l));
+    EXPECT_EQ(0, pthread_rwlock_unlock(&l));
+    EXPECT_EQ(0, pthread_rwlock_destroy(&l));
+}
+
+/* The kind set with pthread_rwlockattr_setkind_np is the rrwlock's: a
+ * writer queued in Redis holds back a new reader (PREFER_WRITER_
+ * NONRECURSIVE), or does not (glibc's default, PREFER_READER). */
+TEST_F(SwapRmutex, ARwlockKindFromSetkindNpDecidesWhetherAQueuedWriterHoldsReadersBack)
+{
+    for (int kind : { PTHREAD_RWLOCK_PREFER_WRITER_NONRECURSIVE_NP, PTHREAD_RWLOCK_PREFER_READER_NP }) {
+        SCOPED_TRACE(kind);
+        std::string name = "swaptest:kind" + std::to_string(kind);
+        pthread_rwlockattr_t a;
+        pthread_rwlock_t l;
+        ASSERT_EQ(0, pthread_rwlockattr_init(&a));
+        ASSERT_EQ(0, pthread_rwlockattr_setkind_np(&a, kind));
+        int got = -1;
+        EXPECT_EQ(0, pthread_rwlockattr_getkind_np(&a, &got));
+        EXPECT_EQ(kind, got);
+        ASSERT_EQ(0, rmutex_pthread_rwlockattr_setname(&a, name.c_str()));
+        ASSERT_EQ(0, pthread_rwlock_init(&l, &a));
+        pthread_rwlockattr_destroy(&a);
+        ASSERT_EQ(0, pthread_rwlock_rdlock(&l));
+        std::atomic<int> w{ INT32_MIN };
+        std::thread writer([&] {
+            int r = pthread_rwlock_wrlock(&l);
+            w = r;
+            if (!r) pthread_rwlock_unlock(&l);
+        });
+        ASSERT_TRUE(rmt::wait_until([&] { return redis().cmd({ "ZCARD", "rmutex_rw_writers:{" + name + "}" }).integer() == 1; },
+                                    ms(5000)))
+            << "the writer never queued";
+        int reader = INT32_MIN;
+        std::thread([&] {
+            reader = pthread_rwlock_tryrdlock(&l);
+            if (!reader) pthread_rwlock_unlock(&l);
+        }).join();
+        EXPECT_EQ(kind == PTHREAD_RWLOCK_PREFER_READER_NP ? 0 : EBUSY, reader);
+        EXPECT_EQ(0, pthread_rwlock_unlock(&l));
+        EXPECT_TRUE(rmt::wait_until([&] { return w.load() != INT32_MIN; }, ms(5000)));
+        writer.join();
+        EXPECT_EQ(0, w.load());
+        EXPECT_EQ(0, pthread_rwlock_destroy(&l));
+    }
+}
+
+/* swapprog rw in three processes: 2 writers and 2 readers each, on table_rw
+ * (PTHREAD_RWLOCK_WRITER_NONRECURSIVE_INITIALIZER_NP) or zero_rw
+ * (zero-filled, named by its symbol). */
+void rw_in_processes(const std::string &url, const std::string &mode)
+{
+    char dir[] = "/tmp/rmutex-swap-test.XXXXXX";
+    ASSERT_TRUE(mkdtemp(dir));
+    std::string counter = std::string(dir) + "/counter";
+    std::ofstream(counter) << "0\n";
+    std::vector<std::unique_ptr<rmt::Child>> ps;
+    for (int i = 0; i < 3; i++) {
+        std::vector<std::string> argv{ SWAP_PROG, "rw", counter, "10" };
+        if (!mode.empty()) argv.push_back(mode);
+        ps.push_back(std::make_unique<rmt::Child>(argv, std::map<std::string, std::string>{ { "RMUTEX_URL", url } }));
+    }
+    int most = 0;
+    for (auto &p : ps) {
+        auto line = p->expect_line("done", ms(60000));
+        ASSERT_TRUE(line) << p->err();
+        EXPECT_EQ("0", rmt::field(*line, "violations")) << "a reader met a writer, or a writer anybody";
+        most = std::max(most, std::stoi(rmt::field(*line, "max_readers")));
+        EXPECT_EQ(0, p->wait(ms(10000)));
+    }
+    EXPECT_GE(most, 2) << "readers never shared the lock";
+    std::ifstream f(counter);
+    long v = -1;
+    f >> v;
+    EXPECT_EQ(60, v) << "a write was lost";
+    std::filesystem::remove_all(dir);
+}
+
+TEST_F(SwapRmutex, RwlockReadersAndWritersInThreeProcessesNeverMeetAndLoseNoWrite)
+{
+    rw_in_processes(url(), "");
+}
+
+TEST_F(SwapRmutex, AZeroFilledRwlockExcludesAcrossProcesses) { rw_in_processes(url(), "zero"); }
 
 } // namespace

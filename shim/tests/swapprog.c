@@ -8,7 +8,10 @@
  *   two    two threads run the loop (2 * ITERS).
  * It prints "done cache_hits=N" (rmutex_stats: RMUTEX_CACHE=1 caches).
  * "swapprog try" and "swapprog timed MS" trylock / timedlock the counter's
- * mutex once and print "try rc=N" / "timed rc=N". */
+ * mutex once and print "try rc=N" / "timed rc=N".
+ * "swapprog rw FILE ITERS [zero]": readers and writers of table_rw (or
+ * zero_rw, a global with no initializer) -- rwcount.h; "swapprog rwtry"
+ * and "swapprog rwtimed MS": rwc_attempt on table_rw. */
 #define _GNU_SOURCE
 #include <rmutex/pthread.h>
 #include <stdio.h>
@@ -17,10 +20,13 @@
 #include <time.h>
 
 #include "../../tests/stack/small_stack.h"
+#include "rwcount.h"
 
 static pthread_mutex_t counter_lock = PTHREAD_MUTEX_INITIALIZER;
 pthread_mutex_t zero_lock; /* no initializer: zero-filled */
 static pthread_mutex_t *lock = &counter_lock;
+static pthread_rwlock_t table_rw = PTHREAD_RWLOCK_WRITER_NONRECURSIVE_INITIALIZER_NP;
+pthread_rwlock_t zero_rw; /* no initializer: zero-filled */
 static const char *file;
 static int iters, failed;
 
@@ -78,6 +84,11 @@ int main(int argc, char **argv)
 {
     if ((argc == 2 && !strcmp(argv[1], "try")) || (argc == 3 && !strcmp(argv[1], "timed")))
         return attempt(argc, argv);
+    if (argc == 2 && !strcmp(argv[1], "rwtry")) return rwc_attempt(&table_rw, "try", 0);
+    if (argc == 3 && !strcmp(argv[1], "rwtimed")) return rwc_attempt(&table_rw, "timed", atol(argv[2]));
+    if ((argc == 4 || argc == 5) && !strcmp(argv[1], "rw"))
+        return rwc_count(argc == 5 && !strcmp(argv[4], "zero") ? &zero_rw : &table_rw, argv[2],
+                         atoi(argv[3]));
     const char *mode = argc == 4 ? argv[3] : "";
     int small = !strcmp(mode, "small"), two = !strcmp(mode, "two");
     if (argc != 3 &&

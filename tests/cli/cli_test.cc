@@ -190,11 +190,38 @@ TEST_F(Cli, TheCommandsStatusComesBackAndSignalsAre128PlusN)
     EXPECT_FALSE(redis().exists(n)) << "the lock outlived the command";
 }
 
+/* flock's -s: two runs read NAME together (a read-write lock), and a -x
+ * run waits until both have ended. */
+TEST_F(Cli, TwoSharedRunsHoldTogetherAndAnExclusiveRunWaitsForBoth)
+{
+    std::string n = lock_name();
+    auto reader = [&](const std::string &tag) {
+        return cli({ "run", "-s", n, "--", "sh", "-c",
+                     "touch " + file(tag) + "; while [ ! -e " + file("go") + " ]; do sleep 0.01; done" });
+    };
+    auto r1 = reader("r1"), r2 = reader("r2");
+    ASSERT_TRUE(wait_until([&] { return access(file("r1").c_str(), F_OK) == 0 && access(file("r2").c_str(), F_OK) == 0; },
+                           ms(10000)))
+        << "the second -s run did not share: " << r1->err() << r2->err();
+    EXPECT_EQ("read", redis().cmd({ "HGET", n, "mode" }).str());
+    EXPECT_EQ(2, redis().cmd({ "ZCARD", "rmutex_rw_readers:{" + n + "}" }).integer()) << "two processes read";
+    auto writer = cli({ "run", "-x", n, "--", "sh", "-c", "touch " + file("w") });
+    EXPECT_FALSE(wait_until_unscaled([&] { return access(file("w").c_str(), F_OK) == 0; }, ms(700)))
+        << "the -x run went in beside the readers";
+    EXPECT_EQ(1, exit_code({ "run", "-n", "-x", n, "true" })) << "-n -x: a conflict";
+    go();
+    EXPECT_EQ(0, r1->wait(ms(10000)));
+    EXPECT_EQ(0, r2->wait(ms(10000)));
+    EXPECT_TRUE(wait_until([&] { return access(file("w").c_str(), F_OK) == 0; }, ms(10000))) << writer->err();
+    EXPECT_EQ(0, writer->wait(ms(10000)));
+    EXPECT_FALSE(redis().exists(n));
+}
+
 TEST_F(Cli, UsageErrorsAre64AndTakeNoLock)
 {
     std::string n = lock_name(), err;
-    EXPECT_EQ(64, exit_code({ "run", "-s", n, "true" }, "", &err));
-    EXPECT_NE(std::string::npos, err.find("shared locks are not supported")) << err;
+    EXPECT_EQ(64, exit_code({ "run", "-s", "--fair", n, "true" }, "", &err));
+    EXPECT_NE(std::string::npos, err.find("--fair is for a mutex")) << err;
     EXPECT_EQ(64, exit_code({ "run", "-E", "256", n, "true" }));
     EXPECT_EQ(64, exit_code({ "run", "-w", "soon", n, "true" }));
     EXPECT_EQ(64, exit_code({ "run", n }));
