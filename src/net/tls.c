@@ -340,9 +340,8 @@ static int handshake_failed(struct rm_tls *t, int err)
                  v == X509_V_ERR_SELF_SIGNED_CERT_IN_CHAIN || v == X509_V_ERR_DEPTH_ZERO_SELF_SIGNED_CERT ||
                  v == X509_V_ERR_UNABLE_TO_GET_ISSUER_CERT)
             hint = " (cacert= or capath= must name the CA that signed it)";
-        rm_detail("TLS: the certificate of Redis at %s failed the check: %s%s (verify error %ld, "
-                  "name checked: %s)", t->display, ossl.X509_verify_cert_error_string(v), hint, v,
-                  t->name);
+        rm_detail("TLS: certificate verify failed for Redis at %s: %s%s (verify error %ld, name "
+                  "checked: %s)", t->display, ossl.X509_verify_cert_error_string(v), hint, v, t->name);
         return EACCES;
     }
     if (why >= SSL_AD_REASON_OFFSET) {
