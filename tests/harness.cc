@@ -221,6 +221,9 @@ std::unique_ptr<RedisServer> RedisServer::start(std::vector<std::string> extra, 
      * redis-server binds it; then it exits and we try another. */
     for (int attempt = 0; attempt < (port ? 1 : 8); attempt++) {
         s->port_ = port ? port : free_port();
+        /* A TLS cluster node's bus is at port + 10000 (see spawn()). */
+        bool bus = std::find(s->extra_.begin(), s->extra_.end(), "--cluster-enabled") != s->extra_.end();
+        while (!port && tls_mode() && bus && s->port_ > 55535) s->port_ = free_port();
         if (tls_mode()) {
             if (tls_files().dir.empty()) return nullptr;
             do s->tls_port_ = free_port();
