@@ -467,6 +467,8 @@ RMUTEX_API int rcond_broadcast(rcond_t *c);
 /* Set the Redis server, before the first call that needs it:
  *
  *   redis://[[user]:password@]host[:port][/db][?option=value&...]
+ *   rediss://...  the same over TLS (options cacert, capath, cert, key, sni,
+ *                 insecure; tls=1 on a cluster's or Sentinel's URL: docs/tls.md)
  *   unix://[[user]:password@]/path/to/redis.sock[?db=N&option=value&...]
  *   redis-cluster://[[user]:password@]host:port[,host:port...][?...]
  *   redis-sentinel://[[user]:password@]host:port[,host:port...]/MASTER[?...]
@@ -491,9 +493,12 @@ RMUTEX_API int rcond_broadcast(rcond_t *c);
  * redis://127.0.0.1:6379.
  *
  * Returns 0; EINVAL (malformed URL, unknown option, host that does not
- * resolve); EAGAIN (the resolver failed temporarily); ENOTSUP (rediss://:
- * this build has no TLS); EBUSY (the library is already in use: call
- * rmutex_shutdown() first); ENOMEM. */
+ * resolve, a TLS option without TLS or naming a file that cannot be read);
+ * EAGAIN (the resolver failed temporarily); EBUSY (the library is already
+ * in use: call rmutex_shutdown() first); ENOMEM.  A failed TLS check of a
+ * server (certificate, name, refused client certificate, a plain-text
+ * server on a TLS URL or the reverse) is EACCES from the calls, with the
+ * reason in rmutex_detail(). */
 RMUTEX_API int rmutex_configure(const char *url);
 
 /* Set the number of command connections kept per server (1..1024).

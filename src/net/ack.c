@@ -9,7 +9,10 @@
  * restarted stale reports no replicas at all, and a client that skipped
  * WAIT on that report (as Redisson does) would be granted locks that
  * exist nowhere else.  WAIT may take its whole timeout, longer than the
- * command timeout, so its reply is read with its own deadline. */
+ * command timeout, so its reply is read with its own deadline.  A server
+ * without WAIT (ElastiCache Serverless answers "unknown command") gets no
+ * acknowledgement: every acquisition is given back, and the detail says
+ * the server refused WAIT, with its words. */
 #include "ack.h"
 #include "conn.h"
 #include "internal.h"
@@ -20,7 +23,7 @@
 struct rm_ack rm_ack_want(unsigned known)
 {
     unsigned n = RM_SETTING(replicas), floor = RM_SETTING(min_replicas);
-    struct rm_ack a = { 0, 0, 0 };
+    struct rm_ack a = { 0, 0, 0, "" };
     if (n == RM_REPLICAS_AUTO) {
         a.wait_for = known > floor ? known : floor;
         a.need = floor ? floor : known ? 1 : 0;
@@ -49,7 +52,8 @@ int rm_ack_read(struct rm_conn *c, struct rm_ack *a)
     int r = rm_conn_read_slow(c, deadline, &reply);
     if (r) return r;
     a->acked = reply->type == REDIS_REPLY_INTEGER ? reply->integer : 0;
-    if (reply->type == REDIS_REPLY_ERROR) rm_conn_reply_status(reply);
+    if (reply->type == REDIS_REPLY_ERROR) /* a server without WAIT (a serverless one) */
+        snprintf(a->refused, sizeof a->refused, "%.*s", (int)reply->len, reply->str);
     freeReplyObject(reply);
     if (a->acked < (long long)a->need) {
         RM_COUNT(replica_shortfalls);
@@ -60,6 +64,12 @@ int rm_ack_read(struct rm_conn *c, struct rm_ack *a)
 
 void rm_ack_shortfall_detail(const struct rm_ack *a, const char *lock, int given_back)
 {
+    if (a->refused[0]) {
+        rm_detail("the server refused WAIT (%s): replica acknowledgement (replicas=, "
+                  "min_replicas=) cannot work there; the acquisition of %s %s", a->refused, lock,
+                  given_back == 0 ? "was given back" : "is being given back");
+        return;
+    }
     rm_detail("only %lld of the %u replica acknowledgements required (WAIT %u, %lu ms) came "
               "for the acquisition of %s; %s", a->acked, a->need, a->wait_for,
               RM_SETTING(wait_timeout_ms), lock,

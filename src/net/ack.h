@@ -10,6 +10,7 @@ struct rm_conn;
 struct rm_ack {
     unsigned wait_for, need;
     long long acked;
+    char refused[96]; /* the server's error when it refused WAIT (no WAIT there); "" */
 };
 
 /* What the settings want of a primary with `known` replicas (the
