@@ -39,6 +39,12 @@
  * IP address; SNI is sent for a name only (RFC 6066).  insecure=1 checks
  * nothing, and says so in the detail once per context.
  *
+ * OpenSSL needs more stack than the 8 KiB rmutex promises to use of the
+ * caller's (RMUTEX_STACK_NEED; loading it, a handshake, even a read): every
+ * call into it goes through rm_bigstack_run(), which runs it on a stack
+ * from the heap when the calling thread's own is small, and right there
+ * otherwise (bigstack.c).
+ *
  * Errors are sorted for conn.c: a lost connection (RM_E_UNSENT, retried
  * like any outage) or one that cannot work until someone changes a
  * configuration -- a certificate that fails the check, a refused client
@@ -52,6 +58,7 @@
  * fork (OpenSSL does not reset its locks in a child): a known limit,
  * docs/tls.md. */
 #include "tls.h"
+#include "bigstack.h"
 #include "internal.h"
 
 #include <arpa/inet.h>
@@ -265,13 +272,15 @@ static SSL *ssl_for(const struct rm_tls_conf *conf, int *bad)
     return s;
 }
 
+static void tls_free(struct rm_tls *t);
+
 static int ip_literal(const char *name)
 {
     unsigned char ip[16];
     return inet_pton(AF_INET, name, ip) == 1 || inet_pton(AF_INET6, name, ip) == 1;
 }
 
-int rm_tls_new(const struct rm_server_addr *a, int fd, struct rm_tls **out)
+static int tls_new(const struct rm_server_addr *a, int fd, struct rm_tls **out)
 {
     pthread_once(&load_once, load);
     if (load_error[0]) {
@@ -303,7 +312,7 @@ int rm_tls_new(const struct rm_server_addr *a, int fd, struct rm_tls **out)
     *out = t;
     return 0;
 nomem:
-    rm_tls_free(t);
+    tls_free(t);
     rm_detail("out of memory (TLS)");
     return ENOMEM;
 }
@@ -320,14 +329,13 @@ static void refused(const struct rm_tls *t, unsigned long e, int why)
 }
 
 /* The detail and status of a failed handshake. */
-static int handshake_failed(struct rm_tls *t, int err)
+static int handshake_failed(struct rm_tls *t, int err, int lost)
 {
     unsigned long e = ossl.ERR_get_error();
     int why = e ? ERR_GET_REASON(e) : 0;
     long v = ossl.SSL_get_verify_result(t->ssl);
     if (err == SSL_ERROR_SYSCALL || err == SSL_ERROR_ZERO_RETURN ||
         why == SSL_R_UNEXPECTED_EOF_WHILE_READING) {
-        int lost = errno;
         rm_detail("TLS handshake with Redis at %s: %s", t->display,
                   err == SSL_ERROR_SYSCALL && lost ? strerror(lost) : "connection closed");
         return RM_E_UNSENT;
@@ -359,18 +367,18 @@ static int handshake_failed(struct rm_tls *t, int err)
     return EACCES;
 }
 
-int rm_tls_handshake(struct rm_tls *t, short *want)
+static int handshake(struct rm_tls *t, short *want)
 {
     t->wait = 0;
     ossl.ERR_clear_error();
     int r = ossl.SSL_connect(t->ssl);
     if (r == 1) return 0;
-    int err = ossl.SSL_get_error(t->ssl, r);
+    int lost = errno, err = ossl.SSL_get_error(t->ssl, r);
     if (err == SSL_ERROR_WANT_READ || err == SSL_ERROR_WANT_WRITE) {
         *want = err == SSL_ERROR_WANT_READ ? POLLIN : POLLOUT;
         return EAGAIN;
     }
-    return handshake_failed(t, err);
+    return handshake_failed(t, err, lost);
 }
 
 int rm_tls_heard(const struct rm_tls *t) { return t->heard; }
@@ -378,7 +386,7 @@ int rm_tls_heard(const struct rm_tls *t) { return t->heard; }
 /* What a failed read or write returns (see tls.h). */
 static ssize_t io_failed(struct rm_tls *t, int r, short *want)
 {
-    int err = ossl.SSL_get_error(t->ssl, r), saved = errno;
+    int saved = errno, err = ossl.SSL_get_error(t->ssl, r);
     if (err == SSL_ERROR_WANT_READ || err == SSL_ERROR_WANT_WRITE) {
         *want = err == SSL_ERROR_WANT_READ ? POLLIN : POLLOUT;
         errno = EAGAIN;
@@ -404,7 +412,7 @@ static ssize_t io_failed(struct rm_tls *t, int r, short *want)
     return -1;
 }
 
-ssize_t rm_tls_read(struct rm_tls *t, void *buf, size_t n, int wait, short *want)
+static ssize_t tls_read(struct rm_tls *t, void *buf, size_t n, int wait, short *want)
 {
     size_t got = 0;
     t->wait = wait;
@@ -414,7 +422,7 @@ ssize_t rm_tls_read(struct rm_tls *t, void *buf, size_t n, int wait, short *want
     return r == 1 ? (ssize_t)got : io_failed(t, r, want);
 }
 
-ssize_t rm_tls_write(struct rm_tls *t, const void *buf, size_t n, short *want)
+static ssize_t tls_write(struct rm_tls *t, const void *buf, size_t n, short *want)
 {
     size_t put = 0;
     t->wait = 0;
@@ -425,9 +433,71 @@ ssize_t rm_tls_write(struct rm_tls *t, const void *buf, size_t n, short *want)
 
 int rm_tls_pending(const struct rm_tls *t) { return ossl.SSL_pending(t->ssl) > 0; }
 
-void rm_tls_free(struct rm_tls *t)
+static void tls_free(struct rm_tls *t)
 {
     if (!t) return;
     if (t->ssl) ossl.SSL_free(t->ssl); /* frees the BIO too; sends nothing */
     free(t);
+}
+
+/* ---- the calls, each where it has stack enough (bigstack.c) ---- */
+
+struct call {
+    enum { NEW, HANDSHAKE, READ, WRITE, FREE } op;
+    const struct rm_server_addr *a;
+    struct rm_tls *t, **out;
+    int fd, wait;
+    void *buf;
+    size_t n;
+    short *want;
+    ssize_t r;
+};
+
+static void run(void *p)
+{
+    struct call *c = p;
+    switch (c->op) {
+    case NEW: c->r = tls_new(c->a, c->fd, c->out); break;
+    case HANDSHAKE: c->r = handshake(c->t, c->want); break;
+    case READ: c->r = tls_read(c->t, c->buf, c->n, c->wait, c->want); break;
+    case WRITE: c->r = tls_write(c->t, c->buf, c->n, c->want); break;
+    case FREE: tls_free(c->t); break;
+    }
+}
+
+/* c's answer; without a stack to run it on, ENOMEM as an answer of its
+ * kind (a status, or -1 and errno). */
+static ssize_t call(struct call c)
+{
+    if (!rm_bigstack_run(run, &c)) return c.r;
+    rm_detail("out of memory (TLS)");
+    if (c.op == NEW || c.op == HANDSHAKE) return ENOMEM;
+    errno = ENOMEM;
+    return -1;
+}
+
+int rm_tls_new(const struct rm_server_addr *a, int fd, struct rm_tls **out)
+{
+    return (int)call((struct call){ .op = NEW, .a = a, .fd = fd, .out = out });
+}
+
+int rm_tls_handshake(struct rm_tls *t, short *want)
+{
+    return (int)call((struct call){ .op = HANDSHAKE, .t = t, .want = want });
+}
+
+ssize_t rm_tls_read(struct rm_tls *t, void *buf, size_t n, int wait, short *want)
+{
+    return call((struct call){ .op = READ, .t = t, .buf = buf, .n = n, .wait = wait, .want = want });
+}
+
+ssize_t rm_tls_write(struct rm_tls *t, const void *buf, size_t n, short *want)
+{
+    return call((struct call){ .op = WRITE, .t = t, .buf = (void *)buf, .n = n, .want = want });
+}
+
+void rm_tls_free(struct rm_tls *t)
+{
+    if (t && rm_bigstack_run(run, &(struct call){ .op = FREE, .t = t }))
+        tls_free(t); /* no memory for a stack: SSL_free needs little of it */
 }
