@@ -20,6 +20,7 @@
 #include <netinet/in.h>
 #include <poll.h>
 #include <sys/socket.h>
+#include <sys/wait.h>
 #include <thread>
 #include <unistd.h>
 
@@ -273,6 +274,21 @@ TEST_F(Tls, AForkedChildLocksOverItsOwnTlsAndLeavesTheParentsSessionsAlone)
     rmutex_destroy(&held);
 }
 
+TEST_F(Tls, OpenSslIsLoadedOnlyByAProcessThatUsesTls)
+{
+    auto mapped = [](pid_t pid) {
+        return shell("grep -c 'libssl\\.so' /proc/" + std::to_string(pid) + "/maps || true") != "0\n";
+    };
+    auto plain = child_holding(name("plain"), servers->plain->url());
+    ASSERT_TRUE(plain);
+    EXPECT_FALSE(mapped(plain->pid())) << "libssl loaded by a process with a plain URL";
+    auto tls = child_holding(name("tls"), servers->good->url());
+    ASSERT_TRUE(tls);
+    EXPECT_TRUE(mapped(tls->pid())) << "libssl not loaded by a process with a TLS URL";
+    /* Not linked either: the library names neither libssl nor libcrypto. */
+    EXPECT_EQ("0\n", shell("readelf -d '" RMUTEX_LIB "' | grep -cE 'NEEDED.*lib(ssl|crypto)' || true"));
+}
+
 TEST_F(Tls, AServerThatAsksNoClientCertificateNeedsNone)
 {
     std::string detail;
@@ -354,6 +370,25 @@ TEST_F(Tls, InsecureSkipsTheCheckAndSaysSo)
     std::string detail;
     EXPECT_RC(0, first_trylock(url, &detail)) << detail;
 }
+
+#ifdef RMUTEX_CLI
+TEST_F(Tls, TheCommandTakesATlsUrlAndItsStatusSaysWhenNothingIsChecked)
+{
+    auto status = [&](const std::string &url, std::string *err) {
+        Child cli({RMUTEX_CLI, "--url", url, "status", name()}, std::map<std::string, std::string>{});
+        int st = cli.wait(ms(10000));
+        *err = cli.err();
+        return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+    };
+    std::string err;
+    EXPECT_EQ(3, status(servers->good->url(), &err)) << err; /* 3: free */
+    EXPECT_EQ(std::string::npos, err.find("insecure")) << err;
+    EXPECT_EQ(3, status(tls_url(*servers->other, "insecure=1"), &err)) << err;
+    EXPECT_NE(std::string::npos, err.find("insecure=1")) << err;
+    EXPECT_EQ(4, status(tls_url(*servers->good, "cacert=" + bad_certs().rogue_ca), &err)) << err;
+    EXPECT_NE(std::string::npos, err.find("certificate verify failed")) << err;
+}
+#endif
 
 TEST_F(Tls, BadTlsOptionsAreEinvalAtConfigure)
 {
