@@ -460,6 +460,120 @@ RMUTEX_API int rcond_signal(rcond_t *c);
 RMUTEX_API int rcond_broadcast(rcond_t *c);
 
 /* ------------------------------------------------------------------------
+ * Read-write locks: pthread_rwlock_* across processes.  Readers share the
+ * lock, a writer holds it alone; every thread of every process that uses
+ * the same name on the same Redis takes part, and a Redisson
+ * RReadWriteLock on the name too (docs/rwlock.md says what a mixed
+ * deployment gets).  Return codes as pthread's; besides:
+ *   EDEADLK  rdlock or wrlock by the writer; wrlock by a thread that holds
+ *            the name for reading, through any handle (no upgrade: at once,
+ *            never a hang)
+ *   EBUSY    trylock forms: held in a way that excludes the caller (also
+ *            by the caller itself, as glibc)
+ *   EAGAIN   the thread's read count would overflow; trylock forms when
+ *            Redis cannot be reached
+ *   EPERM    unlock by a thread that holds nothing of it, or whose hold was
+ *            lost (its lease ran out, or the server lost it)
+ *   EOWNERDEAD  a robust lock's last writer died holding it: the caller
+ *            holds it now (for reading or writing, as asked), the data it
+ *            guards may be inconsistent
+ *   EINVAL, EACCES, ETIMEDOUT, ENOMEM  as for mutexes
+ * Order (the default kind): FIFO by arrival among waiting readers and
+ * writers -- a waiting writer holds back readers that come after it, the
+ * readers ahead of it share the lock together -- except that a thread's
+ * re-read while it reads never waits (it is counted in the thread).  A
+ * writer that gives up (timeout, trylock, death) lets the readers behind
+ * it go at once.  RRWLOCK_PREFER_READER: a reader goes whenever no writer
+ * holds the lock, waiting writers or not (glibc's default; writers can
+ * starve).  A dead reader or writer is reclaimed within one lease,
+ * whatever the other readers do.
+ * ---------------------------------------------------------------------- */
+
+/* A read-write lock.  Caller-owned storage of a fixed size (64 bytes); the
+ * fields are private. */
+typedef struct rrwlock {
+    const char *rm_name_; /* the static initializer's name */
+    int rm_kind_;         /* the static initializer's kind and flags */
+    unsigned rm_spare_;
+    void *rm_state_;
+    void *rm_reserved_[5];
+} rrwlock_t;
+
+typedef struct rrwlockattr {
+    unsigned rm_magic_;
+    int rm_kind_;
+    unsigned long rm_lease_ms_;
+    int rm_robust_;
+    int rm_spare_;
+    unsigned long rm_reserved_[5];
+} rrwlockattr_t;
+
+/* Kinds: glibc's values (pthread_rwlockattr_setkind_np).  The default is
+ * RRWLOCK_PREFER_WRITER_NONRECURSIVE's order without its restriction: a
+ * thread's re-read never deadlocks.  RRWLOCK_PREFER_WRITER behaves as the
+ * default (glibc ignores it too). */
+enum {
+    RRWLOCK_PREFER_READER = 0,
+    RRWLOCK_PREFER_WRITER = 1,
+    RRWLOCK_PREFER_WRITER_NONRECURSIVE = 2,
+    RRWLOCK_DEFAULT = RRWLOCK_PREFER_WRITER_NONRECURSIVE
+};
+
+/* Flags for RRWLOCK_INITIALIZER_NP. */
+enum { RRWLOCK_FLAG_ROBUST = 0x100 };
+
+/* Static initializers (the name as for RMUTEX_INITIALIZER):
+ *   static rrwlock_t table = RRWLOCK_INITIALIZER("shop:table");
+ *   static rrwlock_t cfg = RRWLOCK_INITIALIZER_NP("cfg", RRWLOCK_PREFER_READER, 0); */
+#define RRWLOCK_INITIALIZER(name) { (name), RRWLOCK_DEFAULT, 0, 0, { 0, 0, 0, 0, 0 } }
+#define RRWLOCK_INITIALIZER_NP(name, kind, flags) \
+    { (name), (int)(kind) | (int)(flags), 0, 0, { 0, 0, 0, 0, 0 } }
+
+/* Attributes: the kind; a fixed lease in ms (0, the default: renewed by
+ * the watchdog); robust (RMUTEX_ROBUST: a dead writer is reported as
+ * EOWNERDEAD to the next taker). */
+RMUTEX_API int rrwlockattr_init(rrwlockattr_t *attr);
+RMUTEX_API int rrwlockattr_destroy(rrwlockattr_t *attr);
+RMUTEX_API int rrwlockattr_setkind_np(rrwlockattr_t *attr, int kind);
+RMUTEX_API int rrwlockattr_getkind_np(const rrwlockattr_t *attr, int *kind);
+RMUTEX_API int rrwlockattr_setlease(rrwlockattr_t *attr, unsigned long lease_ms);
+RMUTEX_API int rrwlockattr_getlease(const rrwlockattr_t *attr, unsigned long *lease_ms);
+RMUTEX_API int rrwlockattr_setrobust(rrwlockattr_t *attr, int robust);
+RMUTEX_API int rrwlockattr_getrobust(const rrwlockattr_t *attr, int *robust);
+
+/* Initialize l as the read-write lock called name (the rules of mutex
+ * names; a read-write lock must not share its name with a mutex: the
+ * Redis hash would be the same, as for Redisson's RLock and
+ * RReadWriteLock).  attr may be NULL.  No I/O. */
+RMUTEX_API int rrwlock_init(rrwlock_t *l, const char *name, const rrwlockattr_t *attr);
+
+/* Forget l in this process: EBUSY while a thread of this process holds it
+ * through this handle or waits on it. */
+RMUTEX_API int rrwlock_destroy(rrwlock_t *l);
+
+/* Take l for reading / for writing: as pthread_rwlock_rdlock and friends.
+ * The timed forms take an absolute CLOCK_REALTIME time, the clock forms
+ * CLOCK_REALTIME or CLOCK_MONOTONIC; none times out when the lock can be
+ * taken at once. */
+RMUTEX_API int rrwlock_rdlock(rrwlock_t *l);
+RMUTEX_API int rrwlock_tryrdlock(rrwlock_t *l);
+RMUTEX_API int rrwlock_timedrdlock(rrwlock_t *l, const struct timespec *abstime);
+RMUTEX_API int rrwlock_clockrdlock(rrwlock_t *l, clockid_t clock, const struct timespec *abstime);
+RMUTEX_API int rrwlock_wrlock(rrwlock_t *l);
+RMUTEX_API int rrwlock_trywrlock(rrwlock_t *l);
+RMUTEX_API int rrwlock_timedwrlock(rrwlock_t *l, const struct timespec *abstime);
+RMUTEX_API int rrwlock_clockwrlock(rrwlock_t *l, clockid_t clock, const struct timespec *abstime);
+
+/* Give back the calling thread's hold: one level of its reads, or its
+ * write.  EPERM when it holds nothing of l (glibc does not check; POSIX
+ * allows it) or its hold was lost. */
+RMUTEX_API int rrwlock_unlock(rrwlock_t *l);
+
+/* The writer's fencing token (as rmutex_fence): EPERM unless the calling
+ * thread holds l for writing. */
+RMUTEX_API int rrwlock_fence(rrwlock_t *l, uint64_t *token);
+
+/* ------------------------------------------------------------------------
  * Process-wide settings.  Thread-safe.  After fork(): the child keeps the
  * parent's settings and opens its own connections.
  * ---------------------------------------------------------------------- */

@@ -16,6 +16,8 @@
  *       with SIGKILL while it waits.
  *   trylock NAME [--robust]
  *       Print "trylock rc=<rc>", unlock if it got it, exit.
+ *   rw NAME r|w [--robust] [--lease=MS] [--prefer-reader] [--hold-ms=MS]
+ *       The read-write lock NAME for reading (r) or writing (w), as hold.
  *   counter NAME HOST PORT KEY THREADS ITERS [--nolock] [--password=PW]
  *       THREADS threads each do ITERS times, under NAME (unless --nolock):
  *       GET KEY -> sched_yield() -> SET KEY value+1, on their own hiredis
@@ -152,6 +154,50 @@ int cmd_counter(int argc, char **argv)
     return 0;
 }
 
+/* rw NAME r|w [--robust] [--lease=MS] [--prefer-reader] [--hold-ms=MS]: take
+ * the read-write lock NAME for reading or writing, print "held rc=<rc>
+ * fence=<token>" (the token for a writer, "none" for a reader), then as
+ * hold. */
+int cmd_rw(const char *name, int argc, char **argv)
+{
+    static rrwlock_t l;
+    rrwlockattr_t a;
+    rrwlockattr_init(&a);
+    rrwlockattr_setrobust(&a, flag(argc, argv, "--robust") ? RMUTEX_ROBUST : RMUTEX_STALLED);
+    rrwlockattr_setlease(&a, strtoul(opt(argc, argv, "--lease", "0").c_str(), nullptr, 10));
+    if (flag(argc, argv, "--prefer-reader")) rrwlockattr_setkind_np(&a, RRWLOCK_PREFER_READER);
+    int rc = rrwlock_init(&l, name, &a);
+    rrwlockattr_destroy(&a);
+    if (rc != 0) {
+        say("error init rc=" + std::to_string(rc) + " detail=" + rmutex_detail());
+        return 2;
+    }
+    rmutex_set_lost_callback([](rmutex_t *, const char *lost, void *) { say(std::string("lost ") + lost); },
+                             nullptr);
+    bool writer = argc > 3 && std::string(argv[3]) == "w";
+    auto take = [&] {
+        int r = writer ? rrwlock_wrlock(&l) : rrwlock_rdlock(&l);
+        uint64_t t = 0;
+        std::string fence = writer && (r == 0 || r == EOWNERDEAD) && rrwlock_fence(&l, &t) == 0
+                                ? std::to_string(t) : "none";
+        say("held rc=" + std::to_string(r) + " fence=" + fence + " pid=" + std::to_string(getpid()));
+    };
+    take();
+    std::string hold_ms = opt(argc, argv, "--hold-ms", "");
+    if (!hold_ms.empty()) {
+        std::this_thread::sleep_for(std::chrono::milliseconds(atoi(hold_ms.c_str())));
+        say("unlocked rc=" + std::to_string(rrwlock_unlock(&l)));
+        return 0;
+    }
+    std::string line;
+    while (read_line(&line)) {
+        if (line == "unlock") say("unlocked rc=" + std::to_string(rrwlock_unlock(&l)));
+        else if (line == "lock") take();
+        else if (line == "exit") exit(0);
+    }
+    exit(0);
+}
+
 } // namespace
 
 int main(int argc, char **argv)
@@ -162,6 +208,8 @@ int main(int argc, char **argv)
         return cmd_trylock(argv[2], argc, argv);
     if (argc >= 2 && strcmp(argv[1], "counter") == 0)
         return cmd_counter(argc, argv);
+    if (argc >= 4 && strcmp(argv[1], "rw") == 0)
+        return cmd_rw(argv[2], argc, argv);
     say("error usage: hold|trylock|counter ...");
     return 2;
 }

@@ -87,7 +87,13 @@ inline void expect_every_kind_lost_not_released(
         EXPECT_EQ("0", field(*held, "rc")) << *held;
         EXPECT_TRUE(waiters[i]->expect_line("unlocked rc=0", ms(5000))) << kinds[i].name;
     }
-    EXPECT_EQ((int)kinds.size(), wipe_lost_count().load()) << "one callback per wiped hold, by now";
+    {
+        rmutex_stats_t st = stats();
+        EXPECT_EQ((int)kinds.size(), wipe_lost_count().load())
+            << "one callback per wiped hold, by now (locks_lost " << st.locks_lost << ", holds_checked "
+            << st.holds_checked << ", renewal_calls " << st.renewal_calls << ", renewal_failures "
+            << st.renewal_failures << ", reconnects " << st.reconnects << ")";
+    }
     int64_t told = last_ms.load() - std::chrono::duration_cast<ms>(back->time_since_epoch()).count();
     EXPECT_LE(told, scaled(ms(1500)).count()) << "the last loss was found " << told
                                               << " ms after the server answered again";

@@ -39,7 +39,8 @@ RMUTEX_API int rmutex_fence(rmutex_t *m, uint64_t *token)
             pthread_mutex_unlock(&l->mu);
             struct rm_endpoint *ep;
             if (!(r = rm_session_enter(&ep))) {
-                r = rm_token_take(ep, &l->keys, self->owner, self->owner_len, acq, 1, &got);
+                r = rm_token_take(ep, l->keys.lock, l->keys.token, self->owner, self->owner_len, acq, 1,
+                                  &got);
                 rm_session_leave();
             }
             pthread_mutex_lock(&l->mu);

@@ -38,6 +38,7 @@
 #include "mutex.h"
 #include "endpoint.h"
 #include "registry.h"
+#include "rwlock.h"
 #include "session.h"
 #include "sub.h"
 #include "watchdog.h"
@@ -49,8 +50,10 @@
 
 static void at_exit(struct rm_endpoint *ep)
 {
-    rm_cache_release_all(ep, rm_clock_after(RM_MSEC(1000)), 0);
+    rm_nsec deadline = rm_clock_after(RM_MSEC(1000));
+    rm_cache_release_all(ep, deadline, 0);
     rm_mutex_release_all_at_exit(ep);
+    rm_rwlock_release_all_at_exit(ep, deadline);
 }
 
 static int busy(void) { return atomic_load(&rm_counters.held) != 0; }
@@ -73,6 +76,7 @@ static void fork_prepare(void)
 {
     rm_session_atfork(-1);
     rm_mutex_atfork(-1);
+    rm_rwlock_atfork(-1);
     rm_lock_atfork(-1);
     rm_watchdog_atfork(-1);
     struct rm_endpoint *ep = rm_session_endpoint();
@@ -85,6 +89,7 @@ static void fork_parent(void)
     if (ep) rm_endpoint_atfork(ep, 0);
     rm_watchdog_atfork(0);
     rm_lock_atfork(0);
+    rm_rwlock_atfork(0);
     rm_mutex_atfork(0);
     rm_session_atfork(0);
 }
@@ -97,6 +102,7 @@ static void fork_child(void)
     if (ep) rm_endpoint_atfork(ep, 1);
     rm_watchdog_atfork(1);
     rm_lock_atfork(1);
+    rm_rwlock_atfork(1);
     rm_mutex_atfork(1);
     rm_stats_reset();
     rm_session_atfork(1); /* its lock: taken by the prepare handler, in this thread */

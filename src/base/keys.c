@@ -8,6 +8,7 @@
  * Redisson would hit CROSSSLOT on it.  We compare the hashed part (the tag,
  * or the whole key) of the lock key and of a derived key. */
 #include "keys.h"
+#include "clock.h"
 #include "internal.h"
 
 #include <errno.h>
@@ -64,6 +65,13 @@ static const char *const cond_prefixes[] = {
     "rmutex_cond", "rmutex_cond_wait", "rmutex_cond_alive", "rmutex_cond_channel",
 };
 #define NCOND (sizeof cond_prefixes / sizeof cond_prefixes[0])
+
+static const char *const rw_prefixes[] = {
+    "rmutex_rw_readers", "rmutex_rw_queue", "rmutex_rw_writers", "rmutex_rw_alive",
+    "rmutex_rw_seq", "rmutex_rw_owner", "redisson_rwlock", "rmutex_rw_holds",
+    "redisson_lock_token",
+};
+#define NRW (sizeof rw_prefixes / sizeof rw_prefixes[0])
 
 /* Check name (what names it: "lock", "condition") and derive its keys:
  * out[0] the bare name, out[i + 1] "prefixes[i]:{name}" (or ":name" when
@@ -135,6 +143,49 @@ int rm_keys_cond(const char *name, struct rm_cond_keys *k)
     k->alive = out[3];
     k->channel = out[4];
     return 0;
+}
+
+int rm_keys_rwlock(const char *name, struct rm_rw_keys *k)
+{
+    const char *out[NRW + 1];
+    int r = derive("read-write lock", name, rw_prefixes, NRW, out, &k->buf, &k->slot);
+    if (r) return r;
+    k->lock = out[0];
+    k->readers = out[1];
+    k->queue = out[2];
+    k->writers = out[3];
+    k->alive = out[4];
+    k->seq = out[5];
+    k->owner = out[6];
+    k->channel = out[7];
+    k->holds = out[8];
+    k->token = out[9];
+    /* Redisson's suffixName: "{NAME}" when the name has no tag, else NAME. */
+    size_t len = strlen(name);
+    k->tag_len = memchr(name, '{', len) ? len : len + 2;
+    k->tagged = memchr(name, '{', len) != NULL;
+    return 0;
+}
+
+size_t rm_keys_rw_process(const struct rm_rw_keys *k, const char *uuid, size_t uuid_len,
+                          char *holds, char *timeout, size_t size)
+{
+    size_t hl = strlen(k->holds);
+    size_t need = rm_clock_max(hl + 1 + uuid_len, k->tag_len + 1 + uuid_len + 20) + 1;
+    if (need > size) return 0;
+    memcpy(holds, k->holds, hl);
+    holds[hl] = ':';
+    memcpy(holds + hl + 1, uuid, uuid_len);
+    holds[hl + 1 + uuid_len] = 0;
+    snprintf(timeout, size, k->tagged ? "%s:%.*s:r:rwlock_timeout:1" : "{%s}:%.*s:r:rwlock_timeout:1",
+             k->lock, (int)uuid_len, uuid);
+    return need;
+}
+
+void rm_keys_rw_free(struct rm_rw_keys *k)
+{
+    free(k->buf);
+    k->buf = NULL;
 }
 
 void rm_keys_free(struct rm_keys *k)

@@ -45,4 +45,31 @@ struct rm_cond_keys {
 };
 int rm_keys_cond(const char *name, struct rm_cond_keys *k);
 
+/* A read-write lock's keys (rwlock.lua), by the same rules; the lock hash
+ * and the channel are Redisson's RReadWriteLock's. */
+struct rm_rw_keys {
+    const char *lock;    /* NAME: the hash, Redisson's layout (mode, fields) */
+    const char *readers; /* rmutex_rw_readers:{NAME}: zset process -> read lease */
+    const char *queue;   /* rmutex_rw_queue:{NAME}: zset waiter -> ticket */
+    const char *writers; /* rmutex_rw_writers:{NAME}: the writers of the queue */
+    const char *alive;   /* rmutex_rw_alive:{NAME}: zset waiter -> liveness deadline */
+    const char *seq;     /* rmutex_rw_seq:{NAME}: ticket counter */
+    const char *owner;   /* rmutex_rw_owner:{NAME}: the writer's mark */
+    const char *channel; /* redisson_rwlock:{NAME}: "0", "1" (Redisson's), "-<id>" a waiter */
+    const char *holds;   /* rmutex_rw_holds:{NAME}: + ":<uuid>", a process's read holds */
+    const char *token;   /* redisson_lock_token:{NAME}: fencing counter */
+    size_t tag_len;      /* Redisson's suffix base: "{NAME}" or NAME */
+    int tagged;
+    int slot;
+    char *buf;
+};
+int rm_keys_rwlock(const char *name, struct rm_rw_keys *k);
+void rm_keys_rw_free(struct rm_rw_keys *k);
+
+/* The keys of a process's read holds (uuid): its hash of holds and
+ * Redisson's timeout key of its anchor, into holds and timeout (size bytes
+ * each).  Returns the bytes needed, 0 when they do not fit. */
+size_t rm_keys_rw_process(const struct rm_rw_keys *k, const char *uuid, size_t uuid_len,
+                          char *holds, char *timeout, size_t size);
+
 #endif

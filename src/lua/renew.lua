@@ -11,6 +11,13 @@
 --   'w' a queued waiter (fair lock: KEYS alive, queue, seq; condition
 --       variable: alive, wait, state); ARGV waiter, lease ms.  Its liveness
 --       deadline moves to server time + lease while it is queued.
+--   'v' a read-write lock's queued waiter: the same with a fourth key kept
+--       alive (KEYS alive, queue, seq, writers).
+--   'r' a process's read holds of a read-write lock (rwlock.lua): KEYS
+--       lock, readers, holds, timeout; ARGV the process's uuid, lease ms.
+--       Renewed only while the readers zset still has the process: its
+--       lease there, its holds' hash, Redisson's timeout key of its anchor,
+--       and the lock hash's TTL when shorter.
 -- Returns one integer per entry: 1 renewed, 0 gone (a hold: lost; a waiter:
 -- granted or dequeued).  A key of the wrong type counts as gone instead of
 -- failing the batch.
@@ -42,16 +49,30 @@ for i = 1, tonumber(ARGV[1]) do
       redis.call('pexpire', lock, lease)
       out[i] = 1
     end
-  elseif kind == 'w' then
+  elseif kind == 'w' or kind == 'v' then
     local alive, queue, seq, member, lease =
       KEYS[k], KEYS[k + 1], KEYS[k + 2], ARGV[a + 1], tonumber(ARGV[a + 2])
-    k, a = k + 3, a + 3
+    local extra = kind == 'v' and KEYS[k + 3]
+    k, a = k + (extra and 4 or 3), a + 3
     local score = redis.pcall('zscore', alive, member)
     if type(score) == 'string' then
       redis.call('zadd', alive, now + lease, member)
       keep(alive, 2 * lease)
       keep(queue, 2 * lease)
       keep(seq, 2 * lease)
+      if extra then keep(extra, 2 * lease) end
+      out[i] = 1
+    end
+  elseif kind == 'r' then
+    local lock, readers, holds, timeout, who, lease =
+      KEYS[k], KEYS[k + 1], KEYS[k + 2], KEYS[k + 3], ARGV[a + 1], tonumber(ARGV[a + 2])
+    k, a = k + 4, a + 3
+    local score = redis.pcall('zscore', readers, who)
+    if type(score) == 'string' then
+      redis.call('zadd', readers, now + lease, who)
+      redis.call('pexpire', holds, 2 * lease)
+      redis.call('set', timeout, '1', 'px', lease)
+      if redis.call('pttl', lock) < lease then redis.call('pexpire', lock, lease) end
       out[i] = 1
     end
   else

@@ -542,15 +542,25 @@ int rm_endpoint_join(struct rm_endpoint *ep, int slot, const char *channel, stru
     return rm_endpoint_join_notify(ep, slot, channel, w, match, match_len, NULL, NULL);
 }
 
+int rm_endpoint_join_releases(struct rm_endpoint *ep, int slot, const char *channel,
+                              struct rm_waiter *w, const char *match, size_t match_len)
+{
+    struct rm_node *n = rm_endpoint_route(ep, slot, rm_clock_after(RM_MSEC(RM_SETTING(command_timeout_ms))));
+    if (!n) return EAGAIN;
+    return rm_sub_join_releases(n->sub, channel, w, match, match_len);
+}
+
 int rm_endpoint_rejoin(struct rm_endpoint *ep, int slot, struct rm_waiter *w)
 {
     RM_COUNT(resubscribes_moved);
     char *channel = strdup(rm_sub_channel(w));
     const char *match = w->match;
     size_t match_len = w->match_len;
+    int releases = w->releases;
     rm_sub_leave(w);
     if (!channel) return ENOMEM;
-    int r = rm_endpoint_join(ep, slot, channel, w, match, match_len);
+    int r = releases ? rm_endpoint_join_releases(ep, slot, channel, w, match, match_len)
+                     : rm_endpoint_join(ep, slot, channel, w, match, match_len);
     free(channel);
     return r;
 }

@@ -74,6 +74,10 @@ int rm_endpoint_join_notify(struct rm_endpoint *ep, int slot, const char *channe
                             struct rm_waiter *w, const char *match, size_t match_len,
                             void (*notify)(void *arg, int why), void *arg);
 
+/* The same for a read-write lock's waiter (rm_sub_join_releases). */
+int rm_endpoint_join_releases(struct rm_endpoint *ep, int slot, const char *channel,
+                              struct rm_waiter *w, const char *match, size_t match_len);
+
 /* w was woken with RM_WAKE_MOVED: join its channel again where slot is
  * served now (leaving it where it was).  Returns 0, or the join's error
  * (w is then not joined). */

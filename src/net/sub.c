@@ -34,7 +34,10 @@
  * this process; a waiter registered with a match is woken only by exactly
  * that message (the fair lock names the thread it hands the lock to, a
  * condition's signal the waiter it picked), and a condition's broadcast
- * ("*" and the cut) wakes every waiter of its channel.  A waiter can also
+ * ("*" and the cut) wakes every waiter of its channel.  A waiter that
+ * listens for releases too (a read-write lock's: rm_sub_join_releases) is
+ * also woken by a "0" as an unmatched one is, and with every other such
+ * waiter by a "1" (Redisson's read-write lock left by a writer).  A waiter can also
  * be poked to re-check (rm_sub_poke: the watchdog does, for a fair waiter
  * whose place in the queue is gone), and asked about its place in line
  * (rm_sub_rank, by join numbers, O(1): a fair lock's process keeps only
@@ -266,7 +269,7 @@ static void keep_message(struct rm_waiter *w, const char *msg, size_t len)
 
 static void deliver(struct rm_channel *ch, const char *msg, size_t len)
 {
-    int zero = len == 1 && msg[0] == '0';
+    int zero = len == 1 && msg[0] == '0', one = len == 1 && msg[0] == '1';
     if (len >= 1 && msg[0] == '*') { /* a condition's broadcast: everyone here */
         for (struct rm_waiter *w = ch->head; w; w = w->next)
             if (w->woken != RM_WAKE_MESSAGE) {
@@ -275,15 +278,19 @@ static void deliver(struct rm_channel *ch, const char *msg, size_t len)
             }
         return;
     }
+    if (one) { /* Redisson's read-write lock left by a writer: every waiter of it */
+        for (struct rm_waiter *w = ch->head; w; w = w->next)
+            if (w->releases && w->woken != RM_WAKE_MESSAGE) wake(w, RM_WAKE_MESSAGE);
+        return;
+    }
     for (struct rm_waiter *w = ch->head; w; w = w->next) {
-        if (w->match) {
-            if (len >= w->match_len && !memcmp(w->match, msg, w->match_len) &&
-                (len == w->match_len || msg[w->match_len] == ' ')) {
-                keep_message(w, msg, len);
-                wake(w, RM_WAKE_MESSAGE);
-                return;
-            }
-        } else if (zero && w->woken != RM_WAKE_MESSAGE) {
+        if (w->match && len >= w->match_len && !memcmp(w->match, msg, w->match_len) &&
+            (len == w->match_len || msg[w->match_len] == ' ')) {
+            keep_message(w, msg, len);
+            wake(w, RM_WAKE_MESSAGE);
+            return;
+        }
+        if (zero && (!w->match || w->releases) && w->woken != RM_WAKE_MESSAGE) {
             wake(w, RM_WAKE_MESSAGE);
             return;
         }
@@ -600,15 +607,15 @@ int rm_sub_join(struct rm_sub *s, const char *channel, struct rm_waiter *w, cons
     return rm_sub_join_notify(s, channel, w, match, match_len, NULL, NULL);
 }
 
-int rm_sub_join_notify(struct rm_sub *s, const char *channel, struct rm_waiter *w,
-                       const char *match, size_t match_len, void (*notify)(void *arg, int why),
-                       void *arg)
+static int join(struct rm_sub *s, const char *channel, struct rm_waiter *w, const char *match,
+                size_t match_len, void (*notify)(void *arg, int why), void *arg, int releases)
 {
     size_t len = strlen(channel);
     memset(w, 0, sizeof *w);
     w->sub = s;
     w->match = match;
     w->match_len = match_len;
+    w->releases = releases;
     w->notify = notify;
     w->notify_arg = arg;
     if (rm_clock_cond_init(&w->cv)) return ENOMEM;
@@ -654,6 +661,19 @@ int rm_sub_join_notify(struct rm_sub *s, const char *channel, struct rm_waiter *
     ch->tail = w;
     pthread_mutex_unlock(&s->mu);
     return 0;
+}
+
+int rm_sub_join_notify(struct rm_sub *s, const char *channel, struct rm_waiter *w,
+                       const char *match, size_t match_len, void (*notify)(void *arg, int why),
+                       void *arg)
+{
+    return join(s, channel, w, match, match_len, notify, arg, 0);
+}
+
+int rm_sub_join_releases(struct rm_sub *s, const char *channel, struct rm_waiter *w,
+                         const char *match, size_t match_len)
+{
+    return join(s, channel, w, match, match_len, NULL, NULL, 1);
 }
 
 const char *rm_sub_channel(const struct rm_waiter *w) { return w->ch->name; }

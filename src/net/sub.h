@@ -47,6 +47,7 @@ struct rm_waiter {
                           a space and more (or, on a condition's channel,
                           for a broadcast "*..."); NULL: for "0" */
     size_t match_len;
+    int releases;      /* also woken by "0" (one) and "1" (all): rm_sub_join_releases */
     unsigned long seq; /* its join's number on the channel (rm_sub_rank) */
     char msg[128];     /* the message that woke it (match only), NUL-ended */
     /* A notified waiter (rm_sub_join_notify) sleeps nowhere: each wake-up
@@ -78,6 +79,12 @@ int rm_sub_join(struct rm_sub *sub, const char *channel, struct rm_waiter *w, co
 /* The same for a waiter that is told instead of woken: notify(arg, why)
  * for each message that matches and each RM_WAKE_* event, until
  * rm_sub_leave (after which it is never called again). */
+/* rm_sub_join for a read-write lock's waiter: woken by its match, and by
+ * the release messages of Redisson's read-write lock too ("0": one such
+ * waiter, "1": every one). */
+int rm_sub_join_releases(struct rm_sub *sub, const char *channel, struct rm_waiter *w,
+                         const char *match, size_t match_len);
+
 int rm_sub_join_notify(struct rm_sub *sub, const char *channel, struct rm_waiter *w,
                        const char *match, size_t match_len, void (*notify)(void *arg, int why),
                        void *arg);

@@ -123,7 +123,8 @@ struct rm_watchdog_entry {
                                        renewal: a restart may have wiped it */
             rm_nsec acquired; /* when the acquiring call was sent */
             int parked;       /* a parked cache's hold: taking it over is allowed */
-            rmutex_t *m;      /* for the lost-lock callback */
+            int by_name;      /* a read-write lock's: the callback gets m NULL */
+            rmutex_t *m;      /* for the lost-lock callback (NULL: nobody to tell) */
         } hold;
         struct {              /* KIND_WAITER */
             void (*wake)(void *); /* told when its renewal finds it gone */
@@ -377,60 +378,101 @@ static void periodic_free_call(struct rm_watchdog_entry *e)
     memset(&e->u.periodic.call, 0, sizeof e->u.periodic.call);
 }
 
-struct rm_watchdog_entry *rm_watchdog_hold(struct rm_endpoint *ep, const struct rm_keys *k,
-                               int robust, const char *owner, size_t owner_len,
-                               unsigned long lease_ms, rm_nsec valid_until, rm_nsec due,
-                               rmutex_t *m)
+/* e, a new hold's entry: add it, renewing at once when the watchdog has
+ * no connection to its server yet (the first hold there, or the last one
+ * dropped: the renewal makes one -- the connection whose closing tells of
+ * a restart, sleep_locked), and tell the hook. */
+static struct rm_watchdog_entry *add_hold(struct rm_watchdog_entry *e, const char *owner,
+                                          size_t owner_len)
 {
-    char lease[RM_CONN_UINT];
-    /* A robust hold's owner mark is renewed with it.  Other holds name no
-     * mark: a script call that names a key missing on a migrating slot's
-     * source gets TRYAGAIN, and the renewal must go on through a migration. */
-    const char *argv[] = { k->lock, k->owner, owner, lease };
-    size_t lens[] = { strlen(k->lock), strlen(k->owner), owner_len, rm_conn_uint(lease, lease_ms) };
-    int skip = !robust;
-    if (skip) argv[1] = k->lock, lens[1] = lens[0]; /* argv + 1: lock, owner, lease */
-    struct rm_watchdog_entry *e = entry_new(4 - skip, argv + skip, lens + skip);
-    if (!e) return NULL;
+    pthread_once(&cv_once, init_cvs);
+    pthread_mutex_lock(&wd.mu);
+    struct rm_node *at = rm_endpoint_route(e->ep, e->slot, 0);
+    struct link *l = at ? link_find(at) : NULL;
+    if (!l || !l->connected) e->next_due = rm_clock_now(), e->window = 0;
+    add_locked(e);
+    if (wd.on_hold) wd.on_hold(e->ep, owner, owner_len);
+    pthread_mutex_unlock(&wd.mu);
+    return e;
+}
+
+static void hold_init(struct rm_watchdog_entry *e, struct rm_endpoint *ep, char wire, int nkeys,
+                      unsigned long lease_ms, rm_nsec valid_until, rm_nsec due, rmutex_t *m,
+                      int by_name)
+{
+    e->u.hold.by_name = by_name;
     e->ep = ep;
     e->slot = rm_endpoint_clustered(ep) ? rm_keys_slot(e->argv[0], e->lens[0]) : 0;
     e->kind = KIND_HOLD;
-    e->wire = robust ? 'h' : 'l';
-    e->nkeys = 2 - skip;
+    e->wire = wire;
+    e->nkeys = nkeys;
     e->lease_ms = lease_ms;
     e->u.hold.m = m;
     e->u.hold.valid_until = valid_until;
     e->u.hold.acquired = valid_until - RM_MSEC(lease_ms);
     schedule(e, due, due - rm_clock_now());
-    pthread_once(&cv_once, init_cvs);
-    pthread_mutex_lock(&wd.mu);
-    /* No connection to its server yet (the first hold there, or the last
-     * one dropped): renew it at once, which makes one -- the connection
-     * whose closing tells of a restart (sleep_locked). */
-    struct rm_node *at = rm_endpoint_route(ep, e->slot, 0);
-    struct link *l = at ? link_find(at) : NULL;
-    if (!l || !l->connected) e->next_due = rm_clock_now(), e->window = 0;
-    add_locked(e);
-    if (wd.on_hold) wd.on_hold(ep, owner, owner_len);
-    pthread_mutex_unlock(&wd.mu);
-    return e;
+}
+
+struct rm_watchdog_entry *rm_watchdog_hold(struct rm_endpoint *ep, const char *lock,
+                                           const char *mark, int robust, const char *owner,
+                                           size_t owner_len, unsigned long lease_ms,
+                                           rm_nsec valid_until, rm_nsec due, rmutex_t *m,
+                                           int by_name)
+{
+    char lease[RM_CONN_UINT];
+    /* A robust hold's owner mark is renewed with it.  Other holds name no
+     * mark: a script call that names a key missing on a migrating slot's
+     * source gets TRYAGAIN, and the renewal must go on through a migration. */
+    const char *argv[] = { lock, mark, owner, lease };
+    size_t lens[] = { strlen(lock), robust ? strlen(mark) : 0, owner_len,
+                      rm_conn_uint(lease, lease_ms) };
+    int skip = !robust;
+    if (skip) argv[1] = lock, lens[1] = lens[0]; /* argv + 1: lock, owner, lease */
+    struct rm_watchdog_entry *e = entry_new(4 - skip, argv + skip, lens + skip);
+    if (!e) return NULL;
+    hold_init(e, ep, robust ? 'h' : 'l', 2 - skip, lease_ms, valid_until, due, m, by_name);
+    return add_hold(e, owner, owner_len);
+}
+
+struct rm_watchdog_entry *rm_watchdog_reads(struct rm_endpoint *ep, const char *lock,
+                                            const char *readers, const char *holds,
+                                            const char *timeout, const char *uuid,
+                                            size_t uuid_len, unsigned long lease_ms,
+                                            rm_nsec valid_until, rm_nsec due)
+{
+    char lease[RM_CONN_UINT];
+    const char *argv[] = { lock, readers, holds, timeout, uuid, lease };
+    size_t lens[] = { strlen(lock), strlen(readers), strlen(holds), strlen(timeout), uuid_len,
+                      rm_conn_uint(lease, lease_ms) };
+    struct rm_watchdog_entry *e = entry_new(6, argv, lens);
+    if (!e) return NULL;
+    hold_init(e, ep, 'r', 4, lease_ms, valid_until, due, NULL, 1);
+    /* (The registry names the process by uuid: an owner "<uuid>:<thread>".) */
+    char owner[128];
+    int n = snprintf(owner, sizeof owner, "%.*s:0", (int)uuid_len, uuid);
+    return add_hold(e, owner, n > 0 && (size_t)n < sizeof owner ? (size_t)n : 0);
 }
 
 struct rm_watchdog_entry *rm_watchdog_waiter(struct rm_endpoint *ep, const char *alive,
-                                 const char *queue, const char *state, const char *waiter,
-                                 size_t waiter_len, unsigned long lease_ms)
+                                 const char *queue, const char *state, const char *extra,
+                                 const char *waiter, size_t waiter_len, unsigned long lease_ms)
 {
     char lease[24];
-    const char *argv[] = { alive, queue, state, waiter, lease };
-    size_t lens[] = { strlen(alive), strlen(queue), strlen(state), waiter_len,
-                      (size_t)snprintf(lease, sizeof lease, "%lu", lease_ms) };
-    struct rm_watchdog_entry *e = entry_new(5, argv, lens);
+    const char *argv[] = { alive, queue, state, extra, waiter, lease };
+    size_t lens[] = { strlen(alive), strlen(queue), strlen(state), extra ? strlen(extra) : 0,
+                      waiter_len, (size_t)snprintf(lease, sizeof lease, "%lu", lease_ms) };
+    int nkeys = extra ? 4 : 3;
+    if (!extra) { /* alive, queue, state, waiter, lease */
+        argv[3] = waiter, lens[3] = waiter_len;
+        argv[4] = lease, lens[4] = lens[5];
+    }
+    struct rm_watchdog_entry *e = entry_new(nkeys + 2, argv, lens);
     if (!e) return NULL;
     e->ep = ep;
     e->slot = rm_endpoint_clustered(ep) ? rm_keys_slot(e->argv[0], e->lens[0]) : 0;
     e->kind = KIND_WAITER;
-    e->wire = 'w';
-    e->nkeys = 3;
+    e->wire = extra ? 'v' : 'w';
+    e->nkeys = nkeys;
     e->lease_ms = lease_ms;
     schedule(e, rm_clock_now() + RM_MSEC(lease_ms) / 3, RM_MSEC(lease_ms) / 3);
     return add(e);
@@ -823,7 +865,8 @@ static void settle_locked(struct rm_watchdog_entry **e, const int *res, size_t n
     }
     for (size_t i = 0; i < n; i++) {
         struct rm_watchdog_entry *x = e[i];
-        if (!x || !wd.cb || x->kind != KIND_HOLD || !x->u.hold.m) continue;
+        if (!x || !wd.cb || x->kind != KIND_HOLD || (!x->u.hold.m && !x->u.hold.by_name))
+            continue;
         rmutex_lost_fn cb = wd.cb;
         void *cb_arg = wd.cb_arg;
         rmutex_t *m = x->u.hold.m; /* (a cached hold's changes with its user: rm_watchdog_set_user) */

@@ -9,27 +9,42 @@
 #include "internal.h"
 
 struct rm_endpoint;
-struct rm_keys;
 struct rm_watchdog_entry;
 
-/* Start renewing the hold of k by owner with a lease of
- * lease_ms (and its owner mark when robust).  The hold is known good until valid_until; the first renewal
- * is due at due (lease/3 after the acquiring call -- for a fair hand-off,
- * the confirming one -- was sent).  m is passed to the lost-lock callback.
- * Returns the entry, or NULL when out of memory. */
-struct rm_watchdog_entry *rm_watchdog_hold(struct rm_endpoint *ep, const struct rm_keys *k,
-                               int robust, const char *owner, size_t owner_len,
-                               unsigned long lease_ms, rm_nsec valid_until, rm_nsec due,
-                               rmutex_t *m);
+/* Start renewing the hold of the lock key lock by owner (its field) with
+ * a lease of lease_ms, and its owner mark (key mark) when robust.  The
+ * hold is known good until valid_until; the first renewal is due at due
+ * (lease/3 after the acquiring call -- for a fair hand-off, the
+ * confirming one -- was sent).  m is passed to the lost-lock callback
+ * (NULL: nobody is told -- unless by_name, a read-write lock's hold: the
+ * callback is told with m NULL and the lock's name).  Returns the entry,
+ * or NULL when out of memory. */
+struct rm_watchdog_entry *rm_watchdog_hold(struct rm_endpoint *ep, const char *lock,
+                                           const char *mark, int robust, const char *owner,
+                                           size_t owner_len, unsigned long lease_ms,
+                                           rm_nsec valid_until, rm_nsec due, rmutex_t *m,
+                                           int by_name);
 
-/* Start keeping a queued waiter (a fair lock's, a condition's) alive: its
- * liveness deadline in the zset alive is pushed to server time + lease_ms
- * every lease_ms/3, while it is there; alive, queue and state (keys of
- * one slot) are kept for two leases.  Never "lost"; cancel it when the
- * waiting call ends. */
+/* Start renewing a process's read holds of a read-write lock (rwlock.lua:
+ * the lock hash, the readers zset, the process's holds hash and Redisson's
+ * timeout key; uuid the process's), one renewal for all of them, as a
+ * hold: lost (the callback, with m NULL and the lock's name) when Redis no
+ * longer has the process among the readers. */
+struct rm_watchdog_entry *rm_watchdog_reads(struct rm_endpoint *ep, const char *lock,
+                                            const char *readers, const char *holds,
+                                            const char *timeout, const char *uuid,
+                                            size_t uuid_len, unsigned long lease_ms,
+                                            rm_nsec valid_until, rm_nsec due);
+
+/* Start keeping a queued waiter (a fair lock's, a condition's, a
+ * read-write lock's) alive: its liveness deadline in the zset alive is
+ * pushed to server time + lease_ms every lease_ms/3, while it is there;
+ * alive, queue and state (keys of one slot) are kept for two leases, and
+ * extra too when not NULL.  Never "lost"; cancel it when the waiting call
+ * ends. */
 struct rm_watchdog_entry *rm_watchdog_waiter(struct rm_endpoint *ep, const char *alive,
-                                 const char *queue, const char *state, const char *waiter,
-                                 size_t waiter_len, unsigned long lease_ms);
+                                 const char *queue, const char *state, const char *extra,
+                                 const char *waiter, size_t waiter_len, unsigned long lease_ms);
 
 /* A waiter entry whose renewal finds it no longer queued (granted, or
  * taken out as dead while it lives: a stall) calls fn(arg) from now on --

@@ -607,8 +607,8 @@ int rm_cache_start(struct rm_mutex *mx, struct rm_thread *self, struct rm_endpoi
     size_t n = rm_thread_owner_of(0, owner, sizeof owner);
     struct rm_cache *c = calloc(1, sizeof *c);
     if (c) {
-        c->wd = rm_watchdog_hold(ep, &l->keys, mx->robust, owner, n, rm_handle_lease(mx),
-                                 g->valid_until, g->due, mx->user);
+        c->wd = rm_watchdog_hold(ep, l->keys.lock, l->keys.owner, mx->robust, owner, n, rm_handle_lease(mx),
+                                 g->valid_until, g->due, mx->user, 0);
         if (!c->wd) free(c), c = NULL;
     }
     if (!c) {
@@ -733,7 +733,7 @@ int rm_cache_token_locked(struct rm_lock *l, struct rm_thread *self, struct rm_h
     char owner[64];
     size_t n = rm_thread_owner_of(0, owner, sizeof owner);
     pthread_mutex_unlock(&l->mu);
-    int r = rm_token_take(c->ep, &l->keys, owner, n, acq, RANGE, &top);
+    int r = rm_token_take(c->ep, l->keys.lock, l->keys.token, owner, n, acq, RANGE, &top);
     pthread_mutex_lock(&l->mu);
     if (r) return r;
     if (l->cache != c || rm_hold_of(l, self) != h) {

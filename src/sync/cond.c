@@ -383,7 +383,7 @@ static int enqueue(struct waiting *wt, const struct rm_wait *w)
         freeReplyObject(reply);
     }
     if (!r) {
-        wt->alive = rm_watchdog_waiter(wt->ep, cs->keys.alive, cs->keys.wait, cs->keys.state,
+        wt->alive = rm_watchdog_waiter(wt->ep, cs->keys.alive, cs->keys.wait, cs->keys.state, NULL,
                                        wt->member, wt->member_len, RM_SETTING(waiter_lease_ms));
         if (!wt->alive) {
             rm_detail("out of memory");

@@ -187,10 +187,6 @@ static int attempt(struct rm_mutex *mx, const struct rm_who *me, struct rm_endpo
     return r;
 }
 
-/* The longest a queued waiter behind others of its process sleeps without
- * a message or a wake-up. */
-#define LAST_RESORT RM_MSEC(3600000)
-
 /* The watchdog found the waiter (a struct rm_waiter) no longer queued. */
 static void look_again(void *waiter) { rm_sub_poke(waiter); }
 
@@ -220,13 +216,9 @@ static int step_attempt(void *ctx, rm_nsec deadline, struct rm_outcome *o)
 
 /* Queued: keep alive in the queue (the watchdog), then sleep until the
  * grant's message, a (re)subscription, a wake from the watchdog, or the
- * bound: how soon to look again if no message comes (DESIGN above) -- the
- * process's longest waiter every half waiter lease and when the hold it
- * saw runs out; the k-th after it every k + 1 poll periods, a last
- * resort; a waiter that is not subscribed as often as the first.  (When
- * every waiter looked every half lease, 1 000 waiters on two cores made
- * thousands of looks a second, hand-offs slowed several-fold and renewals
- * came too late: live waiters were purged as dead.)  A grant message
+ * bound: how soon to look again if no message comes (DESIGN above,
+ * rm_wait_queue_bound); a waiter that is not subscribed as often as the
+ * first.  A grant message
  * names this waiter: the next attempt confirms the grant into a full hold
  * before the call returns. */
 static int step_wait(void *ctx, const struct rm_outcome *o, rm_nsec deadline)
@@ -234,21 +226,15 @@ static int step_wait(void *ctx, const struct rm_outcome *o, rm_nsec deadline)
     struct queuing *x = ctx;
     if (!x->alive) {
         x->alive = rm_watchdog_waiter(x->ep, x->mx->keys.alive, x->mx->keys.queue,
-                                      x->mx->keys.seq, x->member, x->mlen, x->wlease);
+                                      x->mx->keys.seq, NULL, x->member, x->mlen, x->wlease);
         if (!x->alive) {
             rm_detail("out of memory");
             return ENOMEM;
         }
         if (x->joined > 0) rm_watchdog_set_wake(x->alive, look_again, &x->waiter);
     }
-    rm_nsec bound = RM_MSEC(RM_SETTING(poll_ms));
     unsigned long rank = x->joined > 0 ? rm_sub_rank(&x->waiter) : 0;
-    if (rank == 0) {
-        bound = rm_clock_min(bound, RM_MSEC(x->wlease) / 2);
-        if (o->pttl >= 0 && RM_MSEC(o->pttl + 1) < bound) bound = RM_MSEC(o->pttl + 1);
-    } else {
-        bound = rank < (unsigned long)(LAST_RESORT / bound) ? bound * (rm_nsec)(rank + 1) : LAST_RESORT;
-    }
+    rm_nsec bound = rm_wait_queue_bound(rank, o->pttl, x->wlease);
     rm_nsec until = rm_clock_min(deadline, rm_clock_after(bound));
     int why = x->joined > 0 ? rm_sub_wait(&x->waiter, until) : RM_WAKE_TIMEOUT;
     if (why == RM_WAKE_REFUSED) return rm_sub_refused(&x->waiter);

@@ -96,9 +96,9 @@ int rm_hold_take(struct rm_lock *l, const struct rm_hold_terms *terms, struct rm
         h->shared = 1;
         h->share = terms->share;
     } else if (terms->renewed) {
-        h->wd = rm_watchdog_hold(ep, &l->keys, terms->robust, self->owner, self->owner_len,
-                                 terms->lease_ms,
-                                 g->valid_until, g->due, terms->user);
+        h->wd = rm_watchdog_hold(ep, l->keys.lock, l->keys.owner, terms->robust, self->owner,
+                                 self->owner_len, terms->lease_ms, g->valid_until, g->due,
+                                 terms->user, 0);
         if (!h->wd) {
             free(h);
             rm_detail("out of memory");

@@ -7,7 +7,6 @@
 #include "token.h"
 #include "call.h"
 #include "internal.h"
-#include "keys.h"
 #include "script.h"
 
 #include <errno.h>
@@ -15,14 +14,15 @@
 #include <stdio.h>
 #include <string.h>
 
-int rm_token_take(struct rm_endpoint *ep, const struct rm_keys *k, const char *owner,
-                  size_t owner_len, uint64_t acq, unsigned count, uint64_t *token)
+int rm_token_take(struct rm_endpoint *ep, const char *lock, const char *token_key,
+                  const char *owner, size_t owner_len, uint64_t acq, unsigned count,
+                  uint64_t *token)
 {
     int r;
     char acqs[24], counts[16];
     snprintf(acqs, sizeof acqs, "%llu", (unsigned long long)acq);
     snprintf(counts, sizeof counts, "%u", count);
-    const char *argv[] = { k->lock, k->token, owner, acqs, counts };
+    const char *argv[] = { lock, token_key, owner, acqs, counts };
     size_t lens[] = { strlen(argv[0]), strlen(argv[1]), owner_len, strlen(acqs), strlen(counts) };
     /* An INCR whose reply was lost only skips numbers: asked again. */
     redisReply *reply;
@@ -32,7 +32,7 @@ int rm_token_take(struct rm_endpoint *ep, const struct rm_keys *k, const char *o
         r = EIO;
     } else if (reply->integer <= 0) {
         rm_detail("%s is not held by this thread in Redis (its lease ran out, or it was "
-                  "force-unlocked)", k->lock);
+                  "force-unlocked)", lock);
         r = EPERM;
     } else {
         *token = (uint64_t)reply->integer;

@@ -118,6 +118,18 @@ void rm_wait_end(struct rm_attempts *a, int r)
     if (!r && a->waited) RM_COUNT(contended);
 }
 
+rm_nsec rm_wait_queue_bound(unsigned long rank, long long pttl, unsigned long waiter_lease_ms)
+{
+    const rm_nsec last_resort = RM_MSEC(3600000);
+    rm_nsec bound = RM_MSEC(RM_SETTING(poll_ms));
+    if (rank == 0) {
+        bound = rm_clock_min(bound, RM_MSEC(waiter_lease_ms) / 2);
+        if (pttl >= 0 && RM_MSEC(pttl + 1) < bound) bound = RM_MSEC(pttl + 1);
+        return bound;
+    }
+    return rank < (unsigned long)(last_resort / bound) ? bound * (rm_nsec)(rank + 1) : last_resort;
+}
+
 int rm_wait_acquire(struct rm_wait *w, const struct rm_acquire_steps *s, void *ctx,
                     const char *lock, const char *why_busy, uint32_t *rng, struct rm_outcome *o,
                     int *unknown)

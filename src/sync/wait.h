@@ -55,6 +55,16 @@ struct rm_outcome {
     rm_nsec valid_until, due; /* acquired: known good until; first renewal due */
 };
 
+/* How long a queued waiter (a fair lock's, a read-write lock's) sleeps
+ * without a message before it looks again: the process's first waiter
+ * (rank 0 among its waiters of the name) every half waiter lease and when
+ * the hold it saw (pttl ms, -1 unknown) runs out, at most the poll cap;
+ * the k-th after it every k + 1 poll periods, a last resort (an hour at
+ * most).  When every waiter looked every half lease, 1 000 waiters on two
+ * cores made thousands of looks a second, hand-offs slowed several-fold
+ * and renewals came too late: live waiters were purged as dead. */
+rm_nsec rm_wait_queue_bound(unsigned long rank, long long pttl, unsigned long waiter_lease_ms);
+
 /* One lock algorithm's steps in the acquisition loop (rm_wait_acquire). */
 struct rm_acquire_steps {
     /* One attempt, its I/O bounded by deadline: 0 with o->state (the
