@@ -609,7 +609,10 @@ RMUTEX_API int rrwlock_fence(rrwlock_t *l, uint64_t *token);
  * Returns 0; EINVAL (malformed URL, unknown option, host that does not
  * resolve, a TLS option without TLS or naming a file that cannot be read);
  * EAGAIN (the resolver failed temporarily); EBUSY (the library is already
- * in use: call rmutex_shutdown() first); ENOMEM.  A failed TLS check of a
+ * in use: call rmutex_shutdown() first); ENOMEM; RMUTEX_ENOREPLICAS (the
+ * URL asks for replica acknowledgement -- replicas=N, min_replicas=N --
+ * and its server refuses WAIT: the one case where this call talks to the
+ * server, and a server it cannot reach is not refused).  A failed TLS check of a
  * server (certificate, name, refused client certificate, a plain-text
  * server on a TLS URL or the reverse) is EACCES from the calls, with the
  * reason in rmutex_detail(). */
