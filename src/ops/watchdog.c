@@ -40,7 +40,9 @@
  * server is away: a wiped hold is reported within a retry delay (250 ms at
  * most) of the server answering again, whatever the lease.  Until that
  * renewal the holds are "unverified": a cached lock serves no local hold
- * from one, and its unlock asks Redis (cache.c).  A hold on a server the
+ * from one, and its unlock asks Redis (cache.c).  A connection lost during
+ * a round trip, or a dial that fails, makes them unverified as well: the
+ * restart may come while a renewal is on the wire.  A hold on a server the
  * watchdog has no connection to yet is renewed at once, which makes one.
  *
  * Migrating slots (Cluster).  A renewal batch answered ASK (its keys moved
@@ -879,6 +881,8 @@ static void settle_locked(struct rm_watchdog_entry **e, const int *res, size_t n
     }
 }
 
+static void unverify_locked(struct link *l, int now_due);
+
 /* A cluster primary's thread: one round trip per batch handed over. */
 static void *link_main(void *arg)
 {
@@ -896,6 +900,7 @@ static void *link_main(void *arg)
         pthread_mutex_lock(&wd.mu);
         l->connected = l->conn != NULL;
         settle_locked(l->work, l->res, l->nwork, sent);
+        if (!l->conn) unverify_locked(l, 0);
         l->busy = 0;
         wake_locked(); /* its node's entries can be collected again */
     }
@@ -946,16 +951,33 @@ static void dropped_locked(struct link *l)
     l->conn = NULL;
     l->connected = 0;
     l->failures++;
+    unverify_locked(l, 1);
+}
+
+/* Every hold l's node serves is unverified until its next renewal -- a
+ * cached lock's unlock asks Redis (cache.c) -- because the watchdog's
+ * connection to that server closed, or could not be made: it may have
+ * restarted without its data.  A connection lost in the middle of a
+ * round trip, or a dial that failed, says so as well as one closed while
+ * idle: a restart during a renewal (a TLS dial and handshake make that
+ * window wider) must not leave a cached unlock answering "released" for
+ * a wiped hold.  now_due: renew them at once too (the idle case; after a
+ * failed round trip each entry's retry is already planned).  (wd.mu
+ * held.) */
+static void unverify_locked(struct link *l, int now_due)
+{
     rm_nsec now = rm_clock_now();
     for (struct rm_watchdog_entry *e = wd.head; e; e = e->next) {
         if (!renewed(e) || e->inflight || e->lost || e->cancelled) continue;
         if (rm_endpoint_route(e->ep, e->slot, 0) != l->node) continue;
         if (e->kind == KIND_HOLD) {
-            RM_COUNT(holds_checked);
+            if (now_due) RM_COUNT(holds_checked);
             e->u.hold.unverified = 1;
         }
-        e->next_due = now;
-        e->window = 0;
+        if (now_due) {
+            e->next_due = now;
+            e->window = 0;
+        }
     }
 }
 
@@ -1087,6 +1109,7 @@ static void *wd_main(void *arg)
         pthread_mutex_lock(&wd.mu);
         if (l) l->connected = l->conn != NULL;
         settle_locked(due, res, n, sent);
+        if (l && !l->conn) unverify_locked(l, 0);
     }
     pthread_mutex_unlock(&wd.mu);
     free(due);
