@@ -3,7 +3,9 @@
  * Without a URL the benchmark starts its own redis-server: a free loopback
  * port (bind to port 0, read it back, close, hand it over; retried if the
  * server loses the race for it), a fresh temp dir, no persistence
- * (--save '' --appendonly no).  The server dies with us (PR_SET_PDEATHSIG)
+ * (--save '' --appendonly no).  It also listens on TLS (W13), with a CA
+ * and a certificate that openssl makes in the temp dir (no TLS if that
+ * fails).  The server dies with us (PR_SET_PDEATHSIG)
  * and is stopped with SHUTDOWN NOSAVE at the end.  A given URL must point
  * at a loopback address or a unix socket: the benchmark sends traffic
  * nowhere else. */
@@ -156,22 +158,47 @@ fail:
     return NULL;
 }
 
+/* A CA and a server certificate for 127.0.0.1 in srv.dir: 0 or -1. */
+static int make_certs(void)
+{
+    char cmd[2048];
+    snprintf(cmd, sizeof cmd,
+             "cd '%s' && exec >openssl.log 2>&1 && "
+             "openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes -days 2 "
+             "-subj /CN=bench-ca -keyout ca.key -out ca.crt && "
+             "printf '[s]\nsubjectAltName=IP:127.0.0.1\n' >ext.cnf && "
+             "openssl req -newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes -subj /CN=bench "
+             "-keyout tls.key -out tls.csr && "
+             "openssl x509 -req -in tls.csr -CA ca.crt -CAkey ca.key -CAcreateserial -days 2 "
+             "-extfile ext.cnf -extensions s -out tls.crt", srv.dir);
+    if (system(cmd) != 0) return -1;
+    snprintf(srv.ca, sizeof srv.ca, "%s/ca.crt", srv.dir);
+    return 0;
+}
+
 static int try_start(const char *binary)
 {
     srv.port = free_port();
-    if (srv.port < 0) return -1;
-    char port[16], logf[300];
+    srv.tls_port = srv.ca[0] ? free_port() : 0;
+    if (srv.port < 0 || srv.tls_port < 0 || srv.tls_port == srv.port) return -1;
+    char port[16], tport[16], logf[300], crt[300], key[300];
     snprintf(port, sizeof port, "%d", srv.port);
+    snprintf(tport, sizeof tport, "%d", srv.tls_port);
     snprintf(logf, sizeof logf, "%s/redis.log", srv.dir);
+    snprintf(crt, sizeof crt, "%s/tls.crt", srv.dir);
+    snprintf(key, sizeof key, "%s/tls.key", srv.dir);
+    const char *argv[] = { binary, "--port", port, "--bind", "127.0.0.1", "--save", "", "--appendonly",
+                           "no", "--dir", srv.dir, "--logfile", logf, "--daemonize", "no", "--maxclients",
+                           "10000", "--tls-port", tport, "--tls-cert-file", crt, "--tls-key-file", key,
+                           "--tls-ca-cert-file", srv.ca, "--tls-auth-clients", "no", NULL };
+    if (!srv.tls_port) argv[17] = NULL;
     pid_t parent = getpid();
     pid_t pid = fork();
     if (pid < 0) return -1;
     if (pid == 0) {
         prctl(PR_SET_PDEATHSIG, SIGTERM);
         if (getppid() != parent) _exit(1);
-        execlp(binary, binary, "--port", port, "--bind", "127.0.0.1", "--save", "", "--appendonly",
-               "no", "--dir", srv.dir, "--logfile", logf, "--daemonize", "no", "--maxclients",
-               "10000", (char *)NULL);
+        execvp(binary, (char *const *)argv);
         _exit(127);
     }
     srv.pid = pid;
@@ -204,6 +231,7 @@ int server_start(const char *binary)
         return -1;
     }
     snprintf(srv.host, sizeof srv.host, "127.0.0.1");
+    if (make_certs()) fprintf(stderr, "bench: openssl made no certificate: no TLS (W13)\n");
     for (int i = 0; i < 5; i++) {
         if (!try_start(binary)) {
             snprintf(srv.base, sizeof srv.base, "redis://127.0.0.1:%d", srv.port);
@@ -235,6 +263,12 @@ void server_stop(void)
     unlink(f);
     snprintf(f, sizeof f, "%s/dump.rdb", srv.dir);
     unlink(f);
+    static const char *const made[] = { "ca.crt", "ca.key", "ca.srl", "ext.cnf", "tls.csr",
+                                        "tls.crt", "tls.key", "openssl.log" };
+    for (size_t i = 0; i < sizeof made / sizeof *made; i++) {
+        snprintf(f, sizeof f, "%s/%s", srv.dir, made[i]);
+        unlink(f);
+    }
     rmdir(srv.dir);
 }
 

@@ -104,14 +104,17 @@ int wants_help(const char *arg)
 
 int configure(void)
 {
-    if (!g.url) return 0;
-    if (strchr(g.url, '@'))
+    const char *url = g.url ? g.url : getenv("RMUTEX_URL");
+    if (!url || !*url) return 0;
+    if (g.url && strchr(g.url, '@'))
         say("warning: a password given with --url shows in ps(1); prefer RMUTEX_URL");
-    int r = rmutex_configure(g.url);
+    int r = rmutex_configure(url);
     if (r) {
-        err("--url: %s", rmutex_detail());
+        err("%s: %s", g.url ? "--url" : "RMUTEX_URL", rmutex_detail());
         return EXIT_USAGE;
     }
+    /* What the library warns of at once: TLS without checks (insecure=1). */
+    if (!strncmp(rmutex_detail(), "warning: ", 9)) say("%s", rmutex_detail());
     return 0;
 }
 

@@ -581,6 +581,8 @@ RMUTEX_API int rrwlock_fence(rrwlock_t *l, uint64_t *token);
 /* Set the Redis server, before the first call that needs it:
  *
  *   redis://[[user]:password@]host[:port][/db][?option=value&...]
+ *   rediss://...  the same over TLS (options cacert, capath, cert, key, sni,
+ *                 insecure; tls=1 on a cluster's or Sentinel's URL: docs/tls.md)
  *   unix://[[user]:password@]/path/to/redis.sock[?db=N&option=value&...]
  *   redis-cluster://[[user]:password@]host:port[,host:port...][?...]
  *   redis-sentinel://[[user]:password@]host:port[,host:port...]/MASTER[?...]
@@ -605,9 +607,15 @@ RMUTEX_API int rrwlock_fence(rrwlock_t *l, uint64_t *token);
  * redis://127.0.0.1:6379.
  *
  * Returns 0; EINVAL (malformed URL, unknown option, host that does not
- * resolve); EAGAIN (the resolver failed temporarily); ENOTSUP (rediss://:
- * this build has no TLS); EBUSY (the library is already in use: call
- * rmutex_shutdown() first); ENOMEM. */
+ * resolve, a TLS option without TLS or naming a file that cannot be read);
+ * EAGAIN (the resolver failed temporarily); EBUSY (the library is already
+ * in use: call rmutex_shutdown() first); ENOMEM; RMUTEX_ENOREPLICAS (the
+ * URL asks for replica acknowledgement -- replicas=N, min_replicas=N --
+ * and its server refuses WAIT: the one case where this call talks to the
+ * server, and a server it cannot reach is not refused).  A failed TLS check of a
+ * server (certificate, name, refused client certificate, a plain-text
+ * server on a TLS URL or the reverse) is EACCES from the calls, with the
+ * reason in rmutex_detail(). */
 RMUTEX_API int rmutex_configure(const char *url);
 
 /* Set the number of command connections kept per server (1..1024).

@@ -4,9 +4,10 @@
 #
 #   normal  RelWithDebInfo build, every test              (build/normal)
 #   asan    AddressSanitizer + UBSan build, every test but the soak
-#           (label long) and the acl: repeats (label redis-acl)  (build/asan)
-#   tsan    ThreadSanitizer build, tests labelled threaded but not long
-#           (build/tsan)
+#           (label long), the acl: repeats (label redis-acl) and the TLS
+#           and Valkey runs (not built there)                (build/asan)
+#   tsan    ThreadSanitizer build, tests labelled threaded but not long,
+#           nor the TLS and Valkey runs                      (build/tsan)
 #   fuzz    the libFuzzer targets of fuzz/ (clang, ASan + UBSan), each for
 #           RMUTEX_FUZZ_SECONDS (default 30) on its seed corpus (build/fuzz)
 #
@@ -127,7 +128,7 @@ run_stage() { # NAME
         normal)
             banner "stage normal: RelWithDebInfo build, all tests" ;;
         asan)
-            banner "stage asan: AddressSanitizer + UndefinedBehaviorSanitizer build, all tests but 'long' and 'redis-acl'"
+            banner "stage asan: AddressSanitizer + UndefinedBehaviorSanitizer build, all tests but 'long', 'redis-acl', TLS and Valkey"
             # The two-minute soak runs in the normal stage; the ACL runs repeat
             # the same code paths as another user (normal stage too).
             labels=(-LE "long|redis-acl")
@@ -142,7 +143,7 @@ run_stage() { # NAME
             export RMUTEX_TEST_TIME_SCALE=4
             timeout=1500 ;;
         tsan)
-            banner "stage tsan: ThreadSanitizer build, tests labelled 'threaded' but not 'long'"
+            banner "stage tsan: ThreadSanitizer build, tests labelled 'threaded' but not 'long', nor TLS or Valkey"
             sanitize="thread"
             labels=(-L threaded -LE long)
             local c found=""
@@ -196,13 +197,16 @@ run_stage() { # NAME
 
     # The sanitizer stages build what they run: no benchmark (never run
     # there), and TSan no examples (not labelled threaded).
-    local bench=ON examples=ON
+    local bench=ON examples=ON servers=ON
     [ -n "$sanitize" ] && bench=OFF
+    # The TLS and Valkey runs (tests/tls/, tls:, valkey:) in the normal
+    # stage only: they run code the other tests run, on other servers.
+    [ -n "$sanitize" ] && servers=OFF
     [ "$name" = tsan ] && examples=OFF
     CC=$cc CXX=$cxx cmake --log-level=WARNING -S . -B "$dir" \
         -DCMAKE_BUILD_TYPE=RelWithDebInfo \
         -DRMUTEX_BUILD_TESTS=ON -DRMUTEX_BUILD_EXAMPLES=$examples -DRMUTEX_BUILD_BENCH=$bench \
-        -DRMUTEX_SANITIZE="$sanitize" -DRMUTEX_WERROR="$werror" || return 1
+        -DRMUTEX_TEST_TLS_VALKEY=$servers -DRMUTEX_SANITIZE="$sanitize" -DRMUTEX_WERROR="$werror" || return 1
     # Under the prefix too: gtest_discover_tests runs the test programs.
     # shellcheck disable=SC2086
     $prefix cmake --build "$dir" -j "$jobs" || return 1

@@ -30,6 +30,9 @@ class Acl : public RedisTest {
     }
     std::string user_url(const std::string &user)
     {
+        if (server() && server()->tls_port()) /* the harness's TLS mode */
+            return "rediss://" + user + ":Pw-" + user + "@" + host() + ":" +
+                   std::to_string(server()->tls_port()) + "?" + tls_query();
         return "redis://" + user + ":Pw-" + user + "@" + host() + ":" + std::to_string(port());
     }
     static std::vector<std::string> without(std::vector<std::string> rule,

@@ -13,6 +13,8 @@
 
 #include "harness.h"
 
+#include <map>
+
 namespace {
 
 /* One option: a row of the .def file or of the documented table. */
@@ -147,12 +149,28 @@ TEST(OptionsUrl, ADocumentedRangeIsNotWhatAUrlTakes)
     for (auto &o : doc) {
         SCOPED_TRACE(o.name);
         if (!o.number) {
-            /* A string: the sentinels' login, which goes together. */
+            /* A string: TLS's, with TLS only (a file or a directory that can
+             * be read; cert with key); or the sentinels' login, which goes
+             * together. */
+            static const std::map<std::string, std::string> tls_value = {
+                { "cacert", RMUTEX_CONFIGURATION_DOC }, { "capath", RMUTEX_DOC_DIR },
+                { "cert", RMUTEX_CONFIGURATION_DOC "&key=" RMUTEX_CONFIGURATION_DOC },
+                { "key", RMUTEX_CONFIGURATION_DOC "&cert=" RMUTEX_CONFIGURATION_DOC },
+                { "sni", "x%41" },
+            };
+            auto tls = tls_value.find(o.name);
+            if (tls != tls_value.end()) {
+                EXPECT_RC(0, configure("rediss://127.0.0.1:1?" + o.name + "=" + tls->second));
+                EXPECT_RC(EINVAL, configure(std::string(BASE) + "?" + o.name + "=" + tls->second));
+                EXPECT_NE(std::string::npos, std::string(rmutex_detail()).find("need TLS")) << rmutex_detail();
+                continue;
+            }
             EXPECT_RC(0, configure("redis-sentinel://127.0.0.1:1/m?sentinel_user=u&sentinel_password=p&" +
                                    o.name + "=x%41"));
             continue;
         }
-        std::string url = std::string(BASE) + "?" + o.name + "=";
+        /* insecure: with TLS only. */
+        std::string url = (o.name == "insecure" ? "rediss://127.0.0.1:1" : BASE) + ("?" + o.name + "=");
         EXPECT_RC(0, configure(url + std::to_string(o.min)));
         EXPECT_RC(0, configure(url + std::to_string(o.max)));
         EXPECT_RC(EINVAL, configure(url + std::to_string(o.max + 1)));
@@ -286,8 +304,7 @@ TEST(UrlScheme, ASentinelUrlErrorIsNotEinvalWithItsDetail)
 TEST(UrlScheme, AnotherSchemeIsNotRefusedWithTheKnownOnes)
 {
     expect_refused({
-        {"rediss://127.0.0.1:1", ENOTSUP, "TLS"},
-        {"http://127.0.0.1:1", EINVAL, "redis://, unix://, redis-cluster:// or redis-sentinel://"},
+        {"http://127.0.0.1:1", EINVAL, "redis://, rediss://, unix://, redis-cluster:// or redis-sentinel://"},
         {"garbage", EINVAL, "must start with"},
         /* The query is read first, whatever the scheme. */
         {"rediss://127.0.0.1:1?bogus=1", EINVAL, "unknown URL option"},
@@ -301,6 +318,7 @@ TEST(UrlScheme, AWellFormedUrlOfAnySchemeIsRefused)
          {std::string("redis://127.0.0.1:1"), std::string("redis://u:p@[::1]:2/3?db=4&pool=2"),
           std::string("redis://secret@127.0.0.1"), std::string("unix:///tmp/no-such.sock?db=2"),
           std::string("unix://u:p%40@/tmp/no-such.sock"),
+          std::string("rediss://u:p@127.0.0.1:1/2?sni=redis.example&insecure=1"),
           std::string("redis-cluster://u:p@127.0.0.1:1,[::1]:2/?refresh=100&replicas=auto"),
           std::string("redis-sentinel://127.0.0.1:1,127.0.0.1:2/mymaster?db=3&sentinel_user=s&"
                       "sentinel_password=p%41")}) {

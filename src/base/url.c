@@ -105,6 +105,7 @@ int rm_url_resolve(const char *host, unsigned long port, struct rm_server_addr *
     }
     memcpy(&a->sa, res->ai_addr, res->ai_addrlen);
     a->salen = res->ai_addrlen;
+    snprintf(a->host, sizeof a->host, "%s", host);
     freeaddrinfo(res);
     return 0;
 }

@@ -6,10 +6,21 @@
 #include <stddef.h>
 #include <sys/socket.h>
 
+/* A URL's TLS (rediss://, tls=1): what its options say, decoded; one per
+ * service, on the heap, pointed at by each of its addresses. */
+struct rm_tls_conf {
+    char *cacert, *capath; /* trust: a PEM file, a hashed directory; both NULL: the system's */
+    char *cert, *key;      /* the client's certificate and key (mutual TLS), or NULL */
+    char *sni;             /* the name to send and check; NULL: each server's host */
+    int insecure;          /* 1: no check of the server's certificate or name */
+};
+
 /* A server address parsed from a URL, host name already resolved. */
 struct rm_server_addr {
     struct sockaddr_storage sa;
     socklen_t salen;
+    const struct rm_tls_conf *tls; /* NULL: plain TCP; else its service's (never owned) */
+    char host[256];    /* the host as the URL or the topology named it (TLS checks it) */
     char *user;     /* NULL: none (AUTH password alone, or no AUTH) */
     char *password; /* NULL: no AUTH */
     int db;         /* SELECT, 0: none */
@@ -29,6 +40,7 @@ struct rm_service {
                                      be PTHREAD_STACK_MIN) */
     struct rm_server_addr node_login; /* cluster, sentinel: user, password and db
                                          of the data nodes found (no address) */
+    struct rm_tls_conf *tls;   /* NULL: plain; else owned, and every address points at it */
     char master[128];          /* sentinel: the master name */
     unsigned long refresh_ms;  /* topology refresh period */
     char display[200];         /* for details and logs: never a password */

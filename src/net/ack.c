@@ -9,9 +9,19 @@
  * restarted stale reports no replicas at all, and a client that skipped
  * WAIT on that report (as Redisson does) would be granted locks that
  * exist nowhere else.  WAIT may take its whole timeout, longer than the
- * command timeout, so its reply is read with its own deadline. */
+ * command timeout, so its reply is read with its own deadline.  A server
+ * without WAIT (ElastiCache Serverless answers "unknown command") gets no
+ * acknowledgement: every acquisition is given back, and the detail says
+ * the server refused WAIT, with its words.  rmutex_configure looks first
+ * (rm_ack_probe): with a number of replicas or a floor asked for, a
+ * "WAIT 0 0" to the server (a cluster's first seed that answers) must be
+ * answered, or the URL is refused there and then.  A server it cannot
+ * reach is not refused (the library starts lazily); Sentinel's primary is
+ * not known yet; replicas=auto alone needs nothing of a server without
+ * replicas.  The acquisitions' check stays behind it for those. */
 #include "ack.h"
 #include "conn.h"
+#include "url.h"
 #include "internal.h"
 
 #include <hiredis/hiredis.h>
@@ -20,7 +30,7 @@
 struct rm_ack rm_ack_want(unsigned known)
 {
     unsigned n = RM_SETTING(replicas), floor = RM_SETTING(min_replicas);
-    struct rm_ack a = { 0, 0, 0 };
+    struct rm_ack a = { 0, 0, 0, "" };
     if (n == RM_REPLICAS_AUTO) {
         a.wait_for = known > floor ? known : floor;
         a.need = floor ? floor : known ? 1 : 0;
@@ -49,7 +59,8 @@ int rm_ack_read(struct rm_conn *c, struct rm_ack *a)
     int r = rm_conn_read_slow(c, deadline, &reply);
     if (r) return r;
     a->acked = reply->type == REDIS_REPLY_INTEGER ? reply->integer : 0;
-    if (reply->type == REDIS_REPLY_ERROR) rm_conn_reply_status(reply);
+    if (reply->type == REDIS_REPLY_ERROR) /* a server without WAIT (a serverless one) */
+        snprintf(a->refused, sizeof a->refused, "%.*s", (int)reply->len, reply->str);
     freeReplyObject(reply);
     if (a->acked < (long long)a->need) {
         RM_COUNT(replica_shortfalls);
@@ -60,10 +71,43 @@ int rm_ack_read(struct rm_conn *c, struct rm_ack *a)
 
 void rm_ack_shortfall_detail(const struct rm_ack *a, const char *lock, int given_back)
 {
+    if (a->refused[0]) {
+        rm_detail("the server refused WAIT (%s): replica acknowledgement (replicas=, "
+                  "min_replicas=) cannot work there; the acquisition of %s %s", a->refused, lock,
+                  given_back == 0 ? "was given back" : "is being given back");
+        return;
+    }
     rm_detail("only %lld of the %u replica acknowledgements required (WAIT %u, %lu ms) came "
               "for the acquisition of %s; %s", a->acked, a->need, a->wait_for,
               RM_SETTING(wait_timeout_ms), lock,
               given_back == 0 ? "it was given back"
               : given_back == RM_DEFERRED ? "its give-back was handed to the watchdog"
                                           : "giving it back failed: it lapses with its lease");
+}
+
+int rm_ack_probe(const struct rm_service *svc)
+{
+    unsigned n = RM_SETTING(replicas);
+    if ((n == 0 || n == RM_REPLICAS_AUTO) && !RM_SETTING(min_replicas)) return 0;
+    if (svc->mode == RM_MODE_SENTINEL) return 0;
+    rm_nsec deadline = rm_clock_after(RM_MSEC(RM_SETTING(connect_timeout_ms)) +
+                                      RM_MSEC(RM_SETTING(command_timeout_ms)));
+    for (unsigned i = 0; i < svc->nseeds; i++) {
+        struct rm_conn *c;
+        redisReply *reply;
+        const char *argv[] = { "WAIT", "0", "0" };
+        size_t lens[] = { 4, 1, 1 };
+        if (rm_conn_dial(&svc->seeds[i], "probe", deadline, &c)) continue;
+        int r = rm_conn_call(c, 3, argv, lens, deadline, &reply);
+        rm_conn_close(c);
+        if (r) continue;
+        int refused = reply->type == REDIS_REPLY_ERROR;
+        if (refused)
+            rm_detail("Redis at %s refused WAIT (%.*s): replica acknowledgement (replicas=, "
+                      "min_replicas=) cannot work there; leave it out for this server",
+                      svc->seeds[i].display, (int)reply->len, reply->str);
+        freeReplyObject(reply);
+        return refused ? RMUTEX_ENOREPLICAS : 0;
+    }
+    return 0;
 }

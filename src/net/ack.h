@@ -3,6 +3,7 @@
 #define RM_ACK_H
 
 struct rm_conn;
+struct rm_service;
 
 /* Replica acknowledgement (WAIT) of a write, as the settings ask
  * (replicas=, min_replicas=): WAIT for wait_for replicas, and a write is
@@ -10,6 +11,7 @@ struct rm_conn;
 struct rm_ack {
     unsigned wait_for, need;
     long long acked;
+    char refused[96]; /* the server's error when it refused WAIT (no WAIT there); "" */
 };
 
 /* What the settings want of a primary with `known` replicas (the
@@ -29,5 +31,10 @@ static inline int rm_ack_short(const struct rm_ack *a) { return a->acked < (long
  * it, and given_back says what became of it (0: given back; RM_DEFERRED:
  * handed to the watchdog; else the give-back failed). */
 void rm_ack_shortfall_detail(const struct rm_ack *a, const char *lock, int given_back);
+
+/* rmutex_configure's look at svc when the settings ask for replica
+ * acknowledgement (ack.c): RMUTEX_ENOREPLICAS with the detail set when
+ * the server refuses WAIT; 0 otherwise, and when no server answered. */
+int rm_ack_probe(const struct rm_service *svc);
 
 #endif

@@ -22,12 +22,28 @@
  * short of where it may end).  Everything else -- sends, and reads of what
  * is already there -- passes MSG_DONTWAIT and never blocks.
  *
+ * TLS (rediss://, tls=1) sits between the buffers and the socket (tls.c):
+ * get() and put() are recv() and send() or their TLS counterparts, and the
+ * design above holds over both -- the one blocking read included, and
+ * every wait in this file, the handshake's too (connect timeout).  What
+ * TLS adds: plaintext decrypted but not yet read is invisible to poll(),
+ * so every read here goes on until none is left (a caller may poll the
+ * socket next: the multiplexer, the watchdog); a write may want to read
+ * first; and the peek of rm_conn_usable reads records that carry no data
+ * (a session ticket) instead of taking them for unexpected data.  Two
+ * mistakes that would otherwise look like an outage, retried for ever, are
+ * told apart by a second look when a dial fails: a plain-text server on a
+ * TLS URL never answers the handshake (a plain PING on a new connection
+ * gets an answer), and a TLS server resets a plain connection at once,
+ * without a byte (it does it again).  Both are EACCES, with the reason.
+ *
  * Nothing large lives on the caller's stack: the receive buffer belongs to
  * the connection, because the calling thread may have been created with a
  * PTHREAD_STACK_MIN (16 KiB) stack, of which the library promises to use
  * no more than 8 KiB (rmutex.h). */
 #include "conn.h"
 #include "internal.h"
+#include "tls.h"
 
 #include <ctype.h>
 #include <errno.h>
@@ -65,6 +81,40 @@ static int wait_fd(int fd, short ev, rm_nsec deadline)
     }
 }
 
+/* recv() or TLS's read of up to n bytes into c->rbuf: n > 0, 0 at EOF, or
+ * -1 with errno (EAGAIN: nothing now, wait for *want).  wait: the socket's
+ * receive timeout may bound a blocking read. */
+static ssize_t get(struct rm_conn *c, size_t n, int wait, short *want)
+{
+    ssize_t r;
+    *want = POLLIN;
+    if (c->tls) r = rm_tls_read(c->tls, c->rbuf, n, wait, want);
+    else r = recv(c->fd, c->rbuf, n, wait ? 0 : MSG_DONTWAIT);
+    if (r > 0) c->heard = 1;
+    return r;
+}
+
+/* send() or TLS's write, never blocking: as get(). */
+static ssize_t put(struct rm_conn *c, const char *p, size_t n, short *want)
+{
+    *want = POLLOUT;
+    if (c->tls) return rm_tls_write(c->tls, p, n, want);
+    return send(c->fd, p, n, MSG_NOSIGNAL | MSG_DONTWAIT);
+}
+
+/* Plaintext inside TLS that poll() cannot see. */
+static int pending(const struct rm_conn *c) { return c->tls && rm_tls_pending(c->tls); }
+
+/* The detail of a failed read or write (n: its result), unless TLS set
+ * one already (EACCES: refused, EPROTO); remembers a reset and a refusal. */
+static void failed(struct rm_conn *c, const char *doing, ssize_t n)
+{
+    int e = n < 0 ? errno : 0;
+    c->reset = e == ECONNRESET;
+    c->refused = c->tls && e == EACCES;
+    if (c->tls && (e == EACCES || e == EPROTO)) return;
+    rm_detail("%s Redis: %s", doing, n < 0 ? strerror(e) : "connection closed");
+}
 
 static int reserve(struct rm_conn *c, size_t more)
 {
@@ -129,18 +179,19 @@ int rm_conn_flush(struct rm_conn *c, rm_nsec deadline)
     deadline = io_deadline(deadline);
     if (c->count_round_trips) RM_COUNT(round_trips);
     while (off < c->wlen) {
-        ssize_t n = send(c->fd, c->wbuf + off, c->wlen - off, MSG_NOSIGNAL | MSG_DONTWAIT);
+        short want;
+        ssize_t n = put(c, c->wbuf + off, c->wlen - off, &want);
         if (n > 0) {
             off += (size_t)n;
             continue;
         }
         if (n < 0 && errno == EINTR) continue;
         if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
-            int r = wait_fd(c->fd, POLLOUT, deadline);
+            int r = wait_fd(c->fd, want, deadline);
             if (!r) continue;
             rm_detail("sending to Redis: %s", r == ETIMEDOUT ? "timed out" : strerror(r));
         } else {
-            rm_detail("sending to Redis: %s", n < 0 ? strerror(errno) : "connection closed");
+            failed(c, "sending to", n);
         }
         c->wlen = 0;
         return off ? RM_E_LOST : RM_E_UNSENT;
@@ -164,15 +215,16 @@ int rm_conn_next_reply(struct rm_conn *c, redisReply **out)
 int rm_conn_read_available(struct rm_conn *c)
 {
     for (;;) {
-        ssize_t n = recv(c->fd, c->rbuf, RM_CONN_RBUF, MSG_DONTWAIT);
+        short want;
+        ssize_t n = get(c, RM_CONN_RBUF, 0, &want);
         if (n > 0) {
             if (redisReaderFeed(c->reader, c->rbuf, (size_t)n) != REDIS_OK) return RM_E_LOST;
-            if ((size_t)n < RM_CONN_RBUF) return 0;
+            if ((size_t)n < RM_CONN_RBUF && !pending(c)) return 0;
             continue;
         }
         if (n < 0 && errno == EINTR) continue;
         if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) return 0;
-        rm_detail("reading from Redis: %s", n < 0 ? strerror(errno) : "connection closed");
+        failed(c, "reading from", n);
         return RM_E_LOST;
     }
 }
@@ -188,22 +240,29 @@ int rm_conn_read(struct rm_conn *c, rm_nsec deadline, redisReply **out)
  * Returns 0, or RM_E_LOST with the detail set. */
 static int receive(struct rm_conn *c, rm_nsec deadline)
 {
+    short want = POLLIN;
     if (c->recv_wait && c->recv_wait <= deadline - rm_clock_now()) {
-        ssize_t n = recv(c->fd, c->rbuf, RM_CONN_RBUF, 0);
+        ssize_t n = get(c, RM_CONN_RBUF, 1, &want);
         if (n > 0) {
             if (redisReaderFeed(c->reader, c->rbuf, (size_t)n) != REDIS_OK) return RM_E_LOST;
-            return (size_t)n < RM_CONN_RBUF ? 0 : rm_conn_read_available(c);
+            return (size_t)n < RM_CONN_RBUF && !pending(c) ? 0 : rm_conn_read_available(c);
         }
-        if (n < 0 && (errno == EINTR || errno == EAGAIN || errno == EWOULDBLOCK)) return 0;
-        rm_detail("reading from Redis: %s", n < 0 ? strerror(errno) : "connection closed");
-        return RM_E_LOST;
+        if (n < 0 && (errno == EINTR || errno == EAGAIN || errno == EWOULDBLOCK)) {
+            /* Timed out, or TLS has half a record: wait below, to the
+             * exact deadline, when the next blocking read would pass it. */
+            if (want == POLLIN && c->recv_wait <= deadline - rm_clock_now()) return 0;
+        } else {
+            failed(c, "reading from", n);
+            return RM_E_LOST;
+        }
     }
-    int r = wait_fd(c->fd, POLLIN, deadline);
+    if (pending(c)) return rm_conn_read_available(c);
+    int r = wait_fd(c->fd, want, deadline);
     if (r) {
         rm_detail("waiting for Redis's reply: %s", r == ETIMEDOUT ? "timed out" : strerror(r));
         return RM_E_LOST;
     }
-    return rm_conn_read_available(c);
+    return rm_conn_read_available(c); /* (after POLLOUT: TLS writes, then reads) */
 }
 
 int rm_conn_read_slow(struct rm_conn *c, rm_nsec deadline, redisReply **out)
@@ -324,10 +383,13 @@ static int handshake(struct rm_conn *c, const struct rm_server_addr *a, const ch
     cmds += 2;
 
     int r = rm_conn_flush(c, deadline), status = 0;
-    if (r) return RM_E_UNSENT;
+    if (r && c->tls) rm_conn_read_available(c); /* the server's alert, if it sent one */
+    if (r) return c->refused ? EACCES : RM_E_UNSENT;
     for (int i = 0; i < cmds; i++) {
         redisReply *reply;
-        if (rm_conn_read(c, deadline, &reply)) return RM_E_UNSENT;
+        /* TLS 1.3: a client certificate refused shows here, at the first
+         * read: a refusal, not an outage. */
+        if (rm_conn_read(c, deadline, &reply)) return c->refused ? EACCES : RM_E_UNSENT;
         int last = i >= cmds - 2; /* SETNAME and INFO may be refused (ACL) */
         if (i == cmds - 1) learn_run_id(c, reply);
         int noauth = reply->type == REDIS_REPLY_ERROR && starts_with(reply, "NOAUTH");
@@ -344,29 +406,21 @@ static int handshake(struct rm_conn *c, const struct rm_server_addr *a, const ch
     return status;
 }
 
-int rm_conn_dial(const struct rm_server_addr *a, const char *role, rm_nsec deadline,
-                 struct rm_conn **out)
+/* A socket connected to a before deadline, still non-blocking: 0 and *fd,
+ * or RM_E_UNSENT with the detail set. */
+static int open_socket(const struct rm_server_addr *a, rm_nsec deadline, int *fd)
 {
-    struct rm_conn *c = calloc(1, sizeof *c);
-    if (!c) { rm_detail("out of memory"); return ENOMEM; }
-    c->pid = getpid();
-    snprintf(c->user, sizeof c->user, "%s", a->user ? a->user : "default");
-    c->reader = redisReaderCreate();
-    c->rbuf = malloc(RM_CONN_RBUF);
-    c->fd = socket(a->sa.ss_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
-    if (!c->reader || !c->rbuf || c->fd < 0) {
-        int e = c->reader && c->rbuf ? errno : ENOMEM;
-        rm_conn_close(c);
-        rm_detail("cannot create a socket: %s", strerror(e));
-        return e == ENOMEM ? ENOMEM : RM_E_UNSENT;
+    int s = socket(a->sa.ss_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+    if (s < 0) {
+        rm_detail("cannot create a socket: %s", strerror(errno));
+        return RM_E_UNSENT;
     }
-    deadline = rm_clock_min(deadline, rm_clock_after(RM_MSEC(RM_SETTING(connect_timeout_ms))));
-    int r = connect(c->fd, (const struct sockaddr *)&a->sa, a->salen);
+    int r = connect(s, (const struct sockaddr *)&a->sa, a->salen);
     if (r < 0 && (errno == EINPROGRESS || errno == EINTR)) {
         /* Non-blocking: the connect goes on; wait for it to finish. */
-        int e = wait_fd(c->fd, POLLOUT, deadline);
+        int e = wait_fd(s, POLLOUT, deadline);
         socklen_t len = sizeof r;
-        if (!e && getsockopt(c->fd, SOL_SOCKET, SO_ERROR, &r, &len) < 0) e = errno;
+        if (!e && getsockopt(s, SOL_SOCKET, SO_ERROR, &r, &len) < 0) e = errno;
         if (!e && r) e = r;
         r = e ? -1 : 0;
         errno = e;
@@ -374,20 +428,99 @@ int rm_conn_dial(const struct rm_server_addr *a, const char *role, rm_nsec deadl
     if (r < 0) {
         rm_detail("cannot connect to Redis at %s: %s", a->display,
                   errno == ETIMEDOUT ? "timed out" : strerror(errno));
-        rm_conn_close(c);
+        close(s);
         return RM_E_UNSENT;
     }
     if (a->sa.ss_family != AF_UNIX) {
         int one = 1;
-        setsockopt(c->fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
-        setsockopt(c->fd, SOL_SOCKET, SO_KEEPALIVE, &one, sizeof one);
+        setsockopt(s, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+        setsockopt(s, SOL_SOCKET, SO_KEEPALIVE, &one, sizeof one);
     }
-    block_with_timeout(c);
-    if ((r = handshake(c, a, role, deadline))) {
+    *fd = s;
+    return 0;
+}
+
+/* The second look of a failed dial (see the top): a plain PING to a on a
+ * new connection before deadline.  Returns 1 if it was answered in RESP,
+ * -1 if the connection was reset without a byte, 0 otherwise. */
+static int plain_ping(const struct rm_server_addr *a, rm_nsec deadline)
+{
+    int fd, answer = 0;
+    char detail[256], b = 0;
+    snprintf(detail, sizeof detail, "%s", rmutex_detail()); /* the first failure's */
+    if (open_socket(a, deadline, &fd)) goto out;
+    if (send(fd, "PING\r\n", 6, MSG_NOSIGNAL | MSG_DONTWAIT) == 6 && !wait_fd(fd, POLLIN, deadline)) {
+        ssize_t n = recv(fd, &b, 1, MSG_DONTWAIT);
+        answer = n == 1 && strchr("+-$*:", b) ? 1 : n < 0 && errno == ECONNRESET ? -1 : 0;
+    }
+    close(fd);
+out:
+    rm_detail("%s", detail);
+    return answer;
+}
+
+/* TLS's handshake on c before deadline.  A server that has said nothing
+ * at three quarters of the time is asked in plain text, in the last
+ * quarter, whether it is a plain-text one. */
+static int start_tls(struct rm_conn *c, const struct rm_server_addr *a, rm_nsec deadline)
+{
+    int r = rm_tls_new(a, c->fd, &c->tls);
+    if (r) return r;
+    rm_nsec now = rm_clock_now();
+    rm_nsec quiet = deadline == RM_FOREVER ? RM_FOREVER : now + (deadline - now) / 4 * 3;
+    for (;;) {
+        short want;
+        if ((r = rm_tls_handshake(c->tls, &want)) != EAGAIN) return r;
+        int heard = rm_tls_heard(c->tls);
+        if (!(r = wait_fd(c->fd, want, heard ? deadline : quiet))) continue;
+        if (r == ETIMEDOUT && !heard && quiet < deadline) {
+            if (plain_ping(a, deadline) > 0) {
+                rm_detail("TLS: Redis at %s answers in plain text, not TLS: use redis://, or the "
+                          "server's tls-port", a->display);
+                return EACCES;
+            }
+            if (!(r = wait_fd(c->fd, want, deadline))) continue;
+        }
+        rm_detail("TLS handshake with Redis at %s: %s", a->display,
+                  r == ETIMEDOUT ? "timed out" : strerror(r));
+        return RM_E_UNSENT;
+    }
+}
+
+int rm_conn_dial(const struct rm_server_addr *a, const char *role, rm_nsec deadline,
+                 struct rm_conn **out)
+{
+    struct rm_conn *c = calloc(1, sizeof *c);
+    if (!c) { rm_detail("out of memory"); return ENOMEM; }
+    c->fd = -1;
+    c->pid = getpid();
+    snprintf(c->user, sizeof c->user, "%s", a->user ? a->user : "default");
+    c->reader = redisReaderCreate();
+    c->rbuf = malloc(RM_CONN_RBUF);
+    if (!c->reader || !c->rbuf) {
+        rm_conn_close(c);
+        rm_detail("out of memory");
+        return ENOMEM;
+    }
+    deadline = rm_clock_min(deadline, rm_clock_after(RM_MSEC(RM_SETTING(connect_timeout_ms))));
+    int r = open_socket(a, deadline, &c->fd);
+    if (!r && a->tls) r = start_tls(c, a, deadline);
+    if (!r) {
+        block_with_timeout(c);
+        r = handshake(c, a, role, deadline);
+        /* A plain connection reset before a byte came: a TLS port, if a
+         * second one is too (a server that went down refuses it). */
+        if (r == RM_E_UNSENT && !a->tls && c->reset && !c->heard && plain_ping(a, deadline) < 0) {
+            rm_detail("Redis at %s resets plain-text connections: a TLS port? (use rediss://, or "
+                      "tls=1)", a->display);
+            r = EACCES;
+        }
+    }
+    if (r) {
         rm_conn_close(c);
         return r;
     }
-    rm_log("connected %s to %s (fd %d)", role, a->display, c->fd);
+    rm_log("connected %s to %s (fd %d%s)", role, a->display, c->fd, c->tls ? ", TLS" : "");
     *out = c;
     return 0;
 }
@@ -395,16 +528,23 @@ int rm_conn_dial(const struct rm_server_addr *a, const char *role, rm_nsec deadl
 int rm_conn_usable(struct rm_conn *c)
 {
     char b;
-    for (;;) {
-        ssize_t n = recv(c->fd, &b, 1, MSG_PEEK | MSG_DONTWAIT);
+    /* TLS: records that carry no data (a session ticket) are read and
+     * done with; a few at most, then the socket is empty. */
+    for (int records = 0; records < 16; records++) {
+        ssize_t n = pending(c) ? 1 : recv(c->fd, &b, 1, MSG_PEEK | MSG_DONTWAIT);
         if (n < 0 && errno == EINTR) continue;
         if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) return 1;
-        /* EOF, a reset, or bytes nobody asked for (a server's last words
-         * before it closed): the connection is done. */
+        if (n > 0 && c->tls && !pending(c)) {
+            short want;
+            if ((n = rm_tls_read(c->tls, &b, 1, 0, &want)) < 0 && errno == EAGAIN) continue;
+        }
+        /* EOF (TLS: close_notify), a reset, or bytes nobody asked for (a
+         * server's last words before it closed): the connection is done. */
         rm_log("connection fd %d to Redis %s before use", c->fd,
                n == 0 ? "was closed by the server" : n > 0 ? "has unexpected data" : "failed");
         return 0;
     }
+    return 0;
 }
 
 void rm_conn_abandon(struct rm_conn *c)
@@ -415,6 +555,7 @@ void rm_conn_abandon(struct rm_conn *c)
 void rm_conn_close(struct rm_conn *c)
 {
     if (!c) return;
+    rm_tls_free(c->tls);
     if (c->fd >= 0) close(c->fd);
     if (c->reader) redisReaderFree(c->reader);
     free(c->wbuf);

@@ -11,11 +11,13 @@
 
 struct redisReply;
 struct redisReader;
+struct rm_tls;
 
 enum { RM_CONN_RBUF = 16384 };
 
 struct rm_conn {
     int fd;
+    struct rm_tls *tls;    /* NULL: plain TCP or a unix socket */
     struct redisReader *reader;
     char *wbuf;
     size_t wlen, wcap;
@@ -23,6 +25,9 @@ struct rm_conn {
     int broken;            /* an append ran out of memory */
     rm_nsec recv_wait;     /* the socket's receive timeout; 0: none, never block */
     int count_round_trips; /* a calling thread's connection: count in stats */
+    int heard;             /* a byte of a reply came */
+    int reset;             /* the last read failed with ECONNRESET */
+    int refused;           /* the last read failed on a TLS alert: the server refused us */
     pid_t pid;             /* the process that dialled it */
     char user[33];         /* the user it logged in as, for details ("default": none given) */
     char run_id[41];       /* the server's run_id (INFO server), "" if it would not say */
@@ -38,10 +43,14 @@ struct rm_reach {
     void *arg;
 };
 
-/* Connect to a, log in (AUTH, SELECT), name the connection
- * "rmutex:<role>:<pid>" and learn the server's run_id, all in one round
- * trip before deadline (and within the connect timeout).  Returns 0 and *out; RM_E_UNSENT when the server cannot be
- * reached in time; EACCES when it refuses the credentials; ENOMEM. */
+/* Connect to a (over TLS when a->tls says so), log in (AUTH, SELECT), name
+ * the connection "rmutex:<role>:<pid>" and learn the server's run_id, all
+ * in one round trip before deadline (and within the connect timeout).
+ * Returns 0 and *out; RM_E_UNSENT when the server cannot be reached in
+ * time; EACCES when it refuses the credentials, or TLS cannot be had with
+ * it (a certificate that fails the check, a client certificate refused, a
+ * plain-text server on a TLS URL or the reverse); EINVAL when TLS's files
+ * are unusable; ENOMEM. */
 int rm_conn_dial(const struct rm_server_addr *a, const char *role, rm_nsec deadline,
                  struct rm_conn **out);
 
@@ -52,14 +61,16 @@ int rm_conn_dial(const struct rm_server_addr *a, const char *role, rm_nsec deadl
  * (a restart): such a request provably never ran. */
 int rm_conn_usable(struct rm_conn *c);
 
-/* Close the socket and free c.  Sends nothing. */
+/* Close the socket and free c.  Sends nothing (no TLS close_notify). */
 void rm_conn_close(struct rm_conn *c);
 
 /* A forked child's share of its parent's connection: close the socket,
  * free nothing -- a parent thread that does not exist here may have been
  * in the middle of reading into c's reply parser or growing its buffer,
  * and freeing that state can free what was never allocated.  (A few
- * kilobytes per connection, once per fork.) */
+ * kilobytes per connection, once per fork.)  A TLS session is left alone
+ * too: a word from the child on it (a close_notify, a request) would end
+ * or corrupt the parent's stream. */
 void rm_conn_abandon(struct rm_conn *c);
 
 /* Queue one command.  Nothing is sent until rm_conn_flush(). */

@@ -9,11 +9,16 @@
  * count, a call bumps the count first and then looks at the state, so one
  * of the two always sees the other.
  *
+ * rmutex_configure parses and does no I/O, but for one look: a URL that
+ * asks for replica acknowledgement is refused at once when its server
+ * refuses WAIT (ack.c, rm_ack_probe), the settings left as they were.
+ *
  * This file is the net layer's top: it knows the endpoint and nothing
  * above it.  What a shutdown, a fork or the process's exit must do to the
  * holds, caches and threads of the layers above is runtime.c's (api/),
  * which calls in here and registers the exit hook. */
 #include "session.h"
+#include "ack.h"
 #include "config.h"
 #include "endpoint.h"
 #include "internal.h"
@@ -21,6 +26,7 @@
 #include <errno.h>
 #include <pthread.h>
 #include <stdlib.h>
+#include <string.h>
 
 #define DEFAULT_URL "redis://127.0.0.1:6379"
 
@@ -108,7 +114,13 @@ int rm_session_configure(const char *url)
         if (!url || !*url) url = DEFAULT_URL;
     }
     struct rm_service svc;
+    struct rm_settings before;
+    memcpy(&before, &rm_settings, sizeof before);
     int r = rm_config_parse(url, &svc, 1);
+    if (!r && (r = rm_ack_probe(&svc))) { /* a server without WAIT: nothing taken */
+        memcpy(&rm_settings, &before, sizeof before);
+        rm_config_service_free(&svc);
+    }
     if (!r) {
         if (se.configured) rm_config_service_free(&se.svc);
         se.svc = svc;

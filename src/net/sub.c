@@ -47,7 +47,14 @@
  *
  * The connection is kept alive with PING (every 5 s, dropped if no answer
  * within 5 s) and re-dialled with jittered backoff (20 ms doubling to 1 s)
- * when it breaks.  The thread blocks every signal. */
+ * when it breaks.  The thread blocks every signal.  Over TLS the thread
+ * polls the socket as over TCP: conn.c reads until OpenSSL holds no
+ * plaintext, so nothing waits where poll() cannot see it.
+ *
+ * Servers differ in what an UNSUBSCRIBE gets when the connection is no
+ * longer subscribed to anything: Redis answers as usual, Valkey 8.0.0-8.0.1
+ * with a -NOSUB error.  A channel the server refused is never unsubscribed,
+ * and a -NOSUB is set aside: it answers no SUBSCRIBE. */
 #include "sub.h"
 #include "conn.h"
 #include "internal.h"
@@ -340,6 +347,14 @@ static void dispatch(struct rm_sub *s, redisReply *r)
         s->ping_out = 0;
         return;
     }
+    if (r->type == REDIS_REPLY_ERROR && r->len >= 5 && !strncmp(r->str, "NOSUB", 5) &&
+        (r->len == 5 || r->str[5] == ' ')) {
+        /* Valkey 8.0.0-8.0.1: an (S)UNSUBSCRIBE on a connection no longer
+         * subscribed to anything.  It answers no SUBSCRIBE: taken for one,
+         * it would refuse or move a channel still waiting for its answer. */
+        rm_log("pub/sub: %.*s", (int)r->len, r->str);
+        return;
+    }
     if (r->type != REDIS_REPLY_ARRAY || r->elements < 2) {
         if (r->type == REDIS_REPLY_ERROR) {
             if (s->sharded) sharded_error(s, r);
@@ -400,7 +415,7 @@ static void sync_channels(struct rm_sub *s, rm_nsec now)
             if (ch->refs == 0 && now - ch->idle_since >= idle) {
                 *p = ch->hnext;
                 s->nchannels--;
-                if (ch->state != CH_NEW && ch->state != CH_MOVED) {
+                if (ch->state != CH_NEW && ch->state != CH_MOVED && ch->state != CH_REFUSED) {
                     unsub[nunsub] = ch->name;
                     unsublen[nunsub++] = ch->len;
                 }

@@ -38,11 +38,14 @@
  * asks for, so only a close can do that -- makes it renew every hold and
  * waiter that server serves at once (so does a close in the middle of a
  * round trip: a server shutting down with replicas pauses writes first),
- * and again every retry delay while the server is away: a wiped hold is reported within a retry delay (250 ms at
- * most) of the server answering again, whatever the lease.  Until that
- * renewal the holds are "unverified": a cached lock serves no local hold
- * from one, and its unlock asks Redis (cache.c).  A hold on a server the
- * watchdog has no connection to yet is renewed at once, which makes one.
+ * and again every retry delay while the server is away: a wiped hold is
+ * reported within a retry delay (250 ms at most) of the server answering
+ * again, whatever the lease.  Until that renewal the holds are
+ * "unverified": a cached lock serves no local hold from one, and its
+ * unlock asks Redis (cache.c).  A dial that fails makes them unverified as
+ * well: the restart may come while a renewal is on the wire.  A hold on a
+ * server the watchdog has no connection to yet is renewed at once, which
+ * makes one.
  *
  * Migrating slots (Cluster).  A renewal batch answered ASK (its keys moved
  * to the importing node), MOVED or TRYAGAIN (some keys moved, some not)
@@ -226,7 +229,7 @@ static rm_nsec retry_delay(const struct rm_watchdog_entry *e)
 
 static void *wd_main(void *arg);
 static struct link *link_find(const struct rm_node *node);
-static void recheck_locked(struct link *l);
+static void after_round_trip_locked(struct link *l);
 
 /* Make the thread look again now (wd.mu held). */
 static void wake_locked(void)
@@ -901,7 +904,7 @@ static void *link_main(void *arg)
         pthread_mutex_lock(&wd.mu);
         l->connected = l->conn != NULL;
         settle_locked(l->work, l->res, l->nwork, sent);
-        if (l->dropped) recheck_locked(l);
+        after_round_trip_locked(l);
         l->busy = 0;
         wake_locked(); /* its node's entries can be collected again */
     }
@@ -938,32 +941,50 @@ static int hand_over_locked(struct link *l, struct rm_watchdog_entry **e, size_t
     return 1;
 }
 
-/* l's connection closed: the server restarted (its holds may be wiped),
- * or the connection was killed.  Every hold and waiter it serves is
- * renewed at once -- and again every retry delay while the server cannot
- * be reached -- so that a wiped hold is reported lost within a retry delay
- * of the server answering again, not at its next renewal (lease/3 later).
- * Whether the close was seen while idle (sleep_locked) or in the middle of
- * a round trip (exchange: a server shutting down with replicas first
- * pauses writes, so a call can be on the wire when it closes), and
- * whatever that round trip carried.  (wd.mu held, no round trip on l.) */
-static void recheck_locked(struct link *l)
+/* Every hold l's node serves is unverified until its next renewal -- a
+ * cached lock's unlock asks Redis (cache.c) -- because the watchdog's
+ * connection to that server closed, or could not be made: it may have
+ * restarted without its data.  now_due: renew them (and the waiters) at
+ * once as well -- and again every retry delay while the server cannot be
+ * reached -- so that a wiped hold is reported lost within a retry delay of
+ * the server answering again, not at its next renewal (lease/3 later).
+ * (wd.mu held, no round trip on l.) */
+static void unverify_locked(struct link *l, int now_due)
 {
     rm_nsec now = rm_clock_now();
-    l->dropped = 0;
     for (struct rm_watchdog_entry *e = wd.head; e; e = e->next) {
         if (!renewed(e) || e->inflight || e->lost || e->cancelled) continue;
         if (rm_endpoint_route(e->ep, e->slot, 0) != l->node) continue;
         if (e->kind == KIND_HOLD) {
-            RM_COUNT(holds_checked);
+            if (now_due) RM_COUNT(holds_checked);
             e->u.hold.unverified = 1;
         }
-        e->next_due = now;
-        e->window = 0;
+        if (now_due) {
+            e->next_due = now;
+            e->window = 0;
+        }
     }
 }
 
-/* l's connection was found closed while idle. */
+/* After a round trip on l: a connection that broke in its middle is a
+ * close like one seen while idle (a server shutting down with replicas
+ * pauses writes first, so a call can be on the wire when it closes): every
+ * hold it serves is checked at once, not only those the call carried.  A
+ * dial that failed leaves them unverified (a restart may come while a
+ * renewal is on the wire; a TLS dial and handshake widen that window);
+ * their retries are planned already.  (wd.mu held.) */
+static void after_round_trip_locked(struct link *l)
+{
+    if (l->dropped) {
+        l->dropped = 0;
+        unverify_locked(l, 1);
+    } else if (!l->conn) {
+        unverify_locked(l, 0);
+    }
+}
+
+/* l's connection was found closed while idle: the server restarted (its
+ * holds may be wiped), or the connection was killed. */
 static void dropped_locked(struct link *l)
 {
     rm_log("watchdog connection to %s closed while idle; checking its holds now",
@@ -972,7 +993,7 @@ static void dropped_locked(struct link *l)
     l->conn = NULL;
     l->connected = 0;
     l->failures++;
-    recheck_locked(l);
+    unverify_locked(l, 1);
 }
 
 /* Sleep until next, a wake, or a link's connection becoming readable
@@ -1103,7 +1124,7 @@ static void *wd_main(void *arg)
         pthread_mutex_lock(&wd.mu);
         if (l) l->connected = l->conn != NULL;
         settle_locked(due, res, n, sent);
-        if (l && l->dropped) recheck_locked(l);
+        if (l) after_round_trip_locked(l);
     }
     pthread_mutex_unlock(&wd.mu);
     free(due);

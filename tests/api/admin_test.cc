@@ -364,9 +364,11 @@ TEST_F(RmutexConfigure, RejectsUnknownOptions)
     ASSERT_RC(0, rmutex_configure(url().c_str()));
 }
 
-TEST_F(RmutexConfigure, RejectsTlsWithEnotsupAndSaysWhy)
+TEST_F(RmutexConfigure, TakesTlsAndRefusesTlsOptionsWithoutIt)
 {
-    EXPECT_RC(ENOTSUP, rmutex_configure(("rediss://" + host() + ":" + std::to_string(port())).c_str()));
+    EXPECT_RC(0, rmutex_configure(("rediss://" + host() + ":" + std::to_string(port())).c_str()))
+        << rmutex_detail();
+    EXPECT_RC(EINVAL, rmutex_configure((base_url() + "?sni=redis.example").c_str()));
     EXPECT_TRUE(contains_ci(rmutex_detail(), "tls")) << "detail: " << rmutex_detail();
     ASSERT_RC(0, rmutex_configure(url().c_str()));
 }

@@ -152,8 +152,10 @@ TEST_F(RmutexDetail, NeverContainsThePassword)
     no_pw("unknown option");
     EXPECT_RC(EINVAL, rmutex_configure(("redis://:" + pw + "@" + srv->host() + ":notaport").c_str()));
     no_pw("bad port");
-    EXPECT_RC(ENOTSUP, rmutex_configure(("rediss://:" + pw + "@" + hp).c_str()));
-    no_pw("rediss");
+    EXPECT_RC(EINVAL, rmutex_configure(("redis://:" + pw + "@" + hp + "?sni=a").c_str()));
+    no_pw("a TLS option without TLS");
+    EXPECT_RC(EINVAL, rmutex_configure(("rediss://:" + pw + "@" + hp + "?cacert=/no/such.crt").c_str()));
+    no_pw("a TLS file that cannot be read");
 
     /* The right password, then a failure of a lock call. */
     ASSERT_RC(0, rmutex_configure(("redis://:" + pw + "@" + hp).c_str()));

@@ -103,6 +103,9 @@ void RedisTest::SetUp()
         ASSERT_EQ("OK", r.str()) << "ACL SETUSER: " << r.str();
         base_url_ = "redis://" + std::string(kAclUser) + ":" + kAclPassword + "@" + host_ + ":" +
                     std::to_string(port_);
+        if (server_ && server_->tls_port())
+            base_url_ = "rediss://" + std::string(kAclUser) + ":" + kAclPassword + "@" + host_ + ":" +
+                        std::to_string(server_->tls_port()) + "?" + tls_query();
     }
     setenv("RMUTEX_URL", url().c_str(), 1);
     if (configure_)

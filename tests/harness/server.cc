@@ -1,5 +1,6 @@
 /* server.cc -- a private redis-server for the tests.  See server.h. */
 #include "server.h"
+#include "child.h"
 
 #include <arpa/inet.h>
 #include <fcntl.h>
@@ -12,6 +13,8 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
+#include <mutex>
 #include <cerrno>
 #include <cstdlib>
 #include <cstring>
@@ -39,6 +42,64 @@ int free_port()
     return ntohs(a.sin_port);
 }
 
+/* ---- TLS ------------------------------------------------------------------- */
+
+bool tls_mode()
+{
+    const char *v = getenv("RMUTEX_TEST_TLS");
+    return v && !strcmp(v, "1");
+}
+
+const TlsFiles &tls_files()
+{
+    static TlsFiles f;
+    static std::once_flag once;
+    std::call_once(once, [] {
+        char tmpl[] = "/tmp/rmutex-tls-XXXXXX";
+        if (!mkdtemp(tmpl)) {
+            ADD_FAILURE() << "mkdtemp: " << strerror(errno);
+            return;
+        }
+        TlsFiles t;
+        t.dir = tmpl;
+        t.ca = t.dir + "/ca.crt", t.ca_key = t.dir + "/ca.key";
+        t.server_crt = t.dir + "/server.crt", t.server_key = t.dir + "/server.key";
+        t.client_crt = t.dir + "/client.crt", t.client_key = t.dir + "/client.key";
+        /* EC keys: made in a millisecond, where RSA takes a tenth of a second. */
+        std::string d = "'" + t.dir + "'";
+        std::string cmd =
+            "cd " + d + " && exec >openssl.log 2>&1 && "
+            "openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes -days 30 "
+            "-subj '/CN=rmutex test CA' -keyout ca.key -out ca.crt && "
+            "printf '[srv]\nsubjectAltName=DNS:localhost,IP:127.0.0.1\nextendedKeyUsage=serverAuth,clientAuth\n"
+            "[cli]\nextendedKeyUsage=clientAuth\n' >ext.cnf && "
+            "openssl req -newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes -subj /CN=localhost "
+            "-keyout server.key -out server.csr && "
+            "openssl x509 -req -in server.csr -CA ca.crt -CAkey ca.key -CAcreateserial -days 30 "
+            "-extfile ext.cnf -extensions srv -out server.crt && "
+            "openssl req -newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes -subj /CN=client "
+            "-keyout client.key -out client.csr && "
+            "openssl x509 -req -in client.csr -CA ca.crt -CAkey ca.key -CAcreateserial -days 30 "
+            "-extfile ext.cnf -extensions cli -out client.crt";
+        int st = 0;
+        shell(cmd, &st);
+        if (st != 0) {
+            ADD_FAILURE() << "openssl could not make the test certificates: see " << t.dir << "/openssl.log";
+            return;
+        }
+        f = t;
+        static std::string dir = t.dir;
+        atexit([] { std::filesystem::remove_all(dir); });
+    });
+    return f;
+}
+
+std::string tls_query()
+{
+    const TlsFiles &t = tls_files();
+    return "cacert=" + t.ca + "&cert=" + t.client_crt + "&key=" + t.client_key;
+}
+
 std::unique_ptr<RedisServer> RedisServer::start(std::vector<std::string> extra, int port)
 {
     std::unique_ptr<RedisServer> s(new RedisServer());
@@ -59,6 +120,14 @@ std::unique_ptr<RedisServer> RedisServer::start(std::vector<std::string> extra, 
      * redis-server binds it; then it exits and we try another. */
     for (int attempt = 0; attempt < (port ? 1 : 8); attempt++) {
         s->port_ = port ? port : free_port();
+        /* A TLS cluster node's bus is at port + 10000 (see spawn()). */
+        bool bus = std::find(s->extra_.begin(), s->extra_.end(), "--cluster-enabled") != s->extra_.end();
+        while (!port && tls_mode() && bus && s->port_ > 55535) s->port_ = free_port();
+        if (tls_mode()) {
+            if (tls_files().dir.empty()) return nullptr;
+            do s->tls_port_ = free_port();
+            while (s->tls_port_ == s->port_);
+        }
         if (s->spawn() && s->wait_ready(scaled(ms(10000))))
             return s;
         s->kill9();
@@ -79,6 +148,8 @@ RedisServer::~RedisServer()
 std::string RedisServer::url() const
 {
     std::string auth = password_.empty() ? "" : ":" + password_ + "@";
+    if (tls_port_)
+        return "rediss://" + auth + host_ + ":" + std::to_string(tls_port_) + "?" + tls_query();
     return "redis://" + auth + host_ + ":" + std::to_string(port_);
 }
 
@@ -94,6 +165,16 @@ bool RedisServer::spawn()
                                      "--logfile", dir_ + "/redis.log",
                                      "--unixsocket", sock_,
                                      "--unixsocketperm", "700"};
+    if (tls_port_) {
+        const TlsFiles &t = tls_files();
+        args.insert(args.end(), {"--tls-port", std::to_string(tls_port_), "--tls-cert-file", t.server_crt,
+                                 "--tls-key-file", t.server_key, "--tls-ca-cert-file", t.ca});
+        /* A cluster node: its bus and its replication over TLS too, the bus
+         * where a CLUSTER MEET of the plain port looks for it. */
+        if (std::find(extra_.begin(), extra_.end(), "--cluster-enabled") != extra_.end())
+            args.insert(args.end(), {"--tls-cluster", "yes", "--tls-replication", "yes", "--cluster-port",
+                                     std::to_string(port_ + 10000)});
+    }
     args.insert(args.end(), extra_.begin(), extra_.end());
     std::vector<char *> argv;
     for (auto &a : args)
