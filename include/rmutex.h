@@ -573,6 +573,13 @@ RMUTEX_API int rrwlock_unlock(rrwlock_t *l);
  * thread holds l for writing. */
 RMUTEX_API int rrwlock_fence(rrwlock_t *l, uint64_t *token);
 
+/* As rmutex_hold_deadline, for the calling thread's hold of l: the
+ * writer's lease, or for a reader its process's read lease (one for all
+ * the process's reading threads, renewed once a period).  Returns 0;
+ * EPERM if the caller holds nothing of l or its lease was found lost;
+ * EINVAL for NULL arguments. */
+RMUTEX_API int rrwlock_hold_deadline(rrwlock_t *l, struct timespec *deadline);
+
 /* ------------------------------------------------------------------------
  * Process-wide settings.  Thread-safe.  After fork(): the child keeps the
  * parent's settings and opens its own connections.
