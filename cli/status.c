@@ -20,7 +20,13 @@
  * list walks every primary's keyspace with SCAN (rmutex_list: O(keys),
  * never KEYS) and prints the held locks whose names match PATTERN, one
  * line each, or status's JSON objects.  Free locks have no keys: not
- * listed. */
+ * listed.
+ *
+ * A read-write lock (rmutex_inspect's kind) prints as one: its mode, its
+ * writer or its readers (each with its process: struct holder, the same
+ * lines as a mutex's holder, indented), its queue's kinds; its JSON is the
+ * mutex's fields, then its own.  A mutex's lines and JSON are as they
+ * were before read-write locks. */
 #include "cli.h"
 
 #include <errno.h>
@@ -205,7 +211,8 @@ static void status_usage(FILE *f)
 {
     fputs("usage: rmutex [GLOBAL OPTIONS] status [--json] NAME...\n"
           "Show locks without touching them: free or held, the holder, the lease left, the\n"
-          "fencing counter, the robust marks, the fair queue, the waiters subscribed.\n"
+          "fencing counter, the robust marks, the fair queue, the waiters subscribed; a\n"
+          "read-write lock's mode, writer, readers and queue.\n"
           "      --json   one JSON object per name, one per line\n"
           "Exit: 0 every name held; 3 one is free; 4 one could not be read; 64 usage.\n",
           f);

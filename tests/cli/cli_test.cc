@@ -949,6 +949,130 @@ TEST_F(Cli, StatusTellsACachedLockKeptOrParked)
     EXPECT_RC(0, rmutex_destroy(&m));
 }
 
+/* The labels of status's text lines ("owner", "holder", ...; the first
+ * line: the name), in order. */
+static std::vector<std::string> labels(const std::string &out)
+{
+    std::vector<std::string> v;
+    for (auto &l : lines(out)) {
+        size_t b = l.find_first_not_of(' ');
+        if (b == std::string::npos) continue;
+        v.push_back(l.substr(b, l.find(' ', b) - b));
+    }
+    return v;
+}
+
+/* A read-write lock in status and list, text and JSON: read by two runs
+ * (each reader with its process), a writer queued; written (the writer
+ * named, with its process); free. */
+TEST_F(Cli, StatusAndListShowAReadWriteLocksReadersWriterAndQueue)
+{
+    std::string n = lock_name("rw"), out;
+    char host[256] = "";
+    gethostname(host, sizeof host - 1);
+    auto r1 = run_until_go({ "-s" }, n), r2 = run_until_go({ "-s", "-w", "10" }, n);
+    /* (The two share their started mark: wait for the second's read.) */
+    ASSERT_TRUE(wait_until([&] { return redis().cmd({ "ZCARD", "rmutex_rw_readers:{" + n + "}" }).integer() == 2; },
+                           ms(5000)));
+    std::string wmark = file("writing"), wgo = file("wgo");
+    auto w = cli({ "run", "-x", "-w", "30", n, "--", "sh", "-c",
+                   "touch " + wmark + "; while [ ! -e " + wgo + " ]; do sleep 0.01; done" });
+    ASSERT_TRUE(wait_until([&] {
+        exit_code({ "status", "--json", n }, "", nullptr, &out);
+        return json_field(out, "queued_writers") == "1" && out.find("\"held_ms\":null") == std::string::npos;
+    }, ms(10000))) << "two readers announced, a writer queued: " << out;
+    EXPECT_EQ("\"held\"", json_field(out, "state"));
+    EXPECT_EQ("\"rwlock\"", json_field(out, "kind"));
+    EXPECT_EQ("\"read\"", json_field(out, "mode"));
+    EXPECT_EQ("null", json_field(out, "writer"));
+    EXPECT_EQ("2", json_field(out, "readers"));
+    EXPECT_EQ("0", json_field(out, "queued_readers"));
+    for (auto *r : { r1.get(), r2.get() })
+        EXPECT_NE(std::string::npos, out.find("\"pid\":" + std::to_string(r->pid()) + ",")) << out;
+    EXPECT_NE(std::string::npos, out.find("\"threads\":1,")) << out;
+    EXPECT_NE(std::string::npos, out.find("\"wants\":\"write\"")) << out;
+    EXPECT_EQ("1", json_field(out, "queue_length"));
+    ASSERT_EQ(0, exit_code({ "status", n }, "", nullptr, &out));
+    EXPECT_EQ((std::vector<std::string>{ n, "kind", "readers", "reader", "holder", "command", "held",
+                                         "reader", "holder", "command", "held", "lease", "fence",
+                                         "robust", "queue", "waiting" }),
+              labels(out)) << out;
+    EXPECT_NE(std::string::npos, out.find("  kind     read-write lock, read\n")) << out;
+    EXPECT_NE(std::string::npos, out.find("  readers  2\n")) << out;
+    EXPECT_NE(std::string::npos, out.find("    holder   pid " + std::to_string(r1->pid()) + " on " + host))
+        << out;
+    EXPECT_NE(std::string::npos, out.find(", 1 thread, lease ")) << out;
+    EXPECT_NE(std::string::npos, out.find("  queue    1 waiting (0 readers, 1 writer, in order): writer "))
+        << out;
+    ASSERT_EQ(0, exit_code({ "list", n }, "", nullptr, &out));
+    EXPECT_TRUE(std::regex_search(out, std::regex(n + "\tread by 2: pid [0-9]+ on [^,]+ \\(rmutex\\), "
+                                                      "pid [0-9]+ on .+ \\(rmutex\\)\tlease [0-9.]+s left\t1 queued\n")))
+        << out;
+    ASSERT_EQ(0, exit_code({ "list", "--json", n }, "", nullptr, &out));
+    EXPECT_EQ("\"read\"", json_field(out, "mode")) << out;
+
+    go(); /* the readers end: the writer writes */
+    EXPECT_EQ(0, r1->wait(ms(10000)));
+    EXPECT_EQ(0, r2->wait(ms(10000)));
+    ASSERT_TRUE(wait_until([&] { return access(wmark.c_str(), F_OK) == 0; }, ms(5000)));
+    ASSERT_TRUE(wait_until([&] {
+        exit_code({ "status", "--json", n }, "", nullptr, &out);
+        return json_field(out, "mode") == "\"write\"" && json_field(out, "held_ms") != "null";
+    }, ms(10000))) << "written, the writer announced: " << out;
+    EXPECT_EQ(json_field(out, "owner"), json_field(out, "writer"));
+    EXPECT_EQ(std::to_string(w->pid()), json_field(out, "pid")) << out;
+    EXPECT_EQ("0", json_field(out, "readers"));
+    EXPECT_EQ("[]", json_field(out, "reader"));
+    EXPECT_EQ(redis().get("redisson_lock_token:{" + n + "}").value_or("none"), json_field(out, "fence"))
+        << "the writer's token";
+    ASSERT_EQ(0, exit_code({ "status", n }, "", nullptr, &out));
+    EXPECT_EQ((std::vector<std::string>{ n, "kind", "writer", "holder", "command", "held", "lease",
+                                         "fence", "robust", "waiting" }),
+              labels(out)) << out;
+    EXPECT_NE(std::string::npos, out.find("  kind     read-write lock, written\n")) << out;
+    EXPECT_NE(std::string::npos, out.find("  holder   pid " + std::to_string(w->pid()) + " on " + host))
+        << out;
+    ASSERT_EQ(0, exit_code({ "list", n }, "", nullptr, &out));
+    EXPECT_TRUE(std::regex_search(out, std::regex(n + "\twritten [0-9.a-z]+ by pid " + std::to_string(w->pid()) +
+                                                      " on .+ \\(rmutex\\)\tlease [0-9.]+s left\n")))
+        << out;
+
+    std::ofstream(wgo) << "";
+    EXPECT_EQ(0, w->wait(ms(10000)));
+    EXPECT_EQ(3, exit_code({ "status", "--json", n }, "", nullptr, &out)) << "free: 3";
+    EXPECT_EQ("\"free\"", json_field(out, "state"));
+    EXPECT_EQ("-1", json_field(out, "ttl_ms"));
+    std::string mode = json_field(out, "mode");
+    EXPECT_TRUE(mode == "" || mode == "\"free\"") << "a free read-write lock: " << out;
+    ASSERT_EQ(0, exit_code({ "list", n }, "", nullptr, &out));
+    EXPECT_EQ("", out) << "free: not listed";
+}
+
+/* A mutex's status is what it was before read-write locks: the same
+ * lines, the same JSON fields. */
+TEST_F(Cli, StatusOfAMutexKeepsItsLinesAndFields)
+{
+    std::string n = lock_name(), out;
+    auto h = holder(n);
+    ASSERT_EQ(0, exit_code({ "status", n }, "", nullptr, &out));
+    EXPECT_EQ((std::vector<std::string>{ n, "owner", "holder", "command", "held", "lease", "fence",
+                                         "robust", "waiting" }),
+              labels(out)) << out;
+    EXPECT_NE(std::string::npos, out.find("\n  owner    ")) << out;
+    ASSERT_EQ(0, exit_code({ "status", "--json", n }, "", nullptr, &out));
+    std::vector<std::string> keys;
+    std::string top = std::regex_replace(out, std::regex("\\{\"host\"[^}]*\\}|\\[[^\\]]*\\]"), "x");
+    std::regex key("\"([a-z_]+)\":");
+    for (std::sregex_iterator i(top.begin(), top.end(), key), e; i != e; ++i)
+        keys.push_back((*i)[1]);
+    EXPECT_EQ((std::vector<std::string>{ "name", "state", "owner", "holder", "held_ms", "cached", "ttl_ms",
+                                         "fence", "owner_died", "not_recoverable", "queue_length", "queue",
+                                         "subscribers", "server_time_ms" }),
+              keys) << out;
+    h->kill(SIGTERM);
+    h->wait(ms(5000));
+}
+
 /* list: every held lock whose name matches, from a SCAN; not free locks,
  * not hashes that only look alike, not other types. */
 TEST_F(Cli, ListFindsTheHeldLocksThatMatchAndNothingElse)
