@@ -95,7 +95,7 @@ static void json_rwlock(const rmutex_lockinfo_t *in)
         struct holder h = HOLDER_OF(rd);
         printf("%s{\"owner\":", i ? "," : "");
         json_str(rd->owner);
-        printf(",\"threads\":%u,\"ttl_ms\":%lld,\"holder\":", rd->holds, (long long)rd->ttl_ms);
+        printf(",\"holds\":%u,\"ttl_ms\":%lld,\"holder\":", rd->holds, (long long)rd->ttl_ms);
         json_holder(&h);
         printf(",\"held_ms\":");
         if (rd->held_ms >= 0) printf("%lld}", (long long)rd->held_ms);
@@ -163,7 +163,7 @@ static void print_readers(const rmutex_lockinfo_t *in)
     for (unsigned i = 0; i < in->readers_shown; i++) {
         const rmutex_readerinfo_t *rd = &in->reader[i];
         struct holder h = HOLDER_OF(rd);
-        printf("  reader   %s, %u thread%s, lease %.1fs left\n", rd->owner, rd->holds,
+        printf("  reader   %s, %u hold%s, lease %.1fs left\n", rd->owner, rd->holds,
                rd->holds == 1 ? "" : "s", (double)rd->ttl_ms / 1000);
         print_holder(&h, 2);
     }

@@ -989,7 +989,7 @@ TEST_F(Cli, StatusAndListShowAReadWriteLocksReadersWriterAndQueue)
     EXPECT_EQ("0", json_field(out, "queued_readers"));
     for (auto *r : { r1.get(), r2.get() })
         EXPECT_NE(std::string::npos, out.find("\"pid\":" + std::to_string(r->pid()) + ",")) << out;
-    EXPECT_NE(std::string::npos, out.find("\"threads\":1,")) << out;
+    EXPECT_NE(std::string::npos, out.find("\"holds\":1,")) << out;
     EXPECT_NE(std::string::npos, out.find("\"wants\":\"write\"")) << out;
     EXPECT_EQ("1", json_field(out, "queue_length"));
     ASSERT_EQ(0, exit_code({ "status", n }, "", nullptr, &out));
@@ -1001,7 +1001,7 @@ TEST_F(Cli, StatusAndListShowAReadWriteLocksReadersWriterAndQueue)
     EXPECT_NE(std::string::npos, out.find("  readers  2\n")) << out;
     EXPECT_NE(std::string::npos, out.find("    holder   pid " + std::to_string(r1->pid()) + " on " + host))
         << out;
-    EXPECT_NE(std::string::npos, out.find(", 1 thread, lease ")) << out;
+    EXPECT_NE(std::string::npos, out.find(", 1 hold, lease ")) << out;
     EXPECT_NE(std::string::npos, out.find("  queue    1 waiting (0 readers, 1 writer, in order): writer "))
         << out;
     ASSERT_EQ(0, exit_code({ "list", n }, "", nullptr, &out));
