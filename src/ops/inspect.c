@@ -26,7 +26,9 @@
  * COUNT 500 a page), gives the connection back between pages, and
  * inspects each candidate.  A free lock has no keys, so only held locks
  * are found; a hash counts as a lock only if it has a lease and its first
- * field is an owner id ("...:<digits>", Redisson's form and ours).  It is
+ * field is an owner id ("...:<digits>", Redisson's form and ours), or it is
+ * a read-write lock read or written.  The info filled is on the heap (with
+ * its readers it is kilobytes: every call fits RMUTEX_STACK_NEED).  It is
  * O(keyspace) and meant for operators; SCAN's guarantees apply (a key
  * present for the whole walk is seen; one created or deleted during it may
  * or may not be). */
@@ -225,11 +227,19 @@ RMUTEX_API int rmutex_inspect(const char *name, rmutex_lockinfo_t *out, size_t s
     int r = rm_keys_make(name, &k); /* a bad name is EINVAL before any I/O */
     if (r) return rm_entry_leave(&e, r);
     rm_keys_free(&k);
-    if ((r = rm_session_enter(&ep))) return rm_entry_leave(&e, r);
-    rmutex_lockinfo_t info;
-    r = inspect(ep, name, &info);
-    rm_session_leave();
-    if (!r) memcpy(out, &info, size < sizeof info ? size : sizeof info);
+    /* (On the heap: with its readers it is kilobytes, and every call fits
+     * in RMUTEX_STACK_NEED.) */
+    rmutex_lockinfo_t *info = malloc(sizeof *info);
+    if (!info) {
+        rm_detail("out of memory");
+        return rm_entry_leave(&e, ENOMEM);
+    }
+    if (!(r = rm_session_enter(&ep))) {
+        r = inspect(ep, name, info);
+        rm_session_leave();
+    }
+    if (!r) memcpy(out, info, size < sizeof *info ? size : sizeof *info);
+    free(info);
     return rm_entry_leave(&e, r);
 }
 
@@ -283,24 +293,28 @@ static int list_node(struct rm_endpoint *ep, struct rm_node *n, const char *patt
                      rmutex_list_fn fn, void *arg)
 {
     char cursor[32] = "0";
+    rmutex_lockinfo_t *info = malloc(sizeof *info); /* (see rmutex_inspect) */
+    if (!info) {
+        rm_detail("out of memory");
+        return ENOMEM;
+    }
+    int r = 0;
     do {
         redisReply *page;
-        int r = scan_page(n, cursor, sizeof cursor, pattern, &page);
-        if (r) return r;
+        if ((r = scan_page(n, cursor, sizeof cursor, pattern, &page))) break;
         redisReply *keys = page->element[1];
         for (size_t i = 0; !r && i < keys->elements; i++) {
             const redisReply *key = keys->element[i];
             if (key->type != REDIS_REPLY_STRING || strlen(key->str) != key->len) continue;
-            rmutex_lockinfo_t info;
-            int ri = inspect(ep, key->str, &info);
+            int ri = inspect(ep, key->str, info);
             if (ri == EINVAL) continue; /* not a lock name, or not a lock any more */
             if (ri) r = ri;
-            else if (looks_like_lock(&info)) r = fn(key->str, &info, arg);
+            else if (looks_like_lock(info)) r = fn(key->str, info, arg);
         }
         freeReplyObject(page);
-        if (r) return r;
-    } while (strcmp(cursor, "0"));
-    return 0;
+    } while (!r && strcmp(cursor, "0"));
+    free(info);
+    return r;
 }
 
 RMUTEX_API int rmutex_list(const char *pattern, rmutex_list_fn fn, void *arg)
