@@ -778,7 +778,7 @@ enum { RMUTEX_RW_FREE = 0, RMUTEX_RW_READ = 1, RMUTEX_RW_WRITE = 2 };
  * the lock called name, a mutex or a read-write lock.  Returns 0; EINVAL
  * for a bad name, NULL, or a key of another type under the name
  * (WRONGTYPE); ETIMEDOUT when Redis was not reached in the command
- * timeout; EACCES refused. */
+ * timeout; EACCES refused; ENOMEM. */
 RMUTEX_API int rmutex_inspect(const char *name, rmutex_lockinfo_t *info, size_t size);
 
 /* Visit the locks whose names match pattern (a Redis glob; NULL: "*"):
