@@ -60,9 +60,24 @@ int cmd_status(int argc, char **argv);
 int cmd_wait(int argc, char **argv);
 int cmd_list(int argc, char **argv);
 
-/* A held lock's holder in a few words: "pid 4242 on web1 (cron-import)"
- * from the holder registry, else its owner id. */
-void holder_name(const rmutex_lockinfo_t *in, char *buf, size_t size);
+/* A process holding a lock (a mutex's holder, a read-write lock's writer
+ * or one of its readers) as rmutex_inspect tells it: its owner id and
+ * what the holder registry says (known 0: nothing).  HOLDER_OF(p) for a
+ * rmutex_lockinfo_t or a rmutex_readerinfo_t. */
+struct holder {
+    const char *owner;
+    int known;
+    long pid;
+    const char *host, *exe, *cmd, *lib;
+    int64_t held_ms;
+};
+#define HOLDER_OF(p)                                                                            \
+    { (p)->owner, (p)->holder_known, (p)->holder_pid, (p)->holder_host, (p)->holder_exe,        \
+      (p)->holder_cmd, (p)->holder_lib, (p)->held_ms }
+
+/* A holder in a few words: "pid 4242 on web1 (cron-import)" from the
+ * holder registry, else its owner id. */
+void holder_name(const struct holder *h, char *buf, size_t size);
 
 /* The waiting line (progress.c): started while run waits, on a terminal
  * only (NULL otherwise); progress_stop() clears it (NULL: nothing). */

@@ -213,14 +213,14 @@ int redis_failed(const char *what, const char *name, int rc)
                           : EXIT_PROTOCOL;
 }
 
-void holder_name(const rmutex_lockinfo_t *in, char *buf, size_t size)
+void holder_name(const struct holder *h, char *buf, size_t size)
 {
-    if (!in->holder_known) {
-        snprintf(buf, size, "%s", in->owner);
+    if (!h->known) {
+        snprintf(buf, size, "%s", h->owner);
         return;
     }
-    const char *prog = strrchr(in->holder_exe, '/');
-    prog = prog ? prog + 1 : in->holder_exe;
-    snprintf(buf, size, "pid %ld on %s%s%s%s", in->holder_pid, in->holder_host, *prog ? " (" : "",
-             prog, *prog ? ")" : "");
+    const char *prog = strrchr(h->exe, '/');
+    prog = prog ? prog + 1 : h->exe;
+    snprintf(buf, size, "pid %ld on %s%s%s%s", h->pid, h->host, *prog ? " (" : "", prog,
+             *prog ? ")" : "");
 }

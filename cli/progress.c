@@ -61,7 +61,8 @@ static void *progress_main(void *arg)
                        rmutex_detail(), (long long)(waited / 60), (long long)(waited % 60));
         else if (in.held) {
             char who[160];
-            holder_name(&in, who, sizeof who);
+            struct holder h = HOLDER_OF(&in);
+            holder_name(&h, who, sizeof who);
             fprintf(stderr, "\rrmutex: waiting for %s -- held by %s, lease %.0fs left%s %02lld:%02lld\033[K",
                     p->name, who, (double)in.ttl_ms / 1000, place, (long long)(waited / 60),
                     (long long)(waited % 60));

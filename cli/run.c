@@ -32,10 +32,9 @@
  *    anyone else (margin = 250 ms + 1 % of the lease, for clock rates).
  *    The lease and the grace must leave the renewals room: lease - grace -
  *    margin > 1.2 * lease / 3, else usage error (lease_in_force()).
- *    --on-lost ignore only says it and lets the command go on.  A
- *    read-write lock's hold has no deadline the library tells (there is
- *    no rrwlock_hold_deadline yet): -s and -x stop the command when the
- *    lost-lock callback says the hold is gone.  --max-time
+ *    --on-lost ignore only says it and lets the command go on.  -s and -x
+ *    watch the read-write lock's hold the same way (rrwlock_hold_deadline:
+ *    the writer's lease, or the process's read lease).  --max-time
  *    signals the group too (exit 124).
  * 4. release_and_report(): when the command ends, unlock (not after a loss
  *    we stopped it for) and exit with its status (128 + N for a signal),
@@ -106,6 +105,13 @@ static int held_unlock(struct held *h)
     return h->kind == MUTEX ? rmutex_unlock(&h->m) : rrwlock_unlock(&h->rw);
 }
 
+/* Until when the hold is known good (CLOCK_MONOTONIC): 0, or EPERM when
+ * it is gone. */
+static int held_deadline(struct held *h, struct timespec *d)
+{
+    return h->kind == MUTEX ? rmutex_hold_deadline(&h->m, d) : rrwlock_hold_deadline(&h->rw, d);
+}
+
 /* The fencing token: the mutex's or the writer's (a reader has none: 0). */
 static void held_fence(struct held *h, uint64_t *token)
 {
@@ -114,12 +120,10 @@ static void held_fence(struct held *h, uint64_t *token)
 }
 
 static int lost_fd = -1;
-static int lost_seen; /* the lost-lock callback ran (a read-write lock's loss) */
 
 static void on_lost(rmutex_t *m, const char *name, void *arg)
 {
     (void)m, (void)name, (void)arg;
-    __atomic_store_n(&lost_seen, 1, __ATOMIC_RELAXED);
     uint64_t one = 1;
     if (lost_fd >= 0 && write(lost_fd, &one, sizeof one) < 0) {
         /* the 100 ms look finds it anyway */
@@ -438,7 +442,7 @@ static int64_t lease_in_force(const struct run *o, struct held *h)
 {
     int64_t lease = o->lease_ns ? o->lease_ns : 30000000000LL;
     struct timespec d;
-    if (!o->lease_ns && h->kind == MUTEX && !rmutex_hold_deadline(&h->m, &d)) {
+    if (!o->lease_ns && !held_deadline(h, &d)) {
         int64_t left = ns_of(d) - mono_ns();
         if (left > 0) lease = left + 50000000; /* rounded up by the call's time */
     }
@@ -540,14 +544,11 @@ static void reap(struct watch *w)
 }
 
 /* Look at the hold: signal the command when it is gone or its deadline
- * comes near, as --on-lost says.  A read-write lock has no deadline to
- * look at (the library tells a mutex's only): its loss is the lost-lock
- * callback's. */
+ * comes near, as --on-lost says. */
 static void watch_hold(const struct run *o, struct held *h, struct watch *w, int64_t now)
 {
     struct timespec d = { INT64_MAX / 1000000000 - 1, 0 };
-    int r = h->kind == MUTEX ? rmutex_hold_deadline(&h->m, &d)
-                             : __atomic_load_n(&lost_seen, __ATOMIC_RELAXED) ? EPERM : 0;
+    int r = held_deadline(h, &d);
     int64_t dl = ns_of(d);
     int gone = r == EPERM;
     if (o->on_lost == LOST_IGNORE) {

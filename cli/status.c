@@ -20,7 +20,13 @@
  * list walks every primary's keyspace with SCAN (rmutex_list: O(keys),
  * never KEYS) and prints the held locks whose names match PATTERN, one
  * line each, or status's JSON objects.  Free locks have no keys: not
- * listed. */
+ * listed.
+ *
+ * A read-write lock (rmutex_inspect's kind) prints as one: its mode, its
+ * writer or its readers (each with its process: struct holder, the same
+ * lines as a mutex's holder, indented), its queue's kinds; its JSON is the
+ * mutex's fields, then its own.  A mutex's lines and JSON are as they
+ * were before read-write locks. */
 #include "cli.h"
 
 #include <errno.h>
@@ -54,27 +60,62 @@ static void span(int64_t ms, char *buf, size_t size)
     else snprintf(buf, size, "%lldd%02lldh", (long long)(s / 86400), (long long)(s / 3600 % 24));
 }
 
+/* The holder registry's description of h: an object, or null. */
+static void json_holder(const struct holder *h)
+{
+    if (!h->known) {
+        printf("null");
+        return;
+    }
+    printf("{\"host\":");
+    json_str(h->host);
+    printf(",\"pid\":%ld,\"exe\":", h->pid);
+    json_str(h->exe);
+    printf(",\"cmd\":");
+    json_str(h->cmd);
+    printf(",\"lib\":");
+    json_str(h->lib);
+    printf("}");
+}
+
+static const char *mode_name(int mode)
+{
+    return mode == RMUTEX_RW_WRITE ? "write" : mode == RMUTEX_RW_READ ? "read" : "free";
+}
+
+/* A read-write lock's own fields, after the mutex's. */
+static void json_rwlock(const rmutex_lockinfo_t *in)
+{
+    printf(",\"kind\":\"rwlock\",\"mode\":\"%s\",\"writer\":", mode_name(in->mode));
+    if (in->mode == RMUTEX_RW_WRITE) json_str(in->owner);
+    else printf("null");
+    printf(",\"readers\":%u,\"reader\":[", in->readers);
+    for (unsigned i = 0; i < in->readers_shown; i++) {
+        const rmutex_readerinfo_t *rd = &in->reader[i];
+        struct holder h = HOLDER_OF(rd);
+        printf("%s{\"owner\":", i ? "," : "");
+        json_str(rd->owner);
+        printf(",\"holds\":%u,\"ttl_ms\":%lld,\"holder\":", rd->holds, (long long)rd->ttl_ms);
+        json_holder(&h);
+        printf(",\"held_ms\":");
+        if (rd->held_ms >= 0) printf("%lld}", (long long)rd->held_ms);
+        else printf("null}");
+    }
+    printf("],\"queued_readers\":%u,\"queued_writers\":%u", in->queued_readers, in->queued_writers);
+}
+
 static void print_json(const char *name, const rmutex_lockinfo_t *in)
 {
+    int rw = in->kind == RMUTEX_KIND_RWLOCK;
+    struct holder h = HOLDER_OF(in);
     printf("{\"name\":");
     json_str(name);
     printf(",\"state\":\"%s\",\"owner\":", in->held ? "held" : "free");
     if (in->held) json_str(in->owner);
     else printf("null");
     printf(",\"holder\":");
-    if (in->held && in->holder_known) {
-        printf("{\"host\":");
-        json_str(in->holder_host);
-        printf(",\"pid\":%ld,\"exe\":", in->holder_pid);
-        json_str(in->holder_exe);
-        printf(",\"cmd\":");
-        json_str(in->holder_cmd);
-        printf(",\"lib\":");
-        json_str(in->holder_lib);
-        printf("}");
-    } else {
-        printf("null");
-    }
+    if (in->held) json_holder(&h);
+    else printf("null");
     printf(",\"held_ms\":");
     if (in->held && in->held_ms >= 0) printf("%lld", (long long)in->held_ms);
     else printf("null");
@@ -88,28 +129,62 @@ static void print_json(const char *name, const rmutex_lockinfo_t *in)
     for (unsigned i = 0; i < in->queue_shown; i++) {
         printf("%s{\"id\":", i ? "," : "");
         json_str(in->queue[i]);
-        printf(",\"alive_ms\":%lld}", (long long)in->queue_alive_ms[i]);
+        printf(",\"alive_ms\":%lld", (long long)in->queue_alive_ms[i]);
+        if (rw) printf(",\"wants\":\"%s\"", in->queue_mode[i] == 'w' ? "write" : "read");
+        putchar('}');
     }
-    printf("],\"subscribers\":%u,\"server_time_ms\":%lld}\n", in->subscribers,
+    printf("],\"subscribers\":%u,\"server_time_ms\":%lld", in->subscribers,
            (long long)in->server_time_ms);
+    if (rw) json_rwlock(in);
+    printf("}\n");
+}
+
+/* The holder registry's lines of h (or why there are none), indent more
+ * spaces in. */
+static void print_holder(const struct holder *h, int indent)
+{
+    char t[32];
+    if (h->known) {
+        printf("%*s  holder   pid %ld on %s, librmutex %s\n", indent, "", h->pid, h->host, h->lib);
+        if (h->cmd[0]) printf("%*s  command  %s\n", indent, "", h->cmd);
+        else if (h->exe[0]) printf("%*s  program  %s\n", indent, "", h->exe);
+    } else {
+        printf("%*s  holder   not announced (another client, or RMUTEX_ANNOUNCE=0)\n", indent, "");
+    }
+    if (h->held_ms >= 0) span(h->held_ms, t, sizeof t);
+    printf("%*s  held     %s\n", indent, "",
+           h->held_ms >= 0 ? t : "unknown (about a second or less, or not announced)");
+}
+
+/* A read-write lock's readers: each one described, its process under it. */
+static void print_readers(const rmutex_lockinfo_t *in)
+{
+    printf("  readers  %u\n", in->readers);
+    for (unsigned i = 0; i < in->readers_shown; i++) {
+        const rmutex_readerinfo_t *rd = &in->reader[i];
+        struct holder h = HOLDER_OF(rd);
+        printf("  reader   %s, %u hold%s, lease %.1fs left\n", rd->owner, rd->holds,
+               rd->holds == 1 ? "" : "s", (double)rd->ttl_ms / 1000);
+        print_holder(&h, 2);
+    }
+    if (in->readers > in->readers_shown) printf("  reader   ... %u more\n", in->readers - in->readers_shown);
 }
 
 static void print_human(const char *name, const rmutex_lockinfo_t *in)
 {
-    char t[32];
+    int rw = in->kind == RMUTEX_KIND_RWLOCK;
+    struct holder h = HOLDER_OF(in);
     printf("%s  %s\n", name, in->held ? "held" : "free");
+    if (rw) printf("  kind     read-write lock, %s\n", in->mode == RMUTEX_RW_WRITE ? "written"
+                                                     : in->mode == RMUTEX_RW_READ ? "read"
+                                                                                  : "free");
+    if (rw && in->mode == RMUTEX_RW_READ) {
+        print_readers(in);
+    } else if (in->held) {
+        printf("  %-9s%s\n", rw ? "writer" : "owner", in->owner);
+        print_holder(&h, 0);
+    }
     if (in->held) {
-        printf("  owner    %s\n", in->owner);
-        if (in->holder_known) {
-            printf("  holder   pid %ld on %s, librmutex %s\n", in->holder_pid, in->holder_host,
-                   in->holder_lib);
-            if (in->holder_cmd[0]) printf("  command  %s\n", in->holder_cmd);
-            else if (in->holder_exe[0]) printf("  program  %s\n", in->holder_exe);
-        } else {
-            printf("  holder   not announced (another client, or RMUTEX_ANNOUNCE=0)\n");
-        }
-        if (in->held_ms >= 0) span(in->held_ms, t, sizeof t);
-        printf("  held     %s\n", in->held_ms >= 0 ? t : "unknown (about a second or less, or not announced)");
         printf("  lease    %.1fs left\n", (double)in->ttl_ms / 1000);
         if (in->cached == RMUTEX_CACHED_PARKED)
             printf("  cached   parked by its process: nobody inside, a lock elsewhere takes it over\n");
@@ -120,9 +195,13 @@ static void print_human(const char *name, const rmutex_lockinfo_t *in)
     printf("  robust   owner-died: %s   not-recoverable: %s\n", in->owner_died ? "yes" : "no",
            in->not_recoverable ? "yes" : "no");
     if (in->queue_len) {
-        printf("  queue    %u waiting (fair):", in->queue_len);
+        if (rw) printf("  queue    %u waiting (%u reader%s, %u writer%s, in order):", in->queue_len,
+                       in->queued_readers, in->queued_readers == 1 ? "" : "s", in->queued_writers,
+                       in->queued_writers == 1 ? "" : "s");
+        else printf("  queue    %u waiting (fair):", in->queue_len);
         for (unsigned i = 0; i < in->queue_shown; i++)
-            printf("%s %s (%.1fs)", i ? "," : "", in->queue[i], (double)in->queue_alive_ms[i] / 1000);
+            printf("%s %s%s (%.1fs)", i ? "," : "", !rw ? "" : in->queue_mode[i] == 'w' ? "writer " : "reader ",
+                   in->queue[i], (double)in->queue_alive_ms[i] / 1000);
         printf("%s\n", in->queue_len > in->queue_shown ? ", ..." : "");
     }
     printf("  waiting  %u subscribed\n", in->subscribers);
@@ -132,7 +211,8 @@ static void status_usage(FILE *f)
 {
     fputs("usage: rmutex [GLOBAL OPTIONS] status [--json] NAME...\n"
           "Show locks without touching them: free or held, the holder, the lease left, the\n"
-          "fencing counter, the robust marks, the fair queue, the waiters subscribed.\n"
+          "fencing counter, the robust marks, the fair queue, the waiters subscribed; a\n"
+          "read-write lock's mode, writer, readers and queue.\n"
           "      --json   one JSON object per name, one per line\n"
           "Exit: 0 every name held; 3 one is free; 4 one could not be read; 64 usage.\n",
           f);
@@ -253,9 +333,22 @@ static int list_one(const char *name, const rmutex_lockinfo_t *in, void *arg)
         return 0;
     }
     char who[160], held[32] = "?";
-    holder_name(in, who, sizeof who);
+    struct holder h = HOLDER_OF(in);
+    holder_name(&h, who, sizeof who);
     if (in->held_ms >= 0) span(in->held_ms, held, sizeof held);
-    printf("%s\theld %s by %s\tlease %.1fs left", name, held, who, (double)in->ttl_ms / 1000);
+    if (in->mode == RMUTEX_RW_READ) {
+        printf("%s\tread by %u:", name, in->readers);
+        for (unsigned i = 0; i < in->readers_shown; i++) {
+            struct holder r = HOLDER_OF(&in->reader[i]);
+            holder_name(&r, who, sizeof who);
+            printf("%s %s", i ? "," : "", who);
+        }
+        printf("%s\tlease %.1fs left", in->readers > in->readers_shown ? ", ..." : "",
+               (double)in->ttl_ms / 1000);
+    } else {
+        printf("%s\t%s %s by %s\tlease %.1fs left", name,
+               in->mode == RMUTEX_RW_WRITE ? "written" : "held", held, who, (double)in->ttl_ms / 1000);
+    }
     if (in->queue_len) printf("\t%u queued", in->queue_len);
     putchar('\n');
     return 0;

@@ -573,6 +573,13 @@ RMUTEX_API int rrwlock_unlock(rrwlock_t *l);
  * thread holds l for writing. */
 RMUTEX_API int rrwlock_fence(rrwlock_t *l, uint64_t *token);
 
+/* As rmutex_hold_deadline, for the calling thread's hold of l: the
+ * writer's lease, or for a reader its process's read lease (one for all
+ * the process's reading threads, renewed once a period).  Returns 0;
+ * EPERM if the caller holds nothing of l or its lease was found lost;
+ * EINVAL for NULL arguments. */
+RMUTEX_API int rrwlock_hold_deadline(rrwlock_t *l, struct timespec *deadline);
+
 /* ------------------------------------------------------------------------
  * Process-wide settings.  Thread-safe.  After fork(): the child keeps the
  * parent's settings and opens its own connections.
@@ -691,6 +698,27 @@ RMUTEX_API int rmutex_force_unlock_owner(const char *name, const char *owner_id,
  * rmutex command's status and wait).  Read on the primary that serves the
  * name. */
 #define RMUTEX_INSPECT_QUEUE 5
+#define RMUTEX_INSPECT_READERS 5
+
+/* One reader of a read-write lock: a process of this library (one
+ * however many of its threads read), or a Redisson client's reading
+ * thread. */
+typedef struct rmutex_readerinfo {
+    char owner[64];           /* the owner id of its lowest reading thread,
+                                 "<uuid>:<thread>" (Redisson's: its field) */
+    unsigned holds;           /* its reading threads (Redisson's: its read count) */
+    int64_t ttl_ms;           /* its read lease left; -1 unknown */
+    /* Its process, from the holder registry, as the holder_* fields of
+     * rmutex_lockinfo_t say a holder's. */
+    int holder_known;
+    long holder_pid;
+    char holder_host[64];
+    char holder_exe[256];
+    char holder_cmd[256];
+    char holder_lib[16];
+    int64_t held_ms;          /* how long its process has read; -1 unknown */
+} rmutex_readerinfo_t;
+
 typedef struct rmutex_lockinfo {
     int held;                 /* 1: somebody holds it */
     unsigned holders;         /* fields in the lock hash (1 when held) */
@@ -725,23 +753,50 @@ typedef struct rmutex_lockinfo {
                                  inside; another process's lock asks for it),
                                  RMUTEX_CACHED_PARKED (nobody inside; another
                                  process's lock takes it over); 0 otherwise */
+    /* Read-write locks (rrwlock_t).  A program built before these fields
+     * reads a read-write lock through those above: held; holders, its
+     * readers or its writer; owner, the writer or the first reader
+     * described below; ttl_ms, the hash's lease; owner_died, a robust
+     * writer's death; the queue, its waiters (readers and writers, in
+     * order); subscribers, its channel's; the holder_* fields, the
+     * writer's process or the first reader's. */
+    int kind;                 /* RMUTEX_KIND_RWLOCK when Redis shows a read-write lock
+                                 under the name (its hash's mode, its readers, its
+                                 queue); RMUTEX_KIND_MUTEX otherwise -- also a free
+                                 read-write lock whose keys are all gone: nothing in
+                                 Redis tells it from a free mutex */
+    int mode;                 /* a read-write lock's: RMUTEX_RW_FREE, RMUTEX_RW_READ,
+                                 RMUTEX_RW_WRITE; RMUTEX_RW_FREE for a mutex */
+    unsigned readers;         /* readers: this library's processes reading (one
+                                 each, however many threads) and Redisson's
+                                 reading threads */
+    unsigned readers_shown;   /* how many of them follow */
+    rmutex_readerinfo_t reader[RMUTEX_INSPECT_READERS];
+    char queue_mode[RMUTEX_INSPECT_QUEUE]; /* each waiter of queue[] above: 'r' a
+                                 reader, 'w' a writer (a mutex's: 0) */
+    unsigned queued_readers;  /* the read-write lock's waiters of each kind */
+    unsigned queued_writers;
 } rmutex_lockinfo_t;
 
 enum { RMUTEX_CACHED_KEPT = 1, RMUTEX_CACHED_PARKED = 2 };
+enum { RMUTEX_KIND_MUTEX = 0, RMUTEX_KIND_RWLOCK = 1 };
+enum { RMUTEX_RW_FREE = 0, RMUTEX_RW_READ = 1, RMUTEX_RW_WRITE = 2 };
 
 /* Fill *info (size: sizeof(rmutex_lockinfo_t) as the caller knows it) for
- * the lock called name.  Returns 0; EINVAL for a bad name, NULL, or a key of
- * another type under the name (WRONGTYPE); ETIMEDOUT when Redis was not
- * reached in the command timeout; EACCES refused. */
+ * the lock called name, a mutex or a read-write lock.  Returns 0; EINVAL
+ * for a bad name, NULL, or a key of another type under the name
+ * (WRONGTYPE); ETIMEDOUT when Redis was not reached in the command
+ * timeout; EACCES refused; ENOMEM. */
 RMUTEX_API int rmutex_inspect(const char *name, rmutex_lockinfo_t *info, size_t size);
 
 /* Visit the locks whose names match pattern (a Redis glob; NULL: "*"):
- * fn(name, info, arg) for each held lock found, with what rmutex_inspect
- * says of it; a nonzero return from fn stops the walk and is returned.
- * It SCANs every primary's whole keyspace (O(keys), never KEYS), so it is
- * for operators, not for hot paths.  A free lock has no keys in Redis and
- * is not seen; a hash only counts as a lock when it has a lease and its
- * field is an owner id.  A lock taken or released during the walk may or
+ * fn(name, info, arg) for each held lock found, mutex or read-write lock,
+ * with what rmutex_inspect says of it; a nonzero return from fn stops the
+ * walk and is returned.  It SCANs every primary's whole keyspace (O(keys),
+ * never KEYS), so it is for operators, not for hot paths.  A free lock has
+ * no keys in Redis and is not seen; a hash only counts as a lock when it
+ * has a lease and its field is an owner id (a read-write lock: its mode is
+ * read or write).  A lock taken or released during the walk may or
  * may not be seen.  Returns 0, fn's value, or as rmutex_inspect (EACCES
  * also when SCAN is not allowed). */
 typedef int (*rmutex_list_fn)(const char *name, const rmutex_lockinfo_t *info, void *arg);

@@ -124,7 +124,7 @@ static int rm_until(void *rm, const struct timespec *mono_abs)
 {
     return rmutex_clocklock(rm, CLOCK_MONOTONIC, mono_abs);
 }
-static const struct rm_take_ops rmutex_ops = { rm_try, rm_forever, rm_until };
+static const struct rm_take_ops rmutex_ops = { rm_try, rm_forever, rm_until, RM_POLICY_MUTEXES };
 
 /* Take the name (take.c): a fair lock's wait is not sliced. */
 static int remote_acquire(rmutex_t *rm, int fair, int mode, clockid_t clock,

@@ -33,8 +33,8 @@ static int wr_try(void *l) { return rrwlock_trywrlock(l); }
 static int wr_forever(void *l) { return rrwlock_wrlock(l); }
 static int wr_until(void *l, const struct timespec *t) { return rrwlock_clockwrlock(l, CLOCK_MONOTONIC, t); }
 
-static const struct rm_take_ops reading = { rd_try, rd_forever, rd_until };
-static const struct rm_take_ops writing = { wr_try, wr_forever, wr_until };
+static const struct rm_take_ops reading = { rd_try, rd_forever, rd_until, RM_POLICY_RWLOCKS };
+static const struct rm_take_ops writing = { wr_try, wr_forever, wr_until, RM_POLICY_RWLOCKS };
 
 int rm_drw_lock(rrwlock_t *l, int write, int mode, clockid_t clock, const struct timespec *abstime)
 {

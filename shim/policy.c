@@ -1,4 +1,4 @@
-/* policy.c -- what a ported program's distributed mutexes do, and say,
+/* policy.c -- what a ported program's distributed locks do, and say,
  * when rmutex cannot take a name: Redis unreachable, or refusing.
  *
  * DESIGN
@@ -29,8 +29,13 @@
  *              is ended by rmutex: the user asked for it.
  *     Any other value is said once and "wait" applies.
  *
+ * Each line names what waits: the kinds of lock the program has made
+ * distributed so far (rm_policy_uses) -- mutexes, read-write locks, or
+ * both -- since an outage or a refusal holds up every one of them.
+ *
  * The environment is read at the first trouble.  A lock that Redis
- * answers costs one relaxed atomic load here (is an outage on?). */
+ * answers costs two relaxed atomic loads here (is an outage on? is its
+ * kind known?). */
 #include "policy.h"
 #include "say.h"
 
@@ -52,7 +57,25 @@ static struct {
     uint64_t said[SAID_MAX];   /* errors said: hashes of code and detail */
     unsigned nsaid;
     int env_read, abort_on_error, outage_lines;
+    int kinds;                 /* RM_POLICY_*: what is distributed (atomic) */
 } pol = { .mu = PTHREAD_MUTEX_INITIALIZER };
+
+void rm_policy_uses(int kinds)
+{
+    if ((__atomic_load_n(&pol.kinds, __ATOMIC_RELAXED) & kinds) != kinds)
+        __atomic_fetch_or(&pol.kinds, kinds, __ATOMIC_RELAXED);
+}
+
+/* What waits, for the lines. */
+static const char *waiting(void)
+{
+    switch (__atomic_load_n(&pol.kinds, __ATOMIC_RELAXED)) {
+    case RM_POLICY_MUTEXES: return "distributed mutexes";
+    case RM_POLICY_RWLOCKS: return "distributed read-write locks";
+    case RM_POLICY_MUTEXES | RM_POLICY_RWLOCKS: return "distributed mutexes and read-write locks";
+    default: return "distributed locks";
+    }
+}
 
 /* fork(): a thread of the parent may have held the lock; the child's only
  * thread starts with it free (the state it guarded stays). */
@@ -82,7 +105,7 @@ void rm_policy_answered(void)
     int say = __atomic_exchange_n(&pol.down, 0, __ATOMIC_RELAXED) && pol.down_said;
     pol.down_said = 0;
     pthread_mutex_unlock(&pol.mu);
-    if (say) rm_say("Redis answers again: distributed mutexes no longer wait");
+    if (say) rm_say("Redis answers again: %s no longer wait", waiting());
 }
 
 void rm_policy_outage(const char *detail)
@@ -99,8 +122,8 @@ void rm_policy_outage(const char *detail)
     }
     pthread_mutex_unlock(&pol.mu);
     if (say)
-        rm_say("Redis is unreachable (%s); distributed mutexes wait until it answers again",
-               detail && *detail ? detail : "no detail");
+        rm_say("Redis is unreachable (%s); %s wait until it answers again",
+               detail && *detail ? detail : "no detail", waiting());
 }
 
 static uint64_t hash_of(int code, const char *s)
@@ -132,6 +155,6 @@ void rm_policy_error(int code, const char *detail)
         rm_say("cannot use Redis: %s (%s); RMUTEX_ON_ERROR=abort: ending the program", detail, name);
         abort();
     }
-    rm_say("cannot use Redis: %s (%s); distributed mutexes wait, asking again, until that is "
-           "fixed (RMUTEX_ON_ERROR=abort ends the program instead)", detail, name);
+    rm_say("cannot use Redis: %s (%s); %s wait, asking again, until that is fixed "
+           "(RMUTEX_ON_ERROR=abort ends the program instead)", detail, name, waiting());
 }

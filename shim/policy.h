@@ -1,7 +1,14 @@
-/* policy.h -- what a ported program's distributed mutexes do, and say,
+/* policy.h -- what a ported program's distributed locks do, and say,
  * when rmutex cannot take a name (policy.c). */
 #ifndef RM_POLICY_H
 #define RM_POLICY_H
+
+/* The kinds of lock the program has made distributed, which the lines
+ * name ("distributed mutexes wait", "distributed read-write locks wait",
+ * both): each acquisition tells its own (take.c), the shim what it lists.
+ * Cheap once told (one atomic load). */
+enum { RM_POLICY_MUTEXES = 1, RM_POLICY_RWLOCKS = 2 };
+void rm_policy_uses(int kinds);
 
 /* Redis answered (a name was taken, or found held elsewhere): an outage
  * is over.  Cheap while there is none (one atomic load). */

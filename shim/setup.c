@@ -193,6 +193,7 @@ __attribute__((constructor)) static void rm_shim_start(void)
          * begin while a fair lock waits (which is not cut into slices). */
         rmutex_set_outage_callback(outage_from_library, NULL);
     }
+    rm_policy_uses((used || conds ? RM_POLICY_MUTEXES : 0) | (rws ? RM_POLICY_RWLOCKS : 0));
     if (used || conds || rws) {
         /* RMUTEX_URL is read now, so that a bad one is said at start (and,
          * with RMUTEX_ON_ERROR=abort, ends the program before main); every

@@ -11,7 +11,8 @@
  * answer for the pthread call, an outage (EAGAIN: no connection) or a
  * refusal (an error no pthread call returns: a bad URL, a refused login,
  * an ACL...), the last two told to policy.c, which says them in one line
- * (or, RMUTEX_ON_ERROR=abort, ends the program).  Then lock keeps waiting,
+ * (or, RMUTEX_ON_ERROR=abort, ends the program) naming what waits: each
+ * acquisition tells it its kind of lock (struct rm_take_ops.kind).  Then lock keeps waiting,
  * trylock says EBUSY, a timed lock times out.  Through an outage
  * librmutex's blocking call itself waits; for a lock whose waiters lose
  * nothing by giving up (the non-fair mutex) a blocking wait is cut into
@@ -106,6 +107,7 @@ void rm_take_pause_until(nsec t)
 int rm_take(const struct rm_take_ops *ops, void *lock, int sliced, int mode, clockid_t clock,
             const struct timespec *abs)
 {
+    rm_policy_uses(ops->kind);
     int r = rm_take_settle(ops->try_once(lock)), e;
     if (rm_take_final(r)) return r;
     if (mode == RM_DM_TRY) return EBUSY;

@@ -12,11 +12,13 @@
 enum { RM_DM_TRY, RM_DM_FOREVER, RM_DM_TIMED };
 
 /* The three ways to ask librmutex for one lock: try once; wait for ever;
- * wait until an absolute CLOCK_MONOTONIC time.  lock is the caller's. */
+ * wait until an absolute CLOCK_MONOTONIC time.  lock is the caller's;
+ * kind what it is (RM_POLICY_MUTEXES or RM_POLICY_RWLOCKS, policy.h). */
 struct rm_take_ops {
     int (*try_once)(void *lock);
     int (*forever)(void *lock);
     int (*until)(void *lock, const struct timespec *mono_abs);
+    int kind;
 };
 
 typedef int64_t rm_take_ns;

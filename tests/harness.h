@@ -80,6 +80,9 @@ class RedisTest : public ::testing::Test {
 
     Redis &redis() { return *redis_; }
     RedisServer *server() { return server_.get(); }
+    /* The ACL mode (RMUTEX_TEST_ACL=1, the `acl:` tests): the library runs
+     * as tests/acl_rule.h's user, who is gone after a server restart. */
+    static bool acl_mode();
     const std::string &host() const { return host_; }
     int port() const { return port_; }
 

@@ -223,6 +223,10 @@ TEST_P(Misconfigured, ACounterAcrossThreadsAndProcessesStaysExactAndEachSaysItOn
         EXPECT_NE(std::string::npos, err[0].find(names())) << err[0];
         EXPECT_EQ(std::string::npos, err[0].find("unreachable")) << err[0];
         EXPECT_NE(std::string::npos, err[0].find("RMUTEX_ON_ERROR=abort")) << err[0];
+        bool rw = kind() == Kind::SwapRw || kind() == Kind::ShimRw;
+        EXPECT_NE(std::string::npos, err[0].find(rw ? "; distributed read-write locks wait, asking again"
+                                                    : "; distributed mutexes wait, asking again"))
+            << "the line names what waits: " << err[0];
     }
     EXPECT_EQ(std::to_string(healed ? procs * 2 * iters : 0) + "\n", counter());
 }
@@ -328,7 +332,9 @@ TEST_F(Ported, SwapSaysWhenRedisIsUnreachableAndWhenItIsBackUnlessSilenced)
     auto err = lines(p->err());
     ASSERT_EQ(2u, err.size()) << p->err();
     EXPECT_NE(std::string::npos, err[0].find("rmutex pthread[swapprog ")) << err[0];
-    EXPECT_NE(std::string::npos, err[1].find("Redis answers again")) << err[1];
+    EXPECT_NE(std::string::npos, err[0].find("; distributed mutexes wait until it answers again")) << err[0];
+    EXPECT_NE(std::string::npos, err[1].find("Redis answers again: distributed mutexes no longer wait"))
+        << err[1];
     EXPECT_EQ("", quiet->err());
     EXPECT_EQ("20\n", counter());
 }

@@ -25,7 +25,9 @@
  * second shows the earlier acquisition's age until the next one.
  *
  * The reader is rmutex_inspect (whois.lua on the node that serves the
- * registry key: in a cluster, not the lock's).  RMUTEX_ANNOUNCE=0 in the
+ * registry key: in a cluster, not the lock's), for a lock's holder and for
+ * each reader of a read-write lock it describes (a process's reads are one
+ * watchdog entry, announced as "held:<lock>" like a hold).  RMUTEX_ANNOUNCE=0 in the
  * environment turns announcing off; holds then show by owner id only. */
 #include "registry.h"
 #include "script.h"
@@ -59,6 +61,9 @@ size_t rm_registry_key(const char *owner, char *buf, size_t size)
 {
     const char *end = owner ? strchr(owner, '|') : NULL;
     size_t len = owner ? (end ? (size_t)(end - owner) : strlen(owner)) : 0;
+    static const char write[] = ":write"; /* a read-write lock's writer's field */
+    if (len > sizeof write - 1 && !memcmp(owner + len - (sizeof write - 1), write, sizeof write - 1))
+        len -= sizeof write - 1;
     while (len && owner[len - 1] != ':') len--; /* drop ":<thread>" */
     if (len < 2) return 0;
     int n = snprintf(buf, size, "rmutex_client:{%.*s}", (int)(len - 1), owner);
@@ -225,20 +230,21 @@ static void copy(char *dst, size_t n, const redisReply *r)
     else dst[0] = 0;
 }
 
-void rm_registry_read(const redisReply *r, rmutex_lockinfo_t *info)
+void rm_registry_read(const redisReply *r, int64_t server_time_ms,
+                      const struct rm_registry_fields *f)
 {
-    info->held_ms = -1;
+    *f->held_ms = -1;
     if (r->type != REDIS_REPLY_ARRAY || r->elements != 6) return;
     redisReply **e = r->element;
     if (e[1]->type != REDIS_REPLY_STRING) return; /* no entry */
-    info->holder_known = 1;
-    info->holder_pid = strtol(e[1]->str, NULL, 10);
-    copy(info->holder_host, sizeof info->holder_host, e[0]);
-    copy(info->holder_exe, sizeof info->holder_exe, e[2]);
-    copy(info->holder_cmd, sizeof info->holder_cmd, e[3]);
-    copy(info->holder_lib, sizeof info->holder_lib, e[4]);
+    *f->known = 1;
+    *f->pid = strtol(e[1]->str, NULL, 10);
+    copy(f->host, f->host_size, e[0]);
+    copy(f->exe, f->exe_size, e[2]);
+    copy(f->cmd, f->cmd_size, e[3]);
+    copy(f->lib, f->lib_size, e[4]);
     if (e[5]->type == REDIS_REPLY_STRING) {
         long long since = strtoll(e[5]->str, NULL, 10);
-        if (since > 0 && since <= info->server_time_ms) info->held_ms = info->server_time_ms - since;
+        if (since > 0 && since <= server_time_ms) *f->held_ms = server_time_ms - since;
     }
 }

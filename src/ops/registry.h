@@ -17,8 +17,9 @@ struct redisReply;
 /* 0 when the environment says RMUTEX_ANNOUNCE=0 (read once per process). */
 int rm_registry_enabled(void);
 
-/* The registry key of the process whose owner id ("<uuid>:<tid>", or a
- * fair waiter's "<uuid>:<tid>|<acquisition>") is owner, into buf.  Returns
+/* The registry key of the process whose owner id ("<uuid>:<tid>", a fair
+ * waiter's "<uuid>:<tid>|<acquisition>", a read-write lock's writer's field
+ * "<uuid>:<tid>:write") is owner, into buf.  Returns
  * its length, 0 when owner has no such form or buf is too small. */
 size_t rm_registry_key(const char *owner, char *buf, size_t size);
 
@@ -38,8 +39,24 @@ int rm_registry_describe(struct rm_registry_text *t, const char **argv, size_t *
 struct rm_endpoint;
 void rm_registry_hold_added(struct rm_endpoint *ep, const char *owner, size_t owner_len);
 
-/* whois.lua's reply into the holder fields of *info (server_time_ms must
- * be set).  Leaves them unknown when the reply says nothing. */
-void rm_registry_read(const struct redisReply *r, rmutex_lockinfo_t *info);
+/* Where rm_registry_read puts what it read: the holder_* fields and
+ * held_ms of a rmutex_lockinfo_t or of a rmutex_readerinfo_t
+ * (RM_REGISTRY_FIELDS(p) makes it for either). */
+struct rm_registry_fields {
+    int *known;
+    long *pid;
+    int64_t *held_ms;
+    char *host, *exe, *cmd, *lib;
+    size_t host_size, exe_size, cmd_size, lib_size;
+};
+#define RM_REGISTRY_FIELDS(p)                                                                \
+    { &(p)->holder_known, &(p)->holder_pid, &(p)->held_ms, (p)->holder_host, (p)->holder_exe, \
+      (p)->holder_cmd, (p)->holder_lib, sizeof (p)->holder_host, sizeof (p)->holder_exe,      \
+      sizeof (p)->holder_cmd, sizeof (p)->holder_lib }
+
+/* whois.lua's reply into *f, the hold's age from server_time_ms.  Leaves
+ * them unknown (known 0, held_ms -1) when the reply says nothing. */
+void rm_registry_read(const struct redisReply *r, int64_t server_time_ms,
+                      const struct rm_registry_fields *f);
 
 #endif

@@ -36,6 +36,10 @@
  * (the readers behind a writer then go), and one whose last reply was
  * lost releases what it may have taken, through the watchdog.
  *
+ * rrwlock_hold_deadline tells a holder until when its hold is known good
+ * (the writer's watchdog entry, or the process's read lease entry, shared
+ * by its readers), as rmutex_hold_deadline does for a mutex.
+ *
  * A thread that exits holding reads gives them back (they are its own; a
  * read hold that outlived its thread would stay as long as the process
  * renews its reads).  One that exits writing lets the lease run out, as a
@@ -834,6 +838,43 @@ RMUTEX_API int rrwlock_fence(rrwlock_t *l, uint64_t *token)
         pthread_mutex_unlock(&ns->mu);
     }
     *token = got;
+    return rm_entry_leave(&e, 0);
+}
+
+RMUTEX_API int rrwlock_hold_deadline(rrwlock_t *l, struct timespec *deadline)
+{
+    struct rm_entry e;
+    rm_entry_enter(&e);
+    int r;
+    struct rm_rw *h = get(l, &r);
+    if (!h) return rm_entry_leave(&e, r);
+    if (!deadline) {
+        rm_detail("the output pointer is NULL");
+        return rm_entry_leave(&e, EINVAL);
+    }
+    struct rm_rwname *ns = h->ns;
+    struct rm_thread *self = rm_thread_self();
+    pthread_mutex_lock(&ns->mu);
+    /* The writer's own lease, or the process's read lease (one for all its
+     * readers: the watchdog renews it once a period). */
+    int writing = ns->writer == self->tid, reading = !writing && reads_of(ns, self->tid);
+    struct rm_watchdog_entry *wd = writing ? ns->writer_wd : reading ? ns->reads_wd : NULL;
+    rm_nsec until = writing ? ns->writer_until : ns->reads_until;
+    /* (An entry lives while the name has this hold: read under ns->mu.) */
+    int lost = wd && rm_watchdog_lost(wd);
+    if (wd && !lost) until = rm_watchdog_valid_until(wd);
+    pthread_mutex_unlock(&ns->mu);
+    if (!writing && !reading) {
+        rm_detail("the calling thread holds %s neither for reading nor for writing", ns->keys.lock);
+        return rm_entry_leave(&e, EPERM);
+    }
+    if (lost) {
+        rm_detail("the calling thread's %s lease of %s was lost", writing ? "write" : "read",
+                  ns->keys.lock);
+        return rm_entry_leave(&e, EPERM);
+    }
+    deadline->tv_sec = (time_t)(until / 1000000000);
+    deadline->tv_nsec = (long)(until % 1000000000);
     return rm_entry_leave(&e, 0);
 }
 

@@ -17,6 +17,7 @@
 #include <cstring>
 #include <mutex>
 #include <regex>
+#include <set>
 
 #include "api_util.h"
 #include "harness.h"
@@ -202,6 +203,117 @@ TEST_F(RmutexForceUnlock, ListVisitsEveryHeldLockMatchingThePattern)
     seen.clear();
     ASSERT_RC(0, rmutex_list((pre + "job:*").c_str(), collect, &seen));
     EXPECT_TRUE(seen.empty()) << "free locks have no keys";
+}
+
+/* A read-write lock read by two processes, each described (its thread,
+ * its lease, its process from the holder registry); a writer queued
+ * behind them; then written (the writer's process named); then free.  Its
+ * mutex fields say the same to a program built before the read-write
+ * ones, and rmutex_list finds it. */
+TEST_F(RmutexForceUnlock, InspectTellsAReadWriteLocksReadersWriterAndQueue)
+{
+    std::string name = lock_name();
+    char host[256] = "";
+    gethostname(host, sizeof host - 1);
+    Child r1({ "rw", name, "r" }, url()), r2({ "rw", name, "r" }, url());
+    ASSERT_TRUE(r1.expect_line("held rc=0", ms(5000)));
+    ASSERT_TRUE(r2.expect_line("held rc=0", ms(5000)));
+    rmutex_lockinfo_t in;
+    ASSERT_TRUE(wait_until([&] {
+        return rmutex_inspect(name.c_str(), &in, sizeof in) == 0 && in.readers_shown == 2 &&
+               in.reader[0].held_ms >= 0 && in.reader[1].held_ms >= 0;
+    }, ms(5000))) << "both readers described, with their processes";
+    EXPECT_EQ(RMUTEX_KIND_RWLOCK, in.kind);
+    EXPECT_EQ(RMUTEX_RW_READ, in.mode);
+    EXPECT_EQ(1, in.held);
+    EXPECT_EQ(2u, in.readers);
+    EXPECT_EQ(2u, in.holders) << "a reader is a holder";
+    std::set<long> pids;
+    for (unsigned i = 0; i < 2; i++) {
+        const rmutex_readerinfo_t &rd = in.reader[i];
+        SCOPED_TRACE(rd.owner);
+        EXPECT_TRUE(std::regex_match(rd.owner, std::regex("[0-9a-f-]+:[0-9]+"))) << "an owner id";
+        EXPECT_EQ(1u, rd.holds);
+        EXPECT_GT(rd.ttl_ms, 0);
+        EXPECT_LE(rd.ttl_ms, 30000);
+        EXPECT_EQ(1, rd.holder_known);
+        EXPECT_STREQ(host, rd.holder_host);
+        EXPECT_NE(nullptr, strstr(rd.holder_cmd, (" rw " + name + " r").c_str())) << rd.holder_cmd;
+        pids.insert(rd.holder_pid);
+    }
+    EXPECT_EQ((std::set<long>{ r1.pid(), r2.pid() }), pids);
+    EXPECT_STREQ(in.reader[0].owner, in.owner) << "the first reader, for older programs";
+    EXPECT_EQ(in.reader[0].holder_pid, in.holder_pid);
+    EXPECT_GT(in.ttl_ms, 0);
+    EXPECT_EQ(0u, in.queue_len);
+    EXPECT_EQ(0, in.cached);
+
+    Child w({ "rw", name, "w" }, url());
+    ASSERT_TRUE(wait_until([&] {
+        return rmutex_inspect(name.c_str(), &in, sizeof in) == 0 && in.queue_len == 1;
+    }, ms(5000))) << "the writer queued";
+    EXPECT_EQ(1u, in.queued_writers);
+    EXPECT_EQ(0u, in.queued_readers);
+    ASSERT_EQ(1u, in.queue_shown);
+    EXPECT_EQ('w', in.queue_mode[0]);
+    EXPECT_TRUE(std::regex_match(in.queue[0], std::regex("[0-9a-f-]+:[0-9]+\\|[0-9]+")))
+        << "<owner>|<acquisition>, as a fair waiter: " << in.queue[0];
+    EXPECT_GT(in.queue_alive_ms[0], 0);
+    EXPECT_GE(in.subscribers, 1u) << "the writer listens on the lock's channel";
+    std::vector<std::string> seen;
+    ASSERT_RC(0, rmutex_list(name.c_str(), collect, &seen));
+    EXPECT_EQ(std::vector<std::string>{ name }, seen) << "listed";
+
+    r1.write_line("unlock");
+    r2.write_line("unlock");
+    auto held = w.expect_line("held rc=0 fence=", ms(5000));
+    ASSERT_TRUE(held);
+    std::smatch mt;
+    ASSERT_TRUE(std::regex_search(*held, mt, std::regex("fence=([0-9]+)")));
+    ASSERT_TRUE(wait_until([&] {
+        return rmutex_inspect(name.c_str(), &in, sizeof in) == 0 && in.mode == RMUTEX_RW_WRITE &&
+               in.held_ms >= 0;
+    }, ms(5000))) << "written, the writer's process described";
+    EXPECT_EQ(1, in.held);
+    EXPECT_EQ(1u, in.holders);
+    EXPECT_EQ(0u, in.readers);
+    EXPECT_EQ(0u, in.readers_shown);
+    EXPECT_EQ(0u, in.queue_len);
+    EXPECT_TRUE(std::regex_match(in.owner, std::regex("[0-9a-f-]+:[0-9]+"))) << in.owner;
+    EXPECT_EQ((long)w.pid(), in.holder_pid);
+    EXPECT_EQ(std::stoull(mt[1]), in.fence) << "the writer's token";
+    EXPECT_GT(in.ttl_ms, 0);
+
+    w.write_line("unlock");
+    ASSERT_TRUE(w.expect_line("unlocked rc=0", ms(5000)));
+    ASSERT_RC(0, rmutex_inspect(name.c_str(), &in, sizeof in));
+    EXPECT_EQ(0, in.held);
+    EXPECT_EQ(RMUTEX_RW_FREE, in.mode);
+    EXPECT_EQ(-1, in.ttl_ms);
+    EXPECT_EQ(0u, in.readers);
+    seen.clear();
+    ASSERT_RC(0, rmutex_list(name.c_str(), collect, &seen));
+    EXPECT_TRUE(seen.empty()) << "free: not listed";
+}
+
+/* A mutex says it is one: the read-write fields are empty. */
+TEST_F(RmutexForceUnlock, InspectOfAMutexLeavesTheReadWriteFieldsEmpty)
+{
+    std::string name = lock_name();
+    rmutex_t m;
+    init_mutex(&m, name);
+    ASSERT_RC(0, rmutex_lock(&m));
+    rmutex_lockinfo_t in;
+    memset(&in, 0x5a, sizeof in);
+    ASSERT_RC(0, rmutex_inspect(name.c_str(), &in, sizeof in));
+    EXPECT_EQ(1, in.held);
+    EXPECT_EQ(RMUTEX_KIND_MUTEX, in.kind);
+    EXPECT_EQ(RMUTEX_RW_FREE, in.mode);
+    EXPECT_EQ(0u, in.readers);
+    EXPECT_EQ(0u, in.readers_shown);
+    EXPECT_EQ(0, in.queue_mode[0]);
+    EXPECT_RC(0, rmutex_unlock(&m));
+    rmutex_destroy(&m);
 }
 
 TEST_F(RmutexForceUnlock, WakesWaiters)

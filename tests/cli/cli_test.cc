@@ -17,12 +17,14 @@
 #include <algorithm>
 #include <atomic>
 #include <fstream>
+#include <functional>
 #include <regex>
 #include <set>
 #include <sstream>
 #include <thread>
 
 #include "harness.h"
+#include "proxy.h"
 
 namespace {
 
@@ -33,6 +35,7 @@ const std::string kCli = RMUTEX_CLI;
 class Cli : public RedisTest {
   public:
     Cli() : RedisTest(true) {}
+    using RedisTest::lock_name;
 
     void SetUp() override
     {
@@ -640,57 +643,103 @@ TEST_F(Cli, KillingRmutexWithSigkillKillsTheCommandAtOnce)
 
 /* ---- losing the lock under the command -------------------------------------- */
 
-/* Redis stalls (DEBUG SLEEP, then CLIENT PAUSE ALL) longer than the lease:
- * the command is dead before the lease can have run out in Redis, so before
- * the next rmutex run gets the lock -- in every trial. */
+/* `rmutex run OPTS` holds through holder_url when Redis stalls for it
+ * (stall(): from then on, until it returns) longer than the lease: the
+ * command is dead before the lease can have run out in Redis, so before
+ * the next run (`run NEXT`, through srv, waiting from the stall on) gets
+ * the lock; run exits 75.  Trial i varies the phase against the renewals. */
+static void stall_trial(Cli *t, RedisServer *srv, const std::string &holder_url,
+                        const std::vector<std::string> &opts, const std::vector<std::string> &next_opts,
+                        int i, const std::function<void()> &stall)
+{
+    std::string n = t->lock_name("stall" + std::to_string(i)), pidfile = t->file("pid" + std::to_string(i));
+    std::vector<std::string> args{ "run" };
+    args.insert(args.end(), opts.begin(), opts.end());
+    args.insert(args.end(), { "--lease", "1500ms", "--kill-after", "300ms", n, "--", "sh", "-c",
+                              "trap '' TERM; echo $$ > " + pidfile + "; while :; do sleep 0.02; done" });
+    auto c = t->cli(args, holder_url);
+    pid_t child = 0;
+    ASSERT_TRUE(wait_until([&] {
+        std::ifstream f(pidfile);
+        return (f >> child) && child > 0;
+    }, ms(5000)));
+    std::this_thread::sleep_for(ms(100 + 150 * i));
+    std::atomic<int64_t> died_at{0};
+    std::atomic<bool> watching{true};
+    std::thread watch([&] {
+        while (watching && !died_at) {
+            if (kill(child, 0) != 0) died_at = Clock::now().time_since_epoch().count();
+            std::this_thread::sleep_for(ms(2));
+        }
+    });
+    std::thread staller(stall);
+    std::this_thread::sleep_for(ms(50));
+    /* The next taker, waiting from now on. */
+    std::vector<std::string> next_args{ "run" };
+    next_args.insert(next_args.end(), next_opts.begin(), next_opts.end());
+    next_args.insert(next_args.end(), { "-w", "20", n, "--", "sh", "-c", "echo got" });
+    auto next = t->cli(next_args, srv->url());
+    auto got = next->read_line(ms(20000));
+    int64_t acquired_at = Clock::now().time_since_epoch().count();
+    staller.join();
+    EXPECT_TRUE(got) << "the next run never got the lock";
+    EXPECT_TRUE(wait_until([&] { return died_at != 0; }, ms(5000)));
+    watching = false;
+    watch.join();
+    /* The zombie state counts as dead: kill(0) still succeeds on a
+     * zombie, so died_at is late if anything. */
+    if (got) {
+        EXPECT_LT(died_at.load(), acquired_at) << "the command still ran when another run acquired";
+    }
+    int st = c->wait(ms(10000));
+    EXPECT_TRUE(st >= 0 && WIFEXITED(st) && WEXITSTATUS(st) == 75) << st << " " << c->err();
+    next->wait(ms(5000));
+}
+
+/* The whole server stalls: DEBUG SLEEP, or CLIENT PAUSE ALL (a
+ * connection of its own: it blocks for the whole stall). */
+static std::function<void()> server_stall(RedisServer *srv, bool pause)
+{
+    return [srv, pause] {
+        Redis r(srv->host(), srv->port());
+        if (!pause) r.cmd({ "DEBUG", "SLEEP", "2.5" });
+        else r.cmd({ "CLIENT", "PAUSE", "2500", "ALL" });
+    };
+}
+
+/* A mutex: six trials sleep, the last two pause. */
 TEST_F(Cli, ACommandIsDeadBeforeAnotherRunCanAcquireWhenRedisStalls)
 {
-    constexpr int kTrials = 8; /* the last two pause instead of sleeping */
     auto srv = RedisServer::start({ "--enable-debug-command", "local" });
     ASSERT_TRUE(srv);
-    std::string u = srv->url();
-    for (int i = 0; i < kTrials; i++) {
+    for (int i = 0; i < 8; i++) {
         SCOPED_TRACE(i);
-        std::string n = lock_name("stall" + std::to_string(i)), pidfile = file("pid" + std::to_string(i));
-        auto c = cli({ "run", "--lease", "1500ms", "--kill-after", "300ms", n, "--", "sh", "-c",
-                       "trap '' TERM; echo $$ > " + pidfile + "; while :; do sleep 0.02; done" }, u);
-        pid_t child = 0;
-        ASSERT_TRUE(wait_until([&] {
-            std::ifstream f(pidfile);
-            return (f >> child) && child > 0;
-        }, ms(5000)));
-        std::this_thread::sleep_for(ms(100 + 150 * i)); /* vary the phase against the renewals */
-        std::atomic<int64_t> died_at{0};
-        std::atomic<bool> watching{true};
-        std::thread watch([&] {
-            while (watching && !died_at) {
-                if (kill(child, 0) != 0) died_at = Clock::now().time_since_epoch().count();
-                std::this_thread::sleep_for(ms(2));
-            }
-        });
-        /* A connection of its own: it blocks for the whole sleep. */
-        std::thread stall([&] {
-            Redis r(srv->host(), srv->port());
-            if (i < 6) r.cmd({ "DEBUG", "SLEEP", "2.5" });
-            else r.cmd({ "CLIENT", "PAUSE", "2500", "ALL" });
-        });
-        std::this_thread::sleep_for(ms(50));
-        /* The next taker, waiting from now on. */
-        auto next = cli({ "run", "-w", "20", n, "--", "sh", "-c", "echo got" }, u);
-        auto got = next->read_line(ms(20000));
-        int64_t acquired_at = Clock::now().time_since_epoch().count();
-        stall.join();
-        ASSERT_TRUE(got) << "the next run never got the lock";
-        EXPECT_TRUE(wait_until([&] { return died_at != 0; }, ms(5000)));
-        watching = false;
-        watch.join();
-        /* The zombie state counts as dead: kill(0) still succeeds on a
-         * zombie, so died_at is late if anything. */
-        EXPECT_LT(died_at.load(), acquired_at) << "the command still ran when another run acquired";
-        int st = c->wait(ms(10000));
-        EXPECT_TRUE(st >= 0 && WIFEXITED(st) && WEXITSTATUS(st) == 75) << st;
-        next->wait(ms(5000));
+        stall_trial(this, srv.get(), srv->url(), {}, {}, i, server_stall(srv.get(), i >= 6));
     }
+}
+
+/* A read-write lock, read (-s) or written (-x); the next run writes.  Redis
+ * stops answering the holder only (a proxy drops all it sends), so the
+ * next run gets the lock the moment the lease runs out in Redis: the
+ * command must be dead by then, not merely when the hold is found lost.
+ * And once the whole server stalls. */
+TEST_F(Cli, ASharedOrExclusiveRunsCommandIsDeadBeforeAWriterCanAcquireWhenRedisStalls)
+{
+    auto srv = RedisServer::start({ "--enable-debug-command", "local" });
+    ASSERT_TRUE(srv);
+    int i = 0;
+    for (const char *how : { "-s", "-x" }) {
+        SCOPED_TRACE(std::string(how) + ", Redis gone for the holder");
+        Proxy proxy(srv->host(), srv->port());
+        auto cut = [&] {
+            proxy.drop_requests([](const Proxy::Args &) { return true; });
+            std::this_thread::sleep_for(ms(2500));
+        };
+        stall_trial(this, srv.get(), proxy.url(), { how }, { "-x" }, i++, cut);
+        proxy.disarm();
+    }
+    SCOPED_TRACE("-s, the server asleep");
+    stall_trial(this, srv.get(), srv->url(), { "-s" }, { "-x" }, i++, server_stall(srv.get(), false));
 }
 
 TEST_F(Cli, ALockBrokenUnderTheCommandStopsItAndExits75)
@@ -898,6 +947,130 @@ TEST_F(Cli, StatusTellsACachedLockKeptOrParked)
     ASSERT_EQ(0, exit_code({ "status", n }, "", nullptr, &out));
     EXPECT_NE(std::string::npos, out.find("cached   parked by its process")) << out;
     EXPECT_RC(0, rmutex_destroy(&m));
+}
+
+/* The labels of status's text lines ("owner", "holder", ...; the first
+ * line: the name), in order. */
+static std::vector<std::string> labels(const std::string &out)
+{
+    std::vector<std::string> v;
+    for (auto &l : lines(out)) {
+        size_t b = l.find_first_not_of(' ');
+        if (b == std::string::npos) continue;
+        v.push_back(l.substr(b, l.find(' ', b) - b));
+    }
+    return v;
+}
+
+/* A read-write lock in status and list, text and JSON: read by two runs
+ * (each reader with its process), a writer queued; written (the writer
+ * named, with its process); free. */
+TEST_F(Cli, StatusAndListShowAReadWriteLocksReadersWriterAndQueue)
+{
+    std::string n = lock_name("rw"), out;
+    char host[256] = "";
+    gethostname(host, sizeof host - 1);
+    auto r1 = run_until_go({ "-s" }, n), r2 = run_until_go({ "-s", "-w", "10" }, n);
+    /* (The two share their started mark: wait for the second's read.) */
+    ASSERT_TRUE(wait_until([&] { return redis().cmd({ "ZCARD", "rmutex_rw_readers:{" + n + "}" }).integer() == 2; },
+                           ms(5000)));
+    std::string wmark = file("writing"), wgo = file("wgo");
+    auto w = cli({ "run", "-x", "-w", "30", n, "--", "sh", "-c",
+                   "touch " + wmark + "; while [ ! -e " + wgo + " ]; do sleep 0.01; done" });
+    ASSERT_TRUE(wait_until([&] {
+        exit_code({ "status", "--json", n }, "", nullptr, &out);
+        return json_field(out, "queued_writers") == "1" && out.find("\"held_ms\":null") == std::string::npos;
+    }, ms(10000))) << "two readers announced, a writer queued: " << out;
+    EXPECT_EQ("\"held\"", json_field(out, "state"));
+    EXPECT_EQ("\"rwlock\"", json_field(out, "kind"));
+    EXPECT_EQ("\"read\"", json_field(out, "mode"));
+    EXPECT_EQ("null", json_field(out, "writer"));
+    EXPECT_EQ("2", json_field(out, "readers"));
+    EXPECT_EQ("0", json_field(out, "queued_readers"));
+    for (auto *r : { r1.get(), r2.get() })
+        EXPECT_NE(std::string::npos, out.find("\"pid\":" + std::to_string(r->pid()) + ",")) << out;
+    EXPECT_NE(std::string::npos, out.find("\"holds\":1,")) << out;
+    EXPECT_NE(std::string::npos, out.find("\"wants\":\"write\"")) << out;
+    EXPECT_EQ("1", json_field(out, "queue_length"));
+    ASSERT_EQ(0, exit_code({ "status", n }, "", nullptr, &out));
+    EXPECT_EQ((std::vector<std::string>{ n, "kind", "readers", "reader", "holder", "command", "held",
+                                         "reader", "holder", "command", "held", "lease", "fence",
+                                         "robust", "queue", "waiting" }),
+              labels(out)) << out;
+    EXPECT_NE(std::string::npos, out.find("  kind     read-write lock, read\n")) << out;
+    EXPECT_NE(std::string::npos, out.find("  readers  2\n")) << out;
+    EXPECT_NE(std::string::npos, out.find("    holder   pid " + std::to_string(r1->pid()) + " on " + host))
+        << out;
+    EXPECT_NE(std::string::npos, out.find(", 1 hold, lease ")) << out;
+    EXPECT_NE(std::string::npos, out.find("  queue    1 waiting (0 readers, 1 writer, in order): writer "))
+        << out;
+    ASSERT_EQ(0, exit_code({ "list", n }, "", nullptr, &out));
+    EXPECT_TRUE(std::regex_search(out, std::regex(n + "\tread by 2: pid [0-9]+ on [^,]+ \\(rmutex\\), "
+                                                      "pid [0-9]+ on .+ \\(rmutex\\)\tlease [0-9.]+s left\t1 queued\n")))
+        << out;
+    ASSERT_EQ(0, exit_code({ "list", "--json", n }, "", nullptr, &out));
+    EXPECT_EQ("\"read\"", json_field(out, "mode")) << out;
+
+    go(); /* the readers end: the writer writes */
+    EXPECT_EQ(0, r1->wait(ms(10000)));
+    EXPECT_EQ(0, r2->wait(ms(10000)));
+    ASSERT_TRUE(wait_until([&] { return access(wmark.c_str(), F_OK) == 0; }, ms(5000)));
+    ASSERT_TRUE(wait_until([&] {
+        exit_code({ "status", "--json", n }, "", nullptr, &out);
+        return json_field(out, "mode") == "\"write\"" && json_field(out, "held_ms") != "null";
+    }, ms(10000))) << "written, the writer announced: " << out;
+    EXPECT_EQ(json_field(out, "owner"), json_field(out, "writer"));
+    EXPECT_EQ(std::to_string(w->pid()), json_field(out, "pid")) << out;
+    EXPECT_EQ("0", json_field(out, "readers"));
+    EXPECT_EQ("[]", json_field(out, "reader"));
+    EXPECT_EQ(redis().get("redisson_lock_token:{" + n + "}").value_or("none"), json_field(out, "fence"))
+        << "the writer's token";
+    ASSERT_EQ(0, exit_code({ "status", n }, "", nullptr, &out));
+    EXPECT_EQ((std::vector<std::string>{ n, "kind", "writer", "holder", "command", "held", "lease",
+                                         "fence", "robust", "waiting" }),
+              labels(out)) << out;
+    EXPECT_NE(std::string::npos, out.find("  kind     read-write lock, written\n")) << out;
+    EXPECT_NE(std::string::npos, out.find("  holder   pid " + std::to_string(w->pid()) + " on " + host))
+        << out;
+    ASSERT_EQ(0, exit_code({ "list", n }, "", nullptr, &out));
+    EXPECT_TRUE(std::regex_search(out, std::regex(n + "\twritten [0-9.a-z]+ by pid " + std::to_string(w->pid()) +
+                                                      " on .+ \\(rmutex\\)\tlease [0-9.]+s left\n")))
+        << out;
+
+    std::ofstream(wgo) << "";
+    EXPECT_EQ(0, w->wait(ms(10000)));
+    EXPECT_EQ(3, exit_code({ "status", "--json", n }, "", nullptr, &out)) << "free: 3";
+    EXPECT_EQ("\"free\"", json_field(out, "state"));
+    EXPECT_EQ("-1", json_field(out, "ttl_ms"));
+    std::string mode = json_field(out, "mode");
+    EXPECT_TRUE(mode == "" || mode == "\"free\"") << "a free read-write lock: " << out;
+    ASSERT_EQ(0, exit_code({ "list", n }, "", nullptr, &out));
+    EXPECT_EQ("", out) << "free: not listed";
+}
+
+/* A mutex's status is what it was before read-write locks: the same
+ * lines, the same JSON fields. */
+TEST_F(Cli, StatusOfAMutexKeepsItsLinesAndFields)
+{
+    std::string n = lock_name(), out;
+    auto h = holder(n);
+    ASSERT_EQ(0, exit_code({ "status", n }, "", nullptr, &out));
+    EXPECT_EQ((std::vector<std::string>{ n, "owner", "holder", "command", "held", "lease", "fence",
+                                         "robust", "waiting" }),
+              labels(out)) << out;
+    EXPECT_NE(std::string::npos, out.find("\n  owner    ")) << out;
+    ASSERT_EQ(0, exit_code({ "status", "--json", n }, "", nullptr, &out));
+    std::vector<std::string> keys;
+    std::string top = std::regex_replace(out, std::regex("\\{\"host\"[^}]*\\}|\\[[^\\]]*\\]"), "x");
+    std::regex key("\"([a-z_]+)\":");
+    for (std::sregex_iterator i(top.begin(), top.end(), key), e; i != e; ++i)
+        keys.push_back((*i)[1]);
+    EXPECT_EQ((std::vector<std::string>{ "name", "state", "owner", "holder", "held_ms", "cached", "ttl_ms",
+                                         "fence", "owner_died", "not_recoverable", "queue_length", "queue",
+                                         "subscribers", "server_time_ms" }),
+              keys) << out;
+    h->kill(SIGTERM);
+    h->wait(ms(5000));
 }
 
 /* list: every held lock whose name matches, from a SCAN; not free locks,

@@ -203,6 +203,34 @@ TEST_F(ClusterTest, ListFindsLocksOnEveryPrimaryAndInspectFindsTheirHolder)
     }
 }
 
+/* A read-write lock in a cluster: inspect.lua reads its readers' keys in
+ * the lock's slot, on its primary; list finds it there. */
+TEST_F(ClusterTest, InspectAndListTellAReadWriteLockOnItsPrimary)
+{
+    std::string n = name("rw");
+    rrwlock_t l;
+    ASSERT_RC(0, rrwlock_init(&l, n.c_str(), nullptr));
+    ASSERT_RC(0, rrwlock_rdlock(&l));
+    rmutex_lockinfo_t in;
+    ASSERT_TRUE(wait_until([&] {
+        return rmutex_inspect(n.c_str(), &in, sizeof in) == 0 && in.readers_shown == 1 &&
+               in.reader[0].holder_known;
+    }, ms(5000)));
+    EXPECT_EQ(RMUTEX_KIND_RWLOCK, in.kind);
+    EXPECT_EQ(RMUTEX_RW_READ, in.mode);
+    EXPECT_EQ(1u, in.readers);
+    EXPECT_EQ(1u, in.reader[0].holds);
+    EXPECT_EQ((long)getpid(), in.reader[0].holder_pid);
+    int found = 0;
+    ASSERT_RC(0, rmutex_list(n.c_str(), [](const char *, const rmutex_lockinfo_t *i, void *a) {
+        *static_cast<int *>(a) += i->kind == RMUTEX_KIND_RWLOCK;
+        return 0;
+    }, &found));
+    EXPECT_EQ(1, found);
+    EXPECT_RC(0, rrwlock_unlock(&l));
+    EXPECT_RC(0, rrwlock_destroy(&l));
+}
+
 /* ---- renewals ---------------------------------------------------------------- */
 
 class ClusterRenewals : public ClusterTest {

@@ -91,8 +91,7 @@ void RedisTest::SetUp()
     }
     redis_ = std::make_unique<Redis>(host_, port_, password_);
     ASSERT_TRUE(redis_->ok()) << redis_->error();
-    const char *acl = getenv("RMUTEX_TEST_ACL");
-    if (acl && !strcmp(acl, "1")) {
+    if (acl_mode()) {
         /* ACL mode: the library (and every child) runs as docs/acl.md's
          * least-privileged user; redis() stays the default user, for the
          * tests' own looks at the server. */
@@ -110,6 +109,12 @@ void RedisTest::SetUp()
     setenv("RMUTEX_URL", url().c_str(), 1);
     if (configure_)
         ASSERT_RC(0, rmutex_configure(url().c_str()));
+}
+
+bool RedisTest::acl_mode()
+{
+    const char *acl = getenv("RMUTEX_TEST_ACL");
+    return acl && !strcmp(acl, "1");
 }
 
 void RedisTest::TearDown()
