@@ -1,8 +1,9 @@
 /* stack_test.cc -- every public call works on a PTHREAD_STACK_MIN stack and
  * uses no more of it than rmutex.h promises (RMUTEX_STACK_NEED), cold (the
  * process's first use) and warm, uncontended and waiting, for both lock
- * kinds and the robust paths.  The calls run in rmutex_stack_child
- * (tests/stack/), one process per kind, so that "cold" is really cold. */
+ * kinds, the robust paths and the read-write lock's calls.  The calls run
+ * in rmutex_stack_child (tests/stack/), one process per kind, so that
+ * "cold" is really cold. */
 #include "harness.h"
 
 #include <sys/wait.h>
@@ -44,7 +45,8 @@ TEST_P(SmallStack, EveryCallFitsColdWarmAndWaiting)
 }
 
 INSTANTIATE_TEST_SUITE_P(Kinds, SmallStack,
-                         ::testing::Values("nonfair", "fair", "robust", "fair-robust"),
+                         ::testing::Values("nonfair", "fair", "robust", "fair-robust", "rwlock",
+                                           "rwlock-robust"),
                          [](const auto &info) {
                              std::string s = info.param;
                              for (auto &ch : s) if (ch == '-') ch = '_';

@@ -61,6 +61,12 @@
 --    writer, at most BATCH a call; each reader that goes wakes the rest).
 --  * A writer that gives up (timeout, trylock, death) leaves the queue, and
 --    the readers behind it are woken at once.
+--  * A hold can also end with nobody releasing it: its lease runs out (a
+--    dead holder, a server stalled past it).  So a caller that must wait
+--    wakes whoever may go when it purged anybody or found the lock free:
+--    a head waiter that polls seldom (not its process's first waiter)
+--    would otherwise leave the lock idle until its next look, while the
+--    waiters behind it look and wait.
 -- Holds.  A process's read holds are one member of R (its lease, renewed
 -- by its watchdog once a period for all of them: O(1) per process however
 -- many threads read) and one hash H of thread -> acquisition (a retried
@@ -214,7 +220,7 @@ end
 if op == 'rdlock' then
   if redis.call('hget', H, tid) == acq then return {0, 0} end -- asked again: it went
   local purged = purge_waiters()
-  purge_readers()
+  purged = purge_readers() or purged
   local may = not writer_holds()
   if may and not flag('p') then
     local first = redis.call('zrange', W, 0, 0, 'withscores')
@@ -222,7 +228,7 @@ if op == 'rdlock' then
     may = not first[1] or (mine ~= nil and mine < tonumber(first[2]))
   end
   if not may then
-    if purged then wake() end
+    if purged or redis.call('exists', L) == 0 then wake() end
     return busy(member_r, false)
   end
   local dead = writer_died()
@@ -239,14 +245,14 @@ end
 if op == 'wrlock' then
   if redis.call('hget', L, me .. ':write') == acq then return {0, 0} end
   local purged = purge_waiters()
-  purge_readers()
+  purged = purge_readers() or purged
   local free = redis.call('exists', L) == 0 or (not writer_holds() and
                redis.call('zcard', R) == 0 and not foreign_readers())
   local first = redis.call('zrange', Q, 0, 0, 'withscores')
   local mine = tonumber(redis.call('zscore', Q, member_w))
   local ahead = first[1] ~= nil and first[1] ~= member_w and (mine == nil or tonumber(first[2]) < mine)
   if not free or ahead then
-    if purged then wake() end
+    if purged or redis.call('exists', L) == 0 then wake() end
     return busy(member_w, true)
   end
   local dead = mark_died(redis.call('get', O))

@@ -5,8 +5,9 @@
  * The program starts its own redis-server (append-only file, fsync always,
  * so that a restart keeps the locks) on a free loopback port, forks PROCS
  * worker processes of THREADS threads each, and lets them contend on one
- * lock name of the chosen kind (non-fair or fair) for SECONDS, while the
- * parent injects faults:
+ * lock name of the chosen kind (non-fair, fair, or a read-write lock whose
+ * workers read three times in four) for SECONDS, while the parent injects
+ * faults:
  *
  *   kill-cmd     CLIENT KILL TYPE normal, five times 100 ms apart (a storm
  *                on the command and watchdog connections)
@@ -15,6 +16,8 @@
  *                timeout and the waiter lease, shorter than the lease)
  *   sleep        DEBUG SLEEP for 1.5 command timeouts (the server itself
  *                stalls, pub/sub included)
+ *   stall        DEBUG SLEEP for 1.5 leases (3 s): every lease runs out on
+ *                the server's clock while nobody can renew it
  *   restart      SHUTDOWN (the append-only file is fsynced) and start again
  *                on the same port
  *   wipe         kill -9 of the server and a start without its data (a
@@ -42,16 +45,27 @@
  * (CLOCK_MONOTONIC, which is system-wide), and whether its write was
  * accepted.
  *
+ * A read-write lock's readers write nothing: they read the counter at the
+ * start and at the end of their hold and record both.  And every hold
+ * counts itself in and out of live counters (per worker process, so that a
+ * kill -9 does not leave a count behind): a reader that finds a writer
+ * inside, or a writer that finds anybody else inside, records a conflict.
+ * A hold whose unlock said EPERM was lost (its lease ran out: a process
+ * stopped past it, a server stalled past it) and was told so.
+ *
  * The checker, after the run: the read-modify-writes of two holds whose
  * write was accepted must not overlap in time (the README allows overlap
  * only for a holder paused past its lease, whose write the fence then
  * rejects); the counter must equal
  * the number of accepted writes (no lost update); it reports the longest
  * time without any acquisition and every error code the API returned.
+ * For the read-write lock, moreover: no writer's hold may overlap another
+ * hold, no reader may see the counter move, and no hold may have seen a
+ * conflict -- unless one of the holds involved was lost and told so.
  * Exit status 0 when everything held, 1 on a violation, 2 on a setup
  * failure.
  *
- *   rmutex_faults --redis-server PATH [--seconds N] [--kind nonfair|fair]
+ *   rmutex_faults --redis-server PATH [--seconds N] [--kind nonfair|fair|rwlock]
  *                 [--procs P] [--threads T] [--faults a,b,...]
  *
  * Leases are short (lease 2 s, waiter lease 1 s, command timeout 500 ms) so
@@ -90,6 +104,12 @@ struct hold {
     uint64_t token;
     int64_t start, wrote, end; /* read at start, write at wrote (or refused) */
     int32_t accepted;
+    /* The read-write lock's: a reader (writer 0) read `seen` at the start
+     * and `seen_end` at the end; conflict: the live counters showed a
+     * writer beside it (or anybody beside a writer); lost: its unlock said
+     * EPERM. */
+    int8_t writer, conflict, lost;
+    int64_t seen, seen_end;
 };
 
 struct shared {
@@ -100,12 +120,14 @@ struct shared {
     uint64_t accepted, rejected;
     _Atomic uint64_t errors[MAX_ERRNO];
     _Atomic int stop;
+    _Atomic uint64_t fence_errors; /* rrwlock_fence failed (the writer then has no token) */
+    _Atomic int readers_in[MAX_PROCS], writers_in[MAX_PROCS]; /* the rwlock's live counters */
     struct hold holds[MAX_HOLDS];
 };
 
 static struct shared *sh;
 static char url[256], lock_name[128];
-static int fair, threads = 2;
+static int fair, rw, threads = 2, slot; /* slot: this worker's index */
 
 static int64_t now_ns(void)
 {
@@ -157,7 +179,7 @@ static void *worker_thread(void *arg)
             count_error(rc);
             continue;
         }
-        struct hold h = { getpid(), thread, 0, now_ns(), 0, 0, 0 };
+        struct hold h = { .pid = getpid(), .thread = thread, .start = now_ns() };
         rmutex_fence(&m, &h.token);
         /* The fenced store: every access raises its fence to the caller's
          * token, and a write below the fence is refused -- so a holder
@@ -187,19 +209,99 @@ static void *worker_thread(void *arg)
     return NULL;
 }
 
+/* Everyone inside now, by the live counters. */
+static void inside_now(int *readers, int *writers)
+{
+    *readers = *writers = 0;
+    for (int i = 0; i < MAX_PROCS; i++) {
+        *readers += atomic_load(&sh->readers_in[i]);
+        *writers += atomic_load(&sh->writers_in[i]);
+    }
+}
+
+/* Does the hold, counted in, see anybody it must not? */
+static int conflicting(int writer)
+{
+    int r, w;
+    inside_now(&r, &w);
+    return writer ? r != 0 || w != 1 : w != 0;
+}
+
+static void *rw_worker_thread(void *arg)
+{
+    int thread = (int)(intptr_t)arg;
+    rrwlock_t l;
+    if (rrwlock_init(&l, lock_name, NULL)) {
+        count_error(EINVAL);
+        return NULL;
+    }
+    unsigned seed = (unsigned)getpid() * 31 + (unsigned)thread;
+    while (!atomic_load(&sh->stop)) {
+        int writer = rand_r(&seed) % 4 == 0;
+        struct timespec dl;
+        clock_gettime(CLOCK_MONOTONIC, &dl);
+        dl.tv_sec += 20;
+        int rc = writer ? rrwlock_clockwrlock(&l, CLOCK_MONOTONIC, &dl)
+                        : rrwlock_clockrdlock(&l, CLOCK_MONOTONIC, &dl);
+        if (rc) {
+            count_error(rc);
+            continue;
+        }
+        _Atomic int *in = writer ? &sh->writers_in[slot] : &sh->readers_in[slot];
+        atomic_fetch_add(in, 1);
+        struct hold h = { .pid = getpid(), .thread = thread, .start = now_ns(), .writer = (int8_t)writer };
+        h.conflict = (int8_t)conflicting(writer);
+        if (writer && (rc = rrwlock_fence(&l, &h.token))) { /* no token: its write is refused */
+            count_error(rc);
+            atomic_fetch_add(&sh->fence_errors, 1);
+        }
+        store_enter();
+        if (writer && h.token > sh->fence) sh->fence = h.token;
+        h.seen = sh->counter;
+        store_leave();
+        sleep_ms(1 + rand_r(&seed) % 3);
+        store_enter();
+        if (writer && h.token >= sh->fence) {
+            sh->counter = h.seen + 1;
+            sh->accepted++;
+            h.accepted = 1;
+        } else if (writer) {
+            sh->rejected++;
+        }
+        h.seen_end = writer ? h.seen : sh->counter;
+        store_leave();
+        h.conflict |= (int8_t)conflicting(writer);
+        h.wrote = h.end = now_ns();
+        atomic_fetch_sub(in, 1);
+        rc = rrwlock_unlock(&l);
+        h.lost = rc == EPERM;
+        if (rc) count_error(rc);
+        uint64_t i = atomic_fetch_add(&sh->nholds, 1);
+        if (i < MAX_HOLDS) sh->holds[i] = h;
+    }
+    rrwlock_destroy(&l);
+    return NULL;
+}
+
 static void worker(void)
 {
     pthread_t t[16];
     srand((unsigned)getpid());
-    for (int i = 0; i < threads; i++) pthread_create(&t[i], NULL, worker_thread, (void *)(intptr_t)i);
+    for (int i = 0; i < threads; i++)
+        pthread_create(&t[i], NULL, rw ? rw_worker_thread : worker_thread, (void *)(intptr_t)i);
     for (int i = 0; i < threads; i++) pthread_join(t[i], NULL);
     _exit(0);
 }
 
-static pid_t spawn_worker(void)
+static pid_t spawn_worker(int index)
 {
+    atomic_store(&sh->readers_in[index], 0); /* a killed worker's counts go with it */
+    atomic_store(&sh->writers_in[index], 0);
     pid_t p = fork();
-    if (p == 0) worker();
+    if (p == 0) {
+        slot = index;
+        worker();
+    }
     return p;
 }
 
@@ -238,7 +340,8 @@ static int server_start(void)
         int null = open("/dev/null", O_WRONLY);
         dup2(null, 1);
         execlp(server_bin, server_bin, "--port", ports, "--bind", "127.0.0.1", "--dir", dir,
-              "--appendonly", "yes", "--appendfsync", "always", "--save", "", (char *)NULL);
+              "--appendonly", "yes", "--appendfsync", "always", "--save", "",
+              "--enable-debug-command", "local", (char *)NULL); /* DEBUG SLEEP (Redis 7) */
         _exit(127);
     }
     for (int i = 0; i < 200; i++) {
@@ -286,6 +389,10 @@ static void server_stop(void)
 #define MAX_PAIRS 512
 static int proxy_port, proxy_fd;
 static _Atomic int64_t blackhole_until;
+/* Set once every worker is gone: a worker finishing its last call after
+ * the run still needs the proxy (stopped with the workers, it left them
+ * waiting out their deadline on a dead connection). */
+static _Atomic int proxy_stop;
 
 static int listen_on(int *p)
 {
@@ -320,7 +427,7 @@ static void *proxy_main(void *arg)
     static int a[MAX_PAIRS], b[MAX_PAIRS];
     int n = 0;
     char buf[16384];
-    while (!atomic_load(&sh->stop)) {
+    while (!atomic_load(&proxy_stop)) {
         struct pollfd p[1 + 2 * MAX_PAIRS];
         p[0] = (struct pollfd){ proxy_fd, POLLIN, 0 };
         for (int i = 0; i < n; i++) {
@@ -364,10 +471,10 @@ static void *proxy_main(void *arg)
 static pid_t workers[MAX_PROCS];
 static int procs = 4;
 
-enum { F_KILL_CMD, F_KILL_SUB, F_PAUSE, F_SLEEP, F_RESTART, F_WIPE, F_KILL9, F_STOP,
+enum { F_KILL_CMD, F_KILL_SUB, F_PAUSE, F_SLEEP, F_STALL, F_RESTART, F_WIPE, F_KILL9, F_STOP,
        F_BLACKHOLE, F_COUNT };
-static const char *fault_names[F_COUNT] = { "kill-cmd", "kill-sub", "pause", "sleep", "restart",
-                                            "wipe", "kill9", "stop", "blackhole" };
+static const char *fault_names[F_COUNT] = { "kill-cmd", "kill-sub", "pause", "sleep", "stall",
+                                            "restart", "wipe", "kill9", "stop", "blackhole" };
 #define MAX_WIPES 64
 static int64_t wiped_at[MAX_WIPES];
 static int nwipes;
@@ -392,6 +499,9 @@ static void inject(int f)
     case F_SLEEP:
         server_cmd("DEBUG SLEEP %f", COMMAND_TIMEOUT_MS * 1.5 / 1000);
         break;
+    case F_STALL:
+        server_cmd("DEBUG SLEEP %f", LEASE_MS * 1.5 / 1000);
+        break;
     case F_RESTART:
         server_stop();
         if (server_start()) fprintf(stderr, "faults: the server did not come back\n");
@@ -413,7 +523,7 @@ static void inject(int f)
     case F_KILL9:
         kill(workers[w], SIGKILL);
         waitpid(workers[w], NULL, 0);
-        workers[w] = spawn_worker();
+        workers[w] = spawn_worker(w);
         break;
     case F_STOP:
         kill(workers[w], SIGSTOP);
@@ -436,6 +546,61 @@ static int by_start(const void *a, const void *b)
     return x->start < y->start ? -1 : x->start > y->start;
 }
 
+/* Did t fall within a lease of a wipe (which may let two holders in)? */
+static int near_wipe(int64_t t)
+{
+    for (int w = 0; w < nwipes; w++)
+        if (t >= wiped_at[w] - (int64_t)LEASE_MS * 1000000 && t <= wiped_at[w] + (int64_t)LEASE_MS * 1000000)
+            return 1;
+    return 0;
+}
+
+static void print_hold(const char *what, const struct hold *h)
+{
+    fprintf(stderr, "  %s %d/%d %s [%lld, %lld]%s%s\n", what, h->pid, h->thread,
+            h->writer ? "writer" : "reader", (long long)h->start, (long long)h->end,
+            h->conflict ? " saw a conflict" : "", h->lost ? " lost" : "");
+}
+
+/* The read-write lock's rules over the holds (sorted by start): a writer's
+ * hold overlaps no other, a reader sees the counter stand still, no hold
+ * saw a conflict in the live counters -- unless a hold involved was lost
+ * and told so (EPERM: a lease that ran out while its process was stopped
+ * or its server stalled), or it came within a lease of a wipe.  The
+ * violations; *excused counts the others. */
+static uint64_t rw_violations(const struct hold *hs, uint64_t n, uint64_t *excused)
+{
+    uint64_t bad = 0;
+    for (uint64_t i = 0; i < n; i++) {
+        const struct hold *a = &hs[i];
+        for (uint64_t j = i + 1; j < n && hs[j].start < a->end; j++) {
+            const struct hold *b = &hs[j];
+            if (!a->writer && !b->writer) continue;
+            if (a->lost || b->lost || near_wipe(b->start)) {
+                (*excused)++;
+                continue;
+            }
+            if (++bad <= 5) {
+                fprintf(stderr, "faults: a writer's hold overlaps another:\n");
+                print_hold("", a);
+                print_hold("", b);
+            }
+        }
+        if (!a->conflict && a->seen == a->seen_end) continue;
+        int excuse = a->lost || near_wipe(a->start);
+        for (uint64_t k = 0; k < n && hs[k].start < a->end && !excuse; k++)
+            excuse = k != i && hs[k].end > a->start && hs[k].lost;
+        if (excuse) {
+            (*excused)++;
+        } else if (++bad <= 5) {
+            fprintf(stderr, "faults: %s\n", a->conflict ? "a hold saw somebody it excludes inside"
+                                                         : "a reader saw the counter move");
+            print_hold("", a);
+        }
+    }
+    return bad;
+}
+
 static int check(double seconds)
 {
     uint64_t n = atomic_load(&sh->nholds);
@@ -448,11 +613,7 @@ static int check(double seconds)
         const struct hold *h = &sh->holds[i];
         if (i && h->start - sh->holds[i - 1].start > longest_gap)
             longest_gap = h->start - sh->holds[i - 1].start;
-        int near_wipe = 0;
-        for (int w = 0; w < nwipes; w++)
-            near_wipe |= h->start >= wiped_at[w] - (int64_t)LEASE_MS * 1000000 &&
-                         h->start <= wiped_at[w] + (int64_t)LEASE_MS * 1000000;
-        if (open && h->start < open->wrote && h->accepted && near_wipe) {
+        if (open && h->start < open->wrote && h->accepted && near_wipe(h->start)) {
             allowed++;
         } else if (open && h->start < open->wrote && h->accepted) {
             overlaps++;
@@ -471,8 +632,9 @@ static int check(double seconds)
     int64_t counter = sh->counter;
     uint64_t accepted = sh->accepted;
     int64_t lost = (int64_t)accepted - counter;
-    printf("faults: %s lock, %d procs x %d threads, %.0f s\n", fair ? "fair" : "non-fair", procs,
-           threads, seconds);
+    uint64_t rw_excused = 0, rw_bad = rw ? rw_violations(sh->holds, n, &rw_excused) : 0;
+    printf("faults: %s lock, %d procs x %d threads, %.0f s\n",
+           rw ? "read-write" : fair ? "fair" : "non-fair", procs, threads, seconds);
     printf("  holds %llu (%.0f/s), writes accepted %llu, refused by the fence (a holder that had "
            "lost its hold: paused past its lease, or wiped) %llu\n",
            (unsigned long long)n, n / seconds, (unsigned long long)accepted,
@@ -483,6 +645,19 @@ static int check(double seconds)
     printf("\n  overlapping read-modify-writes %llu (and %llu within a lease of a wipe, which "
            "the README allows), lost updates %lld\n",
            (unsigned long long)overlaps, (unsigned long long)allowed, (long long)lost);
+    if (rw) {
+        uint64_t writes = 0, lost_holds = 0;
+        for (uint64_t i = 0; i < n; i++) {
+            writes += (uint64_t)sh->holds[i].writer;
+            lost_holds += (uint64_t)sh->holds[i].lost;
+        }
+        printf("  read-write: %llu reads, %llu writes; a writer beside anybody, a reader that saw "
+               "the counter move, a conflict in the live counters: %llu (and %llu beside a hold "
+               "that was lost and told so: %llu holds lost); failed fence calls %llu\n",
+               (unsigned long long)(n - writes), (unsigned long long)writes,
+               (unsigned long long)rw_bad, (unsigned long long)rw_excused,
+               (unsigned long long)lost_holds, (unsigned long long)atomic_load(&sh->fence_errors));
+    }
     printf("  longest time without an acquisition %.0f ms\n", longest_gap / 1e6);
     printf("  errors:");
     int any = 0;
@@ -494,7 +669,7 @@ static int check(double seconds)
         }
     printf("%s\n", any ? "" : " none");
     /* A wipe may cost updates (two holders); only then are they allowed. */
-    int ok = overlaps == 0 && (lost == 0 || (lost <= (int64_t)allowed && nwipes)) && n > 0;
+    int ok = overlaps == 0 && rw_bad == 0 && (lost == 0 || (lost <= (int64_t)allowed && nwipes)) && n > 0;
     printf("  %s\n", ok ? "OK: no overlap, no lost update" : "VIOLATION");
     fflush(stdout);
     return ok ? 0 : 1;
@@ -504,9 +679,9 @@ static int check(double seconds)
 
 static void usage(void)
 {
-    fprintf(stderr, "usage: rmutex_faults --redis-server PATH [--seconds N] [--kind nonfair|fair]\n"
+    fprintf(stderr, "usage: rmutex_faults --redis-server PATH [--seconds N] [--kind nonfair|fair|rwlock]\n"
                     "                     [--procs P] [--threads T] [--faults a,b,...]\n"
-                    "faults: kill-cmd kill-sub pause sleep restart wipe kill9 stop blackhole "
+                    "faults: kill-cmd kill-sub pause sleep stall restart wipe kill9 stop blackhole "
                     "(default: all)\n");
     exit(2);
 }
@@ -521,7 +696,7 @@ int main(int argc, char **argv)
         if (!v) usage();
         if (!strcmp(argv[i], "--redis-server")) snprintf(server_bin, sizeof server_bin, "%s", v);
         else if (!strcmp(argv[i], "--seconds")) seconds = atof(v);
-        else if (!strcmp(argv[i], "--kind")) fair = !strcmp(v, "fair");
+        else if (!strcmp(argv[i], "--kind")) fair = !strcmp(v, "fair"), rw = !strcmp(v, "rwlock");
         else if (!strcmp(argv[i], "--procs")) procs = atoi(v);
         else if (!strcmp(argv[i], "--threads")) threads = atoi(v);
         else if (!strcmp(argv[i], "--faults")) faults = v;
@@ -556,16 +731,19 @@ int main(int argc, char **argv)
              "redis://127.0.0.1:%d?lease=%d&waiter_lease=%d&command_timeout=%d&connect_timeout=%d",
              proxy_port, LEASE_MS, WAITER_LEASE_MS, COMMAND_TIMEOUT_MS, COMMAND_TIMEOUT_MS);
     setenv("RMUTEX_URL", url, 1);
-    snprintf(lock_name, sizeof lock_name, "faults:%s:%d", fair ? "fair" : "nonfair", (int)getpid());
-    for (int i = 0; i < procs; i++) workers[i] = spawn_worker();
+    snprintf(lock_name, sizeof lock_name, "faults:%s:%d", rw ? "rwlock" : fair ? "fair" : "nonfair",
+             (int)getpid());
+    for (int i = 0; i < procs; i++) workers[i] = spawn_worker(i);
 
     int64_t end = now_ns() + (int64_t)(seconds * 1e9);
+    unsigned turn = (unsigned)rand();
     while (now_ns() < end) {
         sleep_ms(1000 + rand() % 1500);
         int choices[F_COUNT], n = 0;
         for (int f = 0; f < F_COUNT; f++)
             if (enabled[f]) choices[n++] = f;
-        if (n && now_ns() < end) inject(choices[rand() % n]);
+        /* In turn, from a random start: a short run meets every fault. */
+        if (n && now_ns() < end) inject(choices[turn++ % (unsigned)n]);
     }
     atomic_store(&sh->stop, 1);
     /* Let the workers finish their current call (a waiter may wait for a
@@ -581,6 +759,7 @@ int main(int argc, char **argv)
             waitpid(workers[i], NULL, 0);
         }
     }
+    atomic_store(&proxy_stop, 1);
     pthread_join(proxy, NULL);
     server_stop();
     char rm[128];

@@ -3,9 +3,13 @@
  * round trip (EDEADLK for an upgrade, EPERM without a hold), a waiting
  * writer holds back the readers that come after it, a writer that gives
  * up lets the readers behind it go, dead readers and writers reclaimed
- * within a lease whatever the others do, a thread's exit gives its reads
- * back, fork, and every return code of the API. */
+ * within a lease whatever the others do (one dead among 1 000 live), no
+ * writer starved by a stream of readers from three processes, a thread's
+ * exit gives its reads back, fork, and every return code of the API. */
+#include <pthread.h>
 #include <signal.h>
+#include <sys/mman.h>
+#include <sys/prctl.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -293,6 +297,171 @@ TEST_F(RwLock, ADeadReaderIsReclaimedWithinALeaseWhileOthersKeepReading)
     EXPECT_RC(0, rrwlock_trywrlock(&w)) << "nobody reads: the writer goes";
     EXPECT_RC(0, rrwlock_unlock(&w));
     EXPECT_RC(0, rrwlock_destroy(&l));
+    EXPECT_RC(0, rrwlock_destroy(&w));
+}
+
+/* Reader processes forked from the test, and what they share with it (an
+ * anonymous shared mapping): the readers inside and the reads done, a flag
+ * that sends them home, and the number of failed calls.  Each dies with
+ * the test process; the destructor sends them home and reaps them. */
+class Readers {
+  public:
+    struct Shared {
+        std::atomic<int> inside{0}, failures{0}, go_home{0};
+        std::atomic<long> reads{0};
+    };
+    Readers()
+    {
+        void *p = mmap(nullptr, sizeof(Shared), PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+        s = p == MAP_FAILED ? nullptr : new (p) Shared;
+    }
+    ~Readers()
+    {
+        if (!s) return;
+        s->go_home = 1;
+        for (pid_t k : kids_) wait_exit(k, ms(10000));
+        munmap(s, sizeof(Shared));
+    }
+    /* A process of `threads` reading threads (64 KiB stacks) on name: each
+     * reads for hold_ms, then again at once (hold_ms 0: it reads once and
+     * keeps its read), until go_home. */
+    void fork_process(const std::string &name, int threads, int hold_ms)
+    {
+        pid_t parent = getpid(), pid = fork();
+        if (pid) {
+            kids_.push_back(pid);
+            return;
+        }
+        prctl(PR_SET_PDEATHSIG, SIGKILL);
+        if (getppid() != parent) _exit(5);
+        static rrwlock_t l;
+        static Shared *sh;
+        static int hold;
+        sh = s;
+        hold = hold_ms;
+        if (rrwlock_init(&l, name.c_str(), nullptr)) _exit(3);
+        auto body = [](void *) -> void * {
+            do {
+                if (rrwlock_rdlock(&l)) {
+                    sh->failures++;
+                    std::this_thread::sleep_for(ms(50));
+                    continue;
+                }
+                sh->inside++;
+                sh->reads++;
+                do std::this_thread::sleep_for(ms(hold ? hold : 100));
+                while (!hold && !sh->go_home);
+                sh->inside--;
+                if (rrwlock_unlock(&l)) sh->failures++;
+            } while (!sh->go_home);
+            return nullptr;
+        };
+        std::vector<pthread_t> ts(threads);
+        pthread_attr_t a;
+        pthread_attr_init(&a);
+        pthread_attr_setstacksize(&a, 65536);
+        for (auto &t : ts)
+            if (pthread_create(&t, &a, body, nullptr)) _exit(4);
+        for (auto &t : ts) pthread_join(t, nullptr);
+        _exit(0);
+    }
+    /* Send them home; true when every one exited 0. */
+    bool go_home()
+    {
+        s->go_home = 1;
+        bool ok = true;
+        for (pid_t k : kids_) {
+            auto st = wait_exit(k, ms(10000));
+            ok = ok && st && WIFEXITED(*st) && WEXITSTATUS(*st) == 0;
+        }
+        kids_.clear();
+        return ok;
+    }
+    Shared *s;
+
+  private:
+    std::vector<pid_t> kids_;
+};
+
+/* Readers of three processes keep coming, each overlapping the others, so
+ * that the lock is never free of readers; a writer must still get in within
+ * a bound (FIFO: the readers that come after it wait), again and again, and
+ * the readers go on after each write. */
+TEST_F(RwLock, AWriterIsNotStarvedByAStreamOfReadersFromThreeProcesses)
+{
+    std::string name = lock_name();
+    Readers readers;
+    ASSERT_TRUE(readers.s);
+    auto *crowd = readers.s;
+    for (int p = 0; p < 3; p++) readers.fork_process(name, 4, 20);
+    rrwlock_t w;
+    init(&w, name);
+    ASSERT_TRUE(wait_until([&] { return crowd->reads > 60; }, ms(5000))) << "the readers did not start";
+    int64_t worst = 0;
+    for (int i = 0; i < 5; i++) {
+        long before = crowd->reads;
+        ASSERT_TRUE(wait_until([&] { return crowd->reads > before + 20 && crowd->inside > 0; }, ms(3000)))
+            << "the readers do not go on after a write";
+        auto t0 = Clock::now();
+        struct timespec dl = abs_after(CLOCK_REALTIME, scaled(ms(3000)).count());
+        int rc = rrwlock_timedwrlock(&w, &dl);
+        int64_t took = elapsed_ms(t0);
+        ASSERT_RC(0, rc) << "write " << i << ": the writer starved behind readers for " << took << " ms";
+        EXPECT_EQ(0, crowd->inside.load()) << "a reader is inside with the writer";
+        worst = std::max(worst, took);
+        std::this_thread::sleep_for(ms(10)); /* the write itself */
+        EXPECT_EQ(0, crowd->inside.load()) << "a reader came in beside the writer";
+        ASSERT_RC(0, rrwlock_unlock(&w));
+    }
+    std::cerr << "[rwlock] the slowest of 5 writers got in " << worst
+              << " ms after asking, against readers of 3 processes\n";
+    EXPECT_LT(worst, scaled(ms(1000)).count()) << "FIFO: the writer waits for the readers ahead of it only";
+    EXPECT_TRUE(readers.go_home()) << "a reader process failed";
+    EXPECT_EQ(0, crowd->failures.load());
+    EXPECT_RC(0, rrwlock_destroy(&w));
+}
+
+/* 1 000 live readers (threads of four processes) and one that is killed
+ * (kill -9): its hold goes within its lease while the 1 000 keep reading,
+ * and the writer that waits behind them gets in as soon as they leave --
+ * it never waits for the dead one (Redisson reclaims a dead reader only
+ * when the last live one unlocks). */
+TEST_F(RwLock, ADeadReaderAmongAThousandLiveOnesIsReclaimedWithinALease)
+{
+    std::string name = lock_name(), entries = "rmutex_rw_readers:{" + name + "}";
+    Readers readers;
+    ASSERT_TRUE(readers.s);
+    auto *crowd = readers.s;
+    /* (Its lease renewed, as the live ones': a lease of the attributes is
+     * a fixed one, which would run out before the crowd has come in.) */
+    Child dead({ "rw", name, "r" }, url_with("lease=1000"));
+    ASSERT_TRUE(dead.expect_line("held rc=0", ms(3000)));
+    for (int p = 0; p < 4; p++) readers.fork_process(name, 250, 0);
+    ASSERT_TRUE(wait_until([&] { return crowd->inside == 1000; }, ms(20000)))
+        << crowd->inside.load() << " of 1000 readers got in";
+    EXPECT_EQ(5, redis().cmd({ "ZCARD", entries }).integer()) << "one reader entry per process";
+    rrwlock_t w;
+    init(&w, name);
+    Holding writer(&w, true);
+    ASSERT_TRUE(queued(name, 1)) << "the writer did not queue";
+    dead.kill(SIGKILL);
+    dead.wait(ms(3000));
+    auto killed = Clock::now();
+    ASSERT_TRUE(wait_until([&] { return redis().cmd({ "ZCARD", entries }).integer() == 4; }, ms(1000 + 600)))
+        << "the dead reader is still a reader " << elapsed_ms(killed) << " ms after kill -9";
+    int64_t reclaimed = elapsed_ms(killed);
+    EXPECT_EQ(1000, crowd->inside.load()) << "the live readers were disturbed";
+    EXPECT_FALSE(writer.done()) << "the writer got in beside 1 000 readers";
+    auto released = Clock::now();
+    crowd->go_home = 1;
+    ASSERT_RC(0, writer.taken(ms(5000))) << "the writer did not get in after the live readers left";
+    int64_t in = std::chrono::duration_cast<ms>(writer.at() - released).count();
+    std::cerr << "[rwlock] a dead reader among 1000 reclaimed " << reclaimed
+              << " ms after kill -9; the writer in " << in << " ms after the 1000 began to leave\n";
+    EXPECT_LT(in, scaled(ms(1500)).count()) << "the writer waited longer than the readers' leaving";
+    EXPECT_TRUE(readers.go_home()) << "a reader process failed";
+    EXPECT_EQ(0, crowd->failures.load());
+    EXPECT_RC(0, writer.release());
     EXPECT_RC(0, rrwlock_destroy(&w));
 }
 

@@ -1,6 +1,6 @@
 /* stack_child.c -- every public rmutex call on a PTHREAD_STACK_MIN stack.
  *
- * usage: rmutex_stack_child nonfair|fair|robust|fair-robust NAME
+ * usage: rmutex_stack_child nonfair|fair|robust|fair-robust|rwlock|rwlock-robust NAME
  * (RMUTEX_URL names the server).  The first phase runs on a small-stack
  * thread before anything else of rmutex has run in the process (the cold
  * path: configuration, the first connection, script loading, starting the
@@ -11,7 +11,12 @@
  *     <phase> <bytes> <call>
  * the most stack one call used below the caller and which call that was,
  * then "ok".  A call that fails prints "fail ..." and the process exits 1;
- * a stack overflow kills it with SIGSEGV. */
+ * a stack overflow kills it with SIGSEGV.  The rwlock kinds do the same
+ * with the read-write lock's calls: every form of rdlock and wrlock, warm
+ * and cold, waiting behind a writer and behind readers, timing out, and a
+ * small-stack thread that exits reading (its reads given back by a
+ * thread-exit handler on that stack); robust: a writer that exited
+ * holding, EOWNERDEAD to the next reader. */
 #include "small_stack.h"
 
 #include <errno.h>
@@ -101,6 +106,35 @@ static void do_stats(void *p)
     *(int *)p = rmutex_stats(&s, sizeof s);
 }
 
+static rrwlock_t rw;
+static rrwlockattr_t rwattr;
+static void do_rwinit(void *p) { *(int *)p = rrwlock_init(&rw, name, &rwattr); }
+static void do_rdlock(void *p) { *(int *)p = rrwlock_rdlock(&rw); }
+static void do_tryrdlock(void *p) { *(int *)p = rrwlock_tryrdlock(&rw); }
+static void do_wrlock(void *p) { *(int *)p = rrwlock_wrlock(&rw); }
+static void do_trywrlock(void *p) { *(int *)p = rrwlock_trywrlock(&rw); }
+static void do_rwunlock(void *p) { *(int *)p = rrwlock_unlock(&rw); }
+static void do_rwdestroy(void *p) { *(int *)p = rrwlock_destroy(&rw); }
+/* The timed forms: rrwlock_timed* for CLOCK_REALTIME, rrwlock_clock*
+ * otherwise, ms from now. */
+static int rw_timed(int write, clockid_t clock, long ms)
+{
+    struct timespec t = in_ms(clock, ms);
+    if (clock == CLOCK_REALTIME) return write ? rrwlock_timedwrlock(&rw, &t) : rrwlock_timedrdlock(&rw, &t);
+    return write ? rrwlock_clockwrlock(&rw, clock, &t) : rrwlock_clockrdlock(&rw, clock, &t);
+}
+static void do_timedrdlock(void *p) { *(int *)p = rw_timed(0, CLOCK_REALTIME, 5000); }
+static void do_clockrdlock(void *p) { *(int *)p = rw_timed(0, CLOCK_MONOTONIC, 5000); }
+static void do_timedwrlock(void *p) { *(int *)p = rw_timed(1, CLOCK_REALTIME, 5000); }
+static void do_clockwrlock(void *p) { *(int *)p = rw_timed(1, CLOCK_MONOTONIC, 5000); }
+static void do_rdtimeout(void *p) { *(int *)p = rw_timed(0, CLOCK_MONOTONIC, 300); }
+static void do_wrtimeout(void *p) { *(int *)p = rw_timed(1, CLOCK_REALTIME, 300); }
+static void do_rwfence(void *p)
+{
+    uint64_t tok;
+    *(int *)p = rrwlock_fence(&rw, &tok);
+}
+
 struct phase {
     const char *name;
     size_t worst;
@@ -159,11 +193,15 @@ static void *all_calls(void *p)
 static pthread_mutex_t hmu = PTHREAD_MUTEX_INITIALIZER;
 static pthread_cond_t hcv = PTHREAD_COND_INITIALIZER;
 static int held, release_it, exit_holding;
+/* What the holder takes and gives back: m by default. */
+static int take_m(void) { return rmutex_lock(&m); }
+static int give_m(void) { return rmutex_unlock(&m); }
+static int (*hold_take)(void) = take_m, (*hold_give)(void) = give_m;
 
 static void *holder(void *p)
 {
     (void)p;
-    check("holder lock", rmutex_lock(&m), 0);
+    check("holder lock", hold_take(), 0);
     pthread_mutex_lock(&hmu);
     held = 1;
     pthread_cond_broadcast(&hcv);
@@ -172,7 +210,7 @@ static void *holder(void *p)
     if (!exit_holding) {
         struct timespec d = { 0, 200 * 1000000L }; /* let the waiter start waiting */
         nanosleep(&d, NULL);
-        check("holder unlock", rmutex_unlock(&m), 0);
+        check("holder unlock", hold_give(), 0);
     }
     return NULL;
 }
@@ -239,14 +277,125 @@ static void *contended(void *p)
     return NULL;
 }
 
+/* ---- the read-write lock ---- */
+
+/* Every call, uncontended. */
+static void *rw_all_calls(void *p)
+{
+    struct phase *ph = p;
+    if (!strcmp(ph->name, "cold")) run(ph, "rmutex_configure", do_configure, 0);
+    run(ph, "rrwlock_init", do_rwinit, 0);
+    run(ph, "rrwlock_rdlock", do_rdlock, 0);
+    run(ph, "rrwlock_rdlock (again)", do_rdlock, 0);
+    run(ph, "rrwlock_unlock", do_rwunlock, 0);
+    run(ph, "rrwlock_unlock", do_rwunlock, 0);
+    run(ph, "rrwlock_tryrdlock", do_tryrdlock, 0);
+    run(ph, "rrwlock_unlock", do_rwunlock, 0);
+    run(ph, "rrwlock_timedrdlock", do_timedrdlock, 0);
+    run(ph, "rrwlock_unlock", do_rwunlock, 0);
+    run(ph, "rrwlock_clockrdlock", do_clockrdlock, 0);
+    run(ph, "rrwlock_unlock", do_rwunlock, 0);
+    run(ph, "rrwlock_wrlock", do_wrlock, 0);
+    run(ph, "rrwlock_fence", do_rwfence, 0);
+    run(ph, "rrwlock_rdlock (the writer)", do_rdlock, EDEADLK);
+    run(ph, "rrwlock_unlock", do_rwunlock, 0);
+    run(ph, "rrwlock_trywrlock", do_trywrlock, 0);
+    run(ph, "rrwlock_unlock", do_rwunlock, 0);
+    run(ph, "rrwlock_timedwrlock", do_timedwrlock, 0);
+    run(ph, "rrwlock_unlock", do_rwunlock, 0);
+    run(ph, "rrwlock_clockwrlock", do_clockwrlock, 0);
+    run(ph, "rrwlock_unlock", do_rwunlock, 0);
+    run(ph, "rrwlock_unlock (nothing held)", do_rwunlock, EPERM);
+    run(ph, "rrwlock_destroy", do_rwdestroy, 0);
+    return NULL;
+}
+
+/* The holder of holder_start() on rw, for writing or reading. */
+static int take_write(void) { return rrwlock_wrlock(&rw); }
+static int take_read(void) { return rrwlock_rdlock(&rw); }
+static int give_rw(void) { return rrwlock_unlock(&rw); }
+
+static void rw_holder_start(pthread_t *t, int write)
+{
+    hold_take = write ? take_write : take_read;
+    hold_give = give_rw;
+    holder_start(t);
+}
+
+/* On a small stack: time out and be refused behind a writer, wait for it;
+ * wait for a reader as a writer; (robust) meet a dead writer. */
+static void *rw_contended(void *p)
+{
+    struct phase *ph = p;
+    pthread_t t;
+    rw_holder_start(&t, 1);
+    run(ph, "rrwlock_clockrdlock (timeout)", do_rdtimeout, ETIMEDOUT);
+    run(ph, "rrwlock_timedwrlock (timeout)", do_wrtimeout, ETIMEDOUT);
+    run(ph, "rrwlock_tryrdlock (busy)", do_tryrdlock, EBUSY);
+    run(ph, "rrwlock_trywrlock (busy)", do_trywrlock, EBUSY);
+    holder_release();
+    run(ph, "rrwlock_rdlock (waits for the writer)", do_rdlock, 0);
+    run(ph, "rrwlock_unlock", do_rwunlock, 0);
+    pthread_join(t, NULL);
+    rw_holder_start(&t, 0);
+    holder_release();
+    run(ph, "rrwlock_wrlock (waits for the reader)", do_wrlock, 0);
+    run(ph, "rrwlock_unlock", do_rwunlock, 0);
+    pthread_join(t, NULL);
+    if (strstr(kind, "robust")) {
+        exit_holding = 1;
+        rw_holder_start(&t, 1);
+        holder_release();
+        pthread_join(t, NULL); /* it exited writing: its lease runs out */
+        run(ph, "rrwlock_rdlock (writer died)", do_rdlock, EOWNERDEAD);
+        run(ph, "rrwlock_unlock", do_rwunlock, 0);
+    }
+    return NULL;
+}
+
+/* A small-stack thread that exits reading: the thread-exit handler gives
+ * the read back on that stack. */
+static void *rw_exit_reading(void *p)
+{
+    struct phase *ph = p;
+    run(ph, "rrwlock_rdlock (then exits reading)", do_rdlock, 0);
+    return NULL;
+}
+
+static int rw_main(void)
+{
+    rrwlockattr_init(&rwattr);
+    if (strstr(kind, "robust")) {
+        rrwlockattr_setrobust(&rwattr, RMUTEX_ROBUST);
+        rrwlockattr_setlease(&rwattr, 1000); /* a dead writer's lease runs out soon */
+    }
+    struct phase cold = { "cold", 0, NULL }, warm = { "warm", 0, NULL },
+                 wait = { "contended", 0, NULL };
+    if (small_stack_run(rw_all_calls, &cold)) return 1;
+    report(&cold);
+    if (small_stack_run(rw_all_calls, &warm)) return 1;
+    report(&warm);
+    check("rrwlock_init", rrwlock_init(&rw, name, &rwattr), 0);
+    if (small_stack_run(rw_contended, &wait) || small_stack_run(rw_exit_reading, &wait)) return 1;
+    check("trywrlock after a reader exited", rrwlock_trywrlock(&rw), 0);
+    check("rrwlock_unlock", rrwlock_unlock(&rw), 0);
+    report(&wait);
+    check("rrwlock_destroy", rrwlock_destroy(&rw), 0);
+    check("rmutex_shutdown", rmutex_shutdown(), 0);
+    printf("ok\n");
+    return 0;
+}
+
 int main(int argc, char **argv)
 {
     if (argc != 3) {
-        fprintf(stderr, "usage: %s nonfair|fair|robust|fair-robust NAME\n", argv[0]);
+        fprintf(stderr, "usage: %s nonfair|fair|robust|fair-robust|rwlock|rwlock-robust NAME\n",
+                argv[0]);
         return 2;
     }
     kind = argv[1];
     name = argv[2];
+    if (!strncmp(kind, "rwlock", 6)) return rw_main();
     rmutexattr_init(&attr);
     if (!strncmp(kind, "fair", 4)) rmutexattr_setfair(&attr, 1);
     if (strstr(kind, "robust")) {
