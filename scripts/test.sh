@@ -17,7 +17,11 @@
 #   --stage NAME   run this stage (repeatable; default: all four)
 #   --no-deps      do not check/install the Debian packages
 #   --werror       build with -DRMUTEX_WERROR=ON
-#   -j N           parallel build jobs (default: nproc); ctest always runs -j2
+#   -j N           parallel build jobs (default: nproc).  ctest runs tests
+#                  in parallel: 4 at once in the normal stage (they mostly
+#                  wait on Redis and on each other: about half of 2 cores
+#                  busy), 3 under ASan, 2 under TSan and for the fuzzers
+#                  (CPU-bound); RMUTEX_CTEST_JOBS overrides them all
 #   -- ARGS        extra arguments for every ctest run (e.g. -R lock)
 #
 # Every stage runs even if an earlier one failed; the exit status is non-zero
@@ -123,7 +127,7 @@ declare -A result seconds counts
 
 run_stage() { # NAME
     local name=$1 dir="build/$1" sanitize="" cc="${CC:-cc}" cxx="${CXX:-c++}"
-    local prefix="" labels=() timeout=900
+    local prefix="" labels=() timeout=900 tests_at_once=4
     case $name in
         normal)
             banner "stage normal: RelWithDebInfo build, all tests" ;;
@@ -141,6 +145,7 @@ run_stage() { # NAME
             export ASAN_OPTIONS="detect_leaks=1:halt_on_error=1${ASAN_OPTIONS:+:$ASAN_OPTIONS}"
             export UBSAN_OPTIONS="halt_on_error=1:print_stacktrace=1${UBSAN_OPTIONS:+:$UBSAN_OPTIONS}"
             export RMUTEX_TEST_TIME_SCALE=4
+            tests_at_once=3
             timeout=1500 ;;
         tsan)
             banner "stage tsan: ThreadSanitizer build, tests labelled 'threaded' but not 'long', nor TLS or Valkey"
@@ -170,6 +175,7 @@ run_stage() { # NAME
             # a child by default.
             export TSAN_OPTIONS="halt_on_error=1:second_deadlock_stack=1:die_after_fork=0${TSAN_OPTIONS:+:$TSAN_OPTIONS}"
             export RMUTEX_TEST_TIME_SCALE=5
+            tests_at_once=2
             timeout=1500 ;;
         fuzz)
             banner "stage fuzz: libFuzzer targets (clang, ASan + UBSan), ${RMUTEX_FUZZ_SECONDS:-30} s each"
@@ -187,7 +193,7 @@ run_stage() { # NAME
             # shellcheck disable=SC2086
             $prefix cmake --build "$dir" -j "$jobs" || return 1
             # shellcheck disable=SC2086
-            $prefix ctest --test-dir "$dir" -j2 --output-on-failure --no-tests=error \
+            $prefix ctest --test-dir "$dir" -j"${RMUTEX_CTEST_JOBS:-2}" --output-on-failure --no-tests=error \
                 "${ctest_extra[@]}" 2>&1 | tee "$dir/ctest.log"
             return "${PIPESTATUS[0]}" ;;
     esac
@@ -212,7 +218,7 @@ run_stage() { # NAME
     $prefix cmake --build "$dir" -j "$jobs" || return 1
 
     # shellcheck disable=SC2086
-    $prefix ctest --test-dir "$dir" -j2 --output-on-failure --no-tests=error \
+    $prefix ctest --test-dir "$dir" -j"${RMUTEX_CTEST_JOBS:-$tests_at_once}" --output-on-failure --no-tests=error \
         --timeout "$timeout" "${labels[@]}" "${ctest_extra[@]}" 2>&1 | tee "$dir/ctest.log"
     return "${PIPESTATUS[0]}"
 }
