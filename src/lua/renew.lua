@@ -15,8 +15,12 @@
 --       alive (KEYS alive, queue, seq, writers).
 --   'r' a process's read holds of a read-write lock (rwlock.lua): KEYS
 --       lock, readers, holds, timeout; ARGV the process's uuid, lease ms.
---       Renewed only while the readers zset still has the process: its
---       lease there, its holds' hash, Redisson's timeout key of its anchor,
+--       Renewed only while the process's read lease has not passed and
+--       the lock hash still has its anchor "<uuid>:r" (a lapsed hold is
+--       lost, as a mutex's expired field is: a hash that expired meanwhile
+--       may be another client's now -- a Redisson writer's -- and must not
+--       be kept alive by us): its lease in the readers zset (and that
+--       zset's TTL), its holds' hash, Redisson's timeout key of its anchor,
 --       and the lock hash's TTL when shorter.
 -- Returns one integer per entry: 1 renewed, 0 gone (a hold: lost; a waiter:
 -- granted or dequeued).  A key of the wrong type counts as gone instead of
@@ -68,8 +72,10 @@ for i = 1, tonumber(ARGV[1]) do
       KEYS[k], KEYS[k + 1], KEYS[k + 2], KEYS[k + 3], ARGV[a + 1], tonumber(ARGV[a + 2])
     k, a = k + 4, a + 3
     local score = redis.pcall('zscore', readers, who)
-    if type(score) == 'string' then
+    local anchored = redis.pcall('hexists', lock, who .. ':r')
+    if type(score) == 'string' and tonumber(score) > now and anchored == 1 then
       redis.call('zadd', readers, now + lease, who)
+      keep(readers, 2 * lease)
       redis.call('pexpire', holds, 2 * lease)
       redis.call('set', timeout, '1', 'px', lease)
       if redis.call('pttl', lock) < lease then redis.call('pexpire', lock, lease) end

@@ -236,6 +236,7 @@ if op == 'rdlock' then
   redis.call('pexpire', H, 2 * lease)
   redis.call('hset', L, 'mode', 'read', uuid .. ':r', '1')
   redis.call('zadd', R, 'gt', clock() + lease, uuid)
+  if redis.call('pttl', R) < 2 * lease then redis.call('pexpire', R, 2 * lease) end
   redis.call('set', P, '1', 'px', lease)
   if redis.call('pttl', L) < lease then redis.call('pexpire', L, lease) end
   if unqueue(member_r) == 1 then wake() end -- the readers behind go with it

@@ -111,6 +111,30 @@ TEST_F(RwRedisson, ADeadRedissonReaderDoesNotKeepOurWriterOutOnceItsTimeoutLapse
     EXPECT_RC(0, rrwlock_destroy(&l));
 }
 
+/* Our reader's process stalled past its lease: the hash expired, and a
+ * Redisson writer took the name.  Our watchdog's next read renewal must
+ * find its hold gone -- not renew it, and not stretch the Redisson
+ * writer's hash, which must still lapse when that writer dies. */
+TEST_F(RwRedisson, ALapsedReadHoldIsNotRenewedIntoARedissonWritersHash)
+{
+    std::string name = lock_name();
+    rrwlock_t l;
+    init(&l, name);
+    ASSERT_RC(0, rrwlock_rdlock(&l));
+    EXPECT_GT(redis().pttl("rmutex_rw_readers:{" + name + "}"), 0) << "the readers' set never expires";
+    /* The lapse, as a long stall would leave it (our process entry stays
+     * in the readers' set: nobody purged it). */
+    redis().cmd({ "DEL", name });
+    RedissonRwClient java(redis(), "99999999-aaaa-bbbb-cccc-000000000005", 11);
+    ASSERT_EQ(-1, java.write(name, 800)) << "Redisson's writer did not find the name free";
+    /* It dies without unlocking; its hash lives 800 ms.  Our renewals come
+     * every second (lease 3 s). */
+    EXPECT_TRUE(wait_until([&] { return !redis().exists(name); }, scaled(ms(3000))))
+        << "our read renewal kept a Redisson writer's hash alive (PTTL " << redis().pttl(name) << ")";
+    EXPECT_RC(EPERM, rrwlock_unlock(&l)) << "a read hold that lapsed was still ours";
+    EXPECT_RC(0, rrwlock_destroy(&l));
+}
+
 TEST_F(RwRedisson, ARedissonReaderDoesNotWaitBehindOurQueuedWriterAsDocumented)
 {
     /* Redisson cannot see the queue: this is what a mixed deployment gets. */
