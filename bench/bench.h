@@ -70,7 +70,7 @@ void w9_run(void);
 void w10_run(void);
 void w11_run(void);
 void w12_run(void);
-void w13_run(void); /* W1 over TLS beside plain TCP; the handshake */
+void w14_run(void); /* W1 over TLS beside plain TCP; the handshake */
 /* Stop the cluster W8 and W9 started, if any. */
 void bench_cluster_stop(void);
 

@@ -3,7 +3,7 @@
  * Without a URL the benchmark starts its own redis-server: a free loopback
  * port (bind to port 0, read it back, close, hand it over; retried if the
  * server loses the race for it), a fresh temp dir, no persistence
- * (--save '' --appendonly no).  It also listens on TLS (W13), with a CA
+ * (--save '' --appendonly no).  It also listens on TLS (W14), with a CA
  * and a certificate that openssl makes in the temp dir (no TLS if that
  * fails).  The server dies with us (PR_SET_PDEATHSIG)
  * and is stopped with SHUTDOWN NOSAVE at the end.  A given URL must point
@@ -231,7 +231,7 @@ int server_start(const char *binary)
         return -1;
     }
     snprintf(srv.host, sizeof srv.host, "127.0.0.1");
-    if (make_certs()) fprintf(stderr, "bench: openssl made no certificate: no TLS (W13)\n");
+    if (make_certs()) fprintf(stderr, "bench: openssl made no certificate: no TLS (W14)\n");
     for (int i = 0; i < 5; i++) {
         if (!try_start(binary)) {
             snprintf(srv.base, sizeof srv.base, "redis://127.0.0.1:%d", srv.port);

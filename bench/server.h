@@ -15,7 +15,7 @@ struct server {
     int db;
     char base[1024];   /* the URL without its query */
     char query[512];   /* the given URL's options, without '?' */
-    int tls_port;      /* our redis-server's TLS port (W13), or 0 */
+    int tls_port;      /* our redis-server's TLS port (W14), or 0 */
     char ca[300];      /* the CA that signed its certificate (made for the run) */
     pid_t pid;         /* our redis-server, or 0 */
     pid_t owner;       /* the process that started it */

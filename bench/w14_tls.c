@@ -1,4 +1,4 @@
-/* w13_tls.c -- W13: W1 over TLS beside W1 over plain TCP, same server,
+/* w14_tls.c -- W14: W1 over TLS beside W1 over plain TCP, same server,
  * same run, and what a TLS connection costs to make.
  *
  * The benchmark's own redis-server listens on TLS too (server.c: a CA and
@@ -34,7 +34,7 @@ static int configure_tls(int tls)
     tls_url("", url, sizeof url);
     int r = rmutex_shutdown();
     if (!r) r = rmutex_configure(url);
-    if (r) fprintf(stderr, "bench W13: %s: %s (%s)\n", url, strerror(r), rmutex_detail());
+    if (r) fprintf(stderr, "bench W14: %s: %s (%s)\n", url, strerror(r), rmutex_detail());
     return r;
 }
 
@@ -42,11 +42,11 @@ static int configure_tls(int tls)
 static int pairs(int tls, double seconds, double *rate)
 {
     char name[128];
-    lock_name(name, sizeof name, tls ? "w13:tls" : "w13:plain");
+    lock_name(name, sizeof name, tls ? "w14:tls" : "w14:plain");
     rmutex_t m;
     if (configure_tls(tls) || rmutex_init(&m, name, NULL)) return -1;
-    int r = lock_pairs("W13", &m, 200, 0.2, NULL);
-    if (!r) r = lock_pairs("W13", &m, 1, seconds, rate);
+    int r = lock_pairs("W14", &m, 200, 0.2, NULL);
+    if (!r) r = lock_pairs("W14", &m, 1, seconds, rate);
     rmutex_destroy(&m);
     return r;
 }
@@ -55,7 +55,7 @@ static int pairs(int tls, double seconds, double *rate)
 static int first_call(int tls, double *us)
 {
     char name[128];
-    lock_name(name, sizeof name, "w13:first");
+    lock_name(name, sizeof name, "w14:first");
     rmutex_t m;
     if (configure_tls(tls) || rmutex_init(&m, name, NULL)) return -1;
     int64_t t0 = now_ns();
@@ -63,18 +63,18 @@ static int first_call(int tls, double *us)
     int64_t t1 = now_ns();
     if (!r) r = rmutex_unlock(&m);
     rmutex_destroy(&m);
-    if (r) fprintf(stderr, "bench W13: first call: %s (%s)\n", strerror(r), rmutex_detail());
+    if (r) fprintf(stderr, "bench W14: first call: %s (%s)\n", strerror(r), rmutex_detail());
     *us = (double)(t1 - t0) / 1e3;
     return r ? -1 : 0;
 }
 
-void w13_run(void)
+void w14_run(void)
 {
     struct sample plain = { .n = 0 }, tls = { .n = 0 }, ratio = { .n = 0 };
     struct sample c_plain = { .n = 0 }, c_tls = { .n = 0 }, c_diff = { .n = 0 };
     double seconds = opt.quick ? 1 : 2;
     int ok = srv.tls_port > 0;
-    if (!ok) fprintf(stderr, "bench W13: the server has no TLS port (--url, or no openssl)\n");
+    if (!ok) fprintf(stderr, "bench W14: the server has no TLS port (--url, or no openssl)\n");
     for (int i = 0; ok && i < opt.reps; i++) {
         double p, t;
         if (pairs(0, seconds, &p) || pairs(1, seconds, &t)) {
@@ -84,7 +84,7 @@ void w13_run(void)
         sample_add(&plain, p);
         sample_add(&tls, t);
         sample_add(&ratio, t / p);
-        printf("W13 rep %d: plain %.0f, TLS %.0f pairs/s (%.3f)\n", i + 1, p, t, t / p);
+        printf("W14 rep %d: plain %.0f, TLS %.0f pairs/s (%.3f)\n", i + 1, p, t, t / p);
     }
     for (int i = 0; ok && i < (opt.quick ? 10 : 30); i++) {
         double a, b;
@@ -97,12 +97,12 @@ void w13_run(void)
         sample_add(&c_diff, b - a);
     }
     bench_configure("");
-    struct row *r = report_row("W13", "non-fair pairs over TLS ÷ over plain TCP (W1)", "ratio", ok ? &ratio : NULL);
+    struct row *r = report_row("W14", "non-fair pairs over TLS ÷ over plain TCP (W1)", "ratio", ok ? &ratio : NULL);
     row_target(r, "≥ 0.80", ON_VALUE, J_GE, 0.8, 0);
     if (!ok) row_na(r, "no TLS, or an error: see stderr");
-    report_row("W13", "non-fair pairs, plain TCP", "pairs/s", ok ? &plain : NULL);
-    report_row("W13", "non-fair pairs, TLS", "pairs/s", ok ? &tls : NULL);
-    report_row("W13", "first call after a start, plain TCP (connect + login)", "µs", ok ? &c_plain : NULL);
-    report_row("W13", "first call after a start, TLS (connect + handshake + login)", "µs", ok ? &c_tls : NULL);
-    report_row("W13", "the TLS handshake (the difference)", "µs", ok ? &c_diff : NULL);
+    report_row("W14", "non-fair pairs, plain TCP", "pairs/s", ok ? &plain : NULL);
+    report_row("W14", "non-fair pairs, TLS", "pairs/s", ok ? &tls : NULL);
+    report_row("W14", "first call after a start, plain TCP (connect + login)", "µs", ok ? &c_plain : NULL);
+    report_row("W14", "first call after a start, TLS (connect + handshake + login)", "µs", ok ? &c_tls : NULL);
+    report_row("W14", "the TLS handshake (the difference)", "µs", ok ? &c_diff : NULL);
 }
