@@ -109,17 +109,37 @@ struct SentinelSet {
         if (p <= 0) return false;
         for (auto &s : sentinels) {
             if (!s->running()) return false;
-            Redis r("127.0.0.1", s->port());
-            Reply m = r.cmd({"SENTINEL", "MASTER", "mymaster"});
-            if (!m || m->type != REDIS_REPLY_ARRAY) return false;
-            std::map<std::string, std::string> f;
-            for (size_t i = 0; i + 1 < m->elements; i += 2) f[m->element[i]->str] = m->element[i + 1]->str;
+            auto f = master_fields(*s);
             if (f["port"] != std::to_string(p) || f["num-slaves"] != "1" || f["num-other-sentinels"] != "2" ||
                 f["flags"] != "master")
                 return false;
         }
         Redis r("127.0.0.1", p);
         return r.cmd({"INFO", "replication"}).str().find("connected_slaves:1") != std::string::npos;
+    }
+
+    /* What sentinel s says of mymaster (SENTINEL MASTER), or nothing. */
+    static std::map<std::string, std::string> master_fields(Sentinel &s)
+    {
+        std::map<std::string, std::string> f;
+        Reply m = Redis("127.0.0.1", s.port()).cmd({"SENTINEL", "MASTER", "mymaster"});
+        if (m && m->type == REDIS_REPLY_ARRAY)
+            for (size_t i = 0; i + 1 < m->elements; i += 2) f[m->element[i]->str] = m->element[i + 1]->str;
+        return f;
+    }
+
+    /* Every running sentinel has had a ping answered by the primary within
+     * the last within_ms (and flags it as nothing but a master). */
+    bool primary_answers_pings(long within_ms)
+    {
+        for (auto &s : sentinels) {
+            if (!s->running()) continue;
+            auto f = master_fields(*s);
+            if (f["flags"] != "master" || f["last-ok-ping-reply"].empty() ||
+                atol(f["last-ok-ping-reply"].c_str()) > within_ms)
+                return false;
+        }
+        return true;
     }
 
     /* The primary's port as a running sentinel says, or -1. */
@@ -264,6 +284,31 @@ TEST_F(SentinelTest, AHoldWipedByAPrimaryRestartedWithoutDataIsLostNotReleased)
             return Clock::now();
         });
     EXPECT_EQ(port, set->primary_port()) << "a failover happened: the scenario was not a wipe";
+    /* Each sentinel must have heard the restarted primary answer a ping
+     * lately before down-after is short again: one whose last answer is
+     * older than the new down-after fails it over at once (seen under
+     * load: the old primary then a replica, the next test without its
+     * topology). */
+    if (!wait_until([&] { return set->primary_answers_pings(300); }, ms(10000))) {
+        /* Seen under load (CI, 4 tests at once): a sentinel that stops
+         * pinging the restarted primary for good.  Not the library's
+         * doing; make them look again from scratch. */
+        std::cerr << "[sentinel] the sentinels do not hear the restarted primary: SENTINEL RESET\n";
+        for (auto &x : set->sentinels)
+            if (x->running()) Redis("127.0.0.1", x->port()).cmd({ "SENTINEL", "RESET", "mymaster" });
+    }
+    EXPECT_TRUE(wait_until([&] { return set->settled() && set->primary_answers_pings(300); }, ms(20000)))
+        << "the sentinels do not hear the restarted primary: " << [&] {
+               std::string out;
+               for (auto &x : set->sentinels) {
+                   if (!x->running()) continue;
+                   auto f = SentinelSet::master_fields(*x);
+                   out += "[flags " + f["flags"] + ", last-ok-ping-reply " + f["last-ok-ping-reply"] +
+                          ", last-ping-reply " + f["last-ping-reply"] + ", link-pending-commands " +
+                          f["link-pending-commands"] + ", role-reported " + f["role-reported"] + "] ";
+               }
+               return out;
+           }();
     down_after("1000");
     ASSERT_TRUE(wait_until([&] { return set->settled(); }, ms(20000)));
     /* The replica has resynced the empty data set and acknowledges writes
@@ -272,7 +317,10 @@ TEST_F(SentinelTest, AHoldWipedByAPrimaryRestartedWithoutDataIsLostNotReleased)
         Redis r("127.0.0.1", port);
         r.cmd({ "SET", "rmt:resynced", "1" });
         return r.cmd({ "WAIT", "1", "200" }).integer() == 1;
-    }, ms(20000))) << "the replica did not come back";
+    }, ms(20000))) << "the replica did not come back; the primary's INFO replication:\n"
+                   << Redis("127.0.0.1", port).cmd({ "INFO", "replication" }).str() << "\nthe other's:\n"
+                   << Redis("127.0.0.1", set->data[set->data[0]->port() == port ? 1 : 0]->port())
+                          .cmd({ "INFO", "replication" }).str();
 }
 
 /* Last: it leaves the old primary a replica of the new one. */
