@@ -466,6 +466,7 @@ TEST_P(Cache, ACacheWhoseRenewalIsOverdueServesNoLocalLock)
 
 TEST_P(Cache, AForkedChildCachesNothingOfItsParents)
 {
+    RMT_SKIP_FORK_WITH_THREADS_UNDER_TSAN();
     std::string name = lock_name();
     rmutex_t m;
     cached(&m, name);

@@ -359,6 +359,7 @@ class DeferredRelease : public Indeterminate, public ::testing::WithParamInterfa
 
 TEST_P(DeferredRelease, ALateReleaseOfTheLastHoldLeavesTheNextHoldAlone)
 {
+    RMT_SKIP_FORK_WITH_THREADS_UNDER_TSAN();
     std::string name = lock_name();
     rmutex_t m, other;
     rmutexattr_t a;

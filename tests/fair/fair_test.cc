@@ -744,6 +744,7 @@ struct ForkReport {
 
 TEST_F(FairLock, AForkedChildQueuesWithItsOwnIdentity)
 {
+    RMT_SKIP_FORK_WITH_THREADS_UNDER_TSAN();
     std::string name = lock_name();
     FairKeys k(name);
     rmutex_t m;

@@ -617,6 +617,7 @@ TEST_F(RwLock, ReadersAndWritersAcrossProcessesNeverOverlap)
 
 TEST_F(RwLock, AForkedChildTakesTheLockWithoutReinitialising)
 {
+    RMT_SKIP_FORK_WITH_THREADS_UNDER_TSAN();
     std::string name = lock_name();
     rrwlock_t l;
     init(&l, name);
