@@ -24,6 +24,8 @@
 #                  (CPU-bound); RMUTEX_CTEST_JOBS overrides them all
 #   -- ARGS        extra arguments for every ctest run (e.g. -R lock)
 #
+# The next stage's build runs at the lowest CPU priority (nice 19) while a
+# stage's tests run (they mostly wait), its output in build/NAME.build.log.
 # Every stage runs even if an earlier one failed; the exit status is non-zero
 # if any failed.  The tests start their own redis-server unless
 # RMUTEX_TEST_URL is set (it is passed through to them).  Sanitizer stages
@@ -123,16 +125,20 @@ sanitizer_prefix() { # CC FLAGS -> prints prefix
 }
 
 # ---------------------------------------------------------------------------
-declare -A result seconds counts
+# A stage in three parts, each run in a subshell: stage_env (the compiler,
+# flags, labels, environment), stage_build (configure and build), stage_test
+# (ctest).  The next stage's build runs at the lowest CPU priority while this
+# stage's tests run: the tests mostly wait on Redis and on each other, so
+# the build takes the CPU they leave, and they take it back at once when
+# they need it (nice 19 against 0).
+declare -A result counts build_seconds test_seconds
 
-run_stage() { # NAME
-    local name=$1 dir="build/$1" sanitize="" cc="${CC:-cc}" cxx="${CXX:-c++}"
-    local prefix="" labels=() timeout=900 tests_at_once=4
+stage_env() { # NAME [quiet]: sets dir cc cxx sanitize prefix labels timeout tests_at_once
+    name=$1 dir="build/$1" sanitize="" cc="${CC:-cc}" cxx="${CXX:-c++}"
+    prefix="" labels=() timeout=900 tests_at_once=4
     case $name in
-        normal)
-            banner "stage normal: RelWithDebInfo build, all tests" ;;
+        normal) ;;
         asan)
-            banner "stage asan: AddressSanitizer + UndefinedBehaviorSanitizer build, all tests but 'long', 'redis-acl', TLS and Valkey"
             # The two-minute soak runs in the normal stage; the ACL runs repeat
             # the same code paths as another user (normal stage too).
             labels=(-LE "long|redis-acl")
@@ -148,7 +154,6 @@ run_stage() { # NAME
             tests_at_once=3
             timeout=1500 ;;
         tsan)
-            banner "stage tsan: ThreadSanitizer build, tests labelled 'threaded' but not 'long', nor TLS or Valkey"
             sanitize="thread"
             labels=(-L threaded -LE long)
             local c found=""
@@ -178,49 +183,92 @@ run_stage() { # NAME
             tests_at_once=2
             timeout=1500 ;;
         fuzz)
-            banner "stage fuzz: libFuzzer targets (clang, ASan + UBSan), ${RMUTEX_FUZZ_SECONDS:-30} s each"
+            dir=build/fuzz cc=clang cxx=clang++ tests_at_once=2
             if ! command -v clang >/dev/null 2>&1 || ! ls /usr/lib/llvm-*/lib/clang/*/lib/linux/libclang_rt.fuzzer-x86_64.a >/dev/null 2>&1; then
                 [ "$deps" = 1 ] && rmutex_install_deps clang libclang-rt-14-dev
             fi
             if ! prefix=$(sanitizer_prefix clang "-fsanitize=address,undefined"); then
                 echo "test.sh: clang cannot build and run an ASan program here" >&2
                 return 1
-            fi
-            CC=clang cmake --log-level=WARNING -S . -B "$dir" -DCMAKE_BUILD_TYPE=RelWithDebInfo \
-                -DRMUTEX_FUZZ=ON -DRMUTEX_BUILD_TESTS=OFF -DRMUTEX_BUILD_EXAMPLES=OFF \
-                -DRMUTEX_BUILD_BENCH=OFF -DRMUTEX_BUILD_SHIM=OFF \
-                -DRMUTEX_FUZZ_SECONDS="${RMUTEX_FUZZ_SECONDS:-30}" || return 1
-            # shellcheck disable=SC2086
-            $prefix cmake --build "$dir" -j "$jobs" || return 1
-            # shellcheck disable=SC2086
-            $prefix ctest --test-dir "$dir" -j"${RMUTEX_CTEST_JOBS:-2}" --output-on-failure --no-tests=error \
-                "${ctest_extra[@]}" 2>&1 | tee "$dir/ctest.log"
-            return "${PIPESTATUS[0]}" ;;
+            fi ;;
     esac
-    echo "compiler: $cc / $cxx${prefix:+; tests run under '$prefix' (TSan/ASan need ASLR off on this kernel)}"
-    [ -n "${RMUTEX_TEST_TIME_SCALE:-}" ] && echo "RMUTEX_TEST_TIME_SCALE=$RMUTEX_TEST_TIME_SCALE"
-    [ -n "${RMUTEX_TEST_URL:-}" ] && echo "RMUTEX_TEST_URL is set: the tests use that server"
+}
 
+stage_title() { # NAME
+    case $1 in
+        normal) echo "stage normal: RelWithDebInfo build, all tests" ;;
+        asan) echo "stage asan: AddressSanitizer + UndefinedBehaviorSanitizer build, all tests but 'long', 'redis-acl', TLS and Valkey" ;;
+        tsan) echo "stage tsan: ThreadSanitizer build, tests labelled 'threaded' but not 'long', nor TLS or Valkey" ;;
+        fuzz) echo "stage fuzz: libFuzzer targets (clang, ASan + UBSan), ${RMUTEX_FUZZ_SECONDS:-30} s each" ;;
+    esac
+}
+
+stage_build() { # NAME
+    stage_env "$1" || return 1
+    echo "compiler: $cc / $cxx${prefix:+; tests run under '$prefix' (TSan/ASan need ASLR off on this kernel)}"
+    if [ "$name" = fuzz ]; then
+        CC=clang cmake --log-level=WARNING -S . -B "$dir" -DCMAKE_BUILD_TYPE=RelWithDebInfo \
+            -DRMUTEX_FUZZ=ON -DRMUTEX_BUILD_TESTS=OFF -DRMUTEX_BUILD_EXAMPLES=OFF \
+            -DRMUTEX_BUILD_BENCH=OFF -DRMUTEX_BUILD_SHIM=OFF \
+            -DRMUTEX_FUZZ_SECONDS="${RMUTEX_FUZZ_SECONDS:-30}" || return 1
+        # shellcheck disable=SC2086
+        $prefix cmake --build "$dir" -j "$jobs" || return 1
+        return 0
+    fi
     # The sanitizer stages build what they run: no benchmark (never run
     # there), and TSan no examples (not labelled threaded).
-    local bench=ON examples=ON servers=ON
+    local bench=ON examples=ON servers=ON targets=()
     [ -n "$sanitize" ] && bench=OFF
     # The TLS and Valkey runs (tests/tls/, tls:, valkey:) in the normal
     # stage only: they run code the other tests run, on other servers.
     [ -n "$sanitize" ] && servers=OFF
     [ "$name" = tsan ] && examples=OFF
+    # TSan builds only what it runs (tests/CMakeLists.txt: rmutex_tests_threaded).
+    [ "$name" = tsan ] && targets=(--target rmutex_tests_threaded)
     CC=$cc CXX=$cxx cmake --log-level=WARNING -S . -B "$dir" \
         -DCMAKE_BUILD_TYPE=RelWithDebInfo \
         -DRMUTEX_BUILD_TESTS=ON -DRMUTEX_BUILD_EXAMPLES=$examples -DRMUTEX_BUILD_BENCH=$bench \
         -DRMUTEX_TEST_TLS_VALKEY=$servers -DRMUTEX_SANITIZE="$sanitize" -DRMUTEX_WERROR="$werror" || return 1
     # Under the prefix too: gtest_discover_tests runs the test programs.
     # shellcheck disable=SC2086
-    $prefix cmake --build "$dir" -j "$jobs" || return 1
+    $prefix cmake --build "$dir" -j "$jobs" "${targets[@]}" || return 1
+}
 
+stage_test() { # NAME
+    stage_env "$1" >/dev/null || return 1
+    echo "compiler: $cc / $cxx${prefix:+; tests run under '$prefix'}"
+    [ -n "${RMUTEX_TEST_TIME_SCALE:-}" ] && echo "RMUTEX_TEST_TIME_SCALE=$RMUTEX_TEST_TIME_SCALE"
+    [ -n "${RMUTEX_TEST_URL:-}" ] && echo "RMUTEX_TEST_URL is set: the tests use that server"
+    local extra=(--timeout "$timeout" "${labels[@]}")
+    [ "$name" = fuzz ] && extra=()
     # shellcheck disable=SC2086
     $prefix ctest --test-dir "$dir" -j"${RMUTEX_CTEST_JOBS:-$tests_at_once}" --output-on-failure --no-tests=error \
-        --timeout "$timeout" "${labels[@]}" "${ctest_extra[@]}" 2>&1 | tee "$dir/ctest.log"
+        "${extra[@]}" "${ctest_extra[@]}" 2>&1 | tee "$dir/ctest.log"
     return "${PIPESTATUS[0]}"
+}
+
+# The build of stage NAME in the background at the lowest priority, its
+# output in build/NAME.build.log; stage_build_wait prints it and returns
+# its status.
+declare -A build_pid build_start
+stage_build_start() { # NAME
+    mkdir -p build
+    build_start[$1]=$SECONDS
+    ( renice -n 19 -p "$BASHPID" >/dev/null 2>&1; stage_build "$1" ) >"build/$1.build.log" 2>&1 &
+    build_pid[$1]=$!
+}
+stage_build_wait() { # NAME
+    local rc=0
+    wait "${build_pid[$1]}" || rc=$?
+    build_seconds[$1]=$((SECONDS - ${build_start[$1]}))
+    if [ $rc -eq 0 ]; then
+        echo "(built in the background, ${build_seconds[$1]} s; the last lines of build/$1.build.log:)"
+        tail -n 3 "build/$1.build.log"
+    else
+        cat "build/$1.build.log"
+        echo "test.sh: the $1 build failed (exit $rc)"
+    fi
+    return $rc
 }
 
 # Counts from a stage's ctest log: "passed failed skipped", or nothing.
@@ -236,12 +284,33 @@ stage_counts() {
 }
 
 start_all=$SECONDS
-for s in "${stages[@]}"; do
-    t0=$SECONDS
+for i in "${!stages[@]}"; do
+    s=${stages[$i]}
     rm -f build/"$s"/ctest.log build/"$s"-clang/ctest.log
-    ( run_stage "$s" )
-    rc=$?
-    seconds[$s]=$((SECONDS - t0))
+done
+# The first stage's build in the foreground, at normal priority.
+first=${stages[0]}
+banner "$(stage_title "$first")"
+t0=$SECONDS
+( stage_build "$first" )
+first_rc=$?
+build_seconds[$first]=$((SECONDS - t0))
+for i in "${!stages[@]}"; do
+    s=${stages[$i]} next=${stages[$((i + 1))]:-}
+    if [ "$i" -gt 0 ]; then
+        banner "$(stage_title "$s")"
+        stage_build_wait "$s"
+        rc=$?
+    else
+        rc=$first_rc
+    fi
+    [ -n "$next" ] && stage_build_start "$next"
+    t0=$SECONDS
+    if [ $rc -eq 0 ]; then
+        ( stage_test "$s" )
+        rc=$?
+    fi
+    test_seconds[$s]=$((SECONDS - t0))
     result[$s]=$([ $rc -eq 0 ] && echo passed || echo "FAILED (exit $rc)")
     counts[$s]=""
     for d in build/"$s" build/"$s"-clang; do
@@ -265,9 +334,11 @@ for s in "${stages[@]}"; do
         *) all_ok=0; [ "$f" -eq 0 ] && f=1 ;; # a stage that failed outside ctest counts once
     esac
     n_pass=$((n_pass + p)) n_fail=$((n_fail + f)) n_skip=$((n_skip + k))
-    printf '  %-7s %-16s %5ds   %s\n' "$s" "${result[$s]}" "${seconds[$s]}" "$detail"
+    printf '  %-7s %-16s build %4ds  tests %4ds   %s\n' "$s" "${result[$s]}" "${build_seconds[$s]:-0}" \
+        "${test_seconds[$s]:-0}" "$detail"
 done
-printf '  %-7s %-16s %5ds\n' total "" $((SECONDS - start_all))
+printf '  %-7s %-16s %5ds (the builds after the first run during the tests before them)\n' total "" \
+    $((SECONDS - start_all))
 echo
 echo "tests: $n_pass passed, $n_fail failed, $n_skip skipped"
 [ $all_ok -eq 1 ]
