@@ -13,7 +13,9 @@
  * gets its name there and makes its state on first use (librmutex), the
  * local mutex is glibc's static initializer of the requested type.
  * pthread_mutex_init makes the rmutex from the attribute's name, or the
- * call site's, and the local mutex from the attribute's real part.
+ * symbol the mutex lives in (as a zero-filled one: symname.c), or for heap
+ * and stack memory the call site's, and the local mutex from the
+ * attribute's real part.
  *
  * A zero-filled mutex ("static pthread_mutex_t m;", or memset to 0: glibc's
  * PTHREAD_MUTEX_INITIALIZER is all zeros, and programs rely on it) has
@@ -127,6 +129,17 @@ static rmutex_pthread_mutex_t *ready(rmutex_pthread_mutex_t *m)
     return m;
 }
 
+/* The name of an object that pthread_*_init initializes without a name in
+ * its attribute: the symbol it lives in, as a zero-filled one is named, so
+ * that each element of a static array initialized in a loop is a lock of
+ * its own; else (heap or stack memory) the call site.  *owned is what to
+ * free after the init has copied the name. */
+static const char *init_name(const void *obj, const char *site, char **owned)
+{
+    *owned = rm_symbol_name_of(obj);
+    return *owned ? *owned : site;
+}
+
 int rmutex_pthread_mutex_init(rmutex_pthread_mutex_t *m, const rmutex_pthread_mutexattr_t *attr,
                               const char *site)
 {
@@ -143,7 +156,9 @@ int rmutex_pthread_mutex_init(rmutex_pthread_mutex_t *m, const rmutex_pthread_mu
     }
     int cache = attr && attr->rm_cache_ >= 0 ? attr->rm_cache_ : cache_by_default();
     rmutexattr_setcache(&ra, cache && !(attr && attr->rm_lease_ms_));
-    r = rmutex_init(&m->rm_mutex_, attr && attr->rm_name_ ? attr->rm_name_ : site, &ra);
+    char *owned = NULL;
+    r = rmutex_init(&m->rm_mutex_, attr && attr->rm_name_ ? attr->rm_name_ : init_name(m, site, &owned), &ra);
+    free(owned);
     rmutexattr_destroy(&ra);
     if (r) return r;
     if ((r = pthread_mutex_init(&m->rm_local_, attr ? &attr->rm_attr_ : NULL))) {
@@ -349,7 +364,11 @@ int rmutex_pthread_cond_init_named(rmutex_pthread_cond_t *c, const pthread_conda
 int rmutex_pthread_cond_init(rmutex_pthread_cond_t *c, const pthread_condattr_t *attr,
                              const char *site)
 {
-    return rmutex_pthread_cond_init_named(c, attr, site);
+    if (!c) return EINVAL;
+    char *owned = NULL;
+    int r = rmutex_pthread_cond_init_named(c, attr, init_name(c, site, &owned));
+    free(owned);
+    return r;
 }
 
 int rmutex_pthread_cond_destroy(rmutex_pthread_cond_t *c)
@@ -463,7 +482,9 @@ int rmutex_pthread_rwlock_init(rmutex_pthread_rwlock_t *l, const rmutex_pthread_
         rrwlockattr_setlease(&ra, attr->rm_lease_ms_);
     }
     rrwlockattr_setkind_np(&ra, kind); /* glibc's values are the rrwlock's */
-    r = rrwlock_init(&l->rm_rwlock_, attr && attr->rm_name_ ? attr->rm_name_ : site, &ra);
+    char *owned = NULL;
+    r = rrwlock_init(&l->rm_rwlock_, attr && attr->rm_name_ ? attr->rm_name_ : init_name(l, site, &owned), &ra);
+    free(owned);
     rrwlockattr_destroy(&ra);
     if (r) return r;
     if ((r = pthread_rwlock_init(&l->rm_local_, attr ? &attr->rm_attr_ : NULL))) {

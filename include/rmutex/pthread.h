@@ -36,9 +36,14 @@
  * __FILE__ is the path given to the compiler, so build with
  * -fmacro-prefix-map=<source dir>/= to keep absolute build paths out of it
  * (the examples' CMake does), and build every copy of the program from the
- * same tree layout.  Limits of this rule: editing the file above the mutex
- * moves its line and so renames it (processes running old and new builds
- * then do not exclude each other); every mutex initialized by one
+ * same tree layout.  A mutex that lives in a symbol (a global or static
+ * variable, an element of a static array or struct) and is initialized by
+ * pthread_mutex_init is named after that symbol instead, as a zero-filled
+ * one is (below): "<program>:<symbol>+<offset>", so each element of a
+ * static array initialized in a loop is a lock of its own.  Limits of the
+ * call-site rule: editing the file above the mutex moves its line and so
+ * renames it (processes running old and new builds then do not exclude
+ * each other); every heap or stack mutex initialized by one
  * pthread_mutex_init call site (in a loop, in a constructor function
  * called for many objects) gets the same name, so they are one lock across
  * processes and threads -- safe, but they serialize each other: while a

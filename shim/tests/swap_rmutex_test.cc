@@ -285,6 +285,65 @@ TEST_F(SwapRmutex, LoopInitializedMutexesSerializeThreadsWithoutAddingDeadlocks)
 
 } // namespace
 
+/* ---- objects in a symbol, initialized in a loop: one lock each ---- */
+
+/* Initialized by pthread_*_init, not zero-filled: still named by their
+ * symbol and offset, not by the one call site of the loop.  C linkage:
+ * the symbols are "g_loop" and "g_loop_rw". */
+extern "C" {
+pthread_mutex_t g_loop[5];
+pthread_rwlock_t g_loop_rw[3];
+}
+namespace {
+
+std::string element_name(const char *symbol, size_t offset)
+{
+    std::string prog = std::filesystem::read_symlink("/proc/self/exe").filename();
+    return prog + ":" + symbol + (offset ? "+" + std::to_string(offset) : "");
+}
+
+/* The program this fixes: a thread holds m[1..4] and expects another thread
+ * to take m[0].  With one name per call site, the other thread waited for
+ * as long as the first held any of them. */
+TEST_F(SwapRmutex, AStaticArrayOfMutexesInitializedInALoopIsOneLockPerElement)
+{
+    for (auto &m : g_loop) ASSERT_EQ(0, pthread_mutex_init(&m, NULL));
+    for (int i = 1; i < 5; i++) ASSERT_EQ(0, pthread_mutex_lock(&g_loop[i]));
+    for (int i = 1; i < 5; i++)
+        EXPECT_TRUE(redis().exists(element_name("g_loop", i * sizeof(pthread_mutex_t))))
+            << element_name("g_loop", i * sizeof(pthread_mutex_t));
+    std::atomic<int> other{ INT32_MIN };
+    std::thread t([&] {
+        struct timespec at = after(CLOCK_REALTIME, 2000);
+        int r = pthread_mutex_timedlock(&g_loop[0], &at);
+        if (!r) {
+            other = redis().exists(element_name("g_loop", 0)) ? 0 : -1;
+            pthread_mutex_unlock(&g_loop[0]);
+        } else {
+            other = r;
+        }
+    });
+    t.join();
+    EXPECT_EQ(0, other.load()) << "m[0] was not free while m[1..4] were held (-1: not in Redis as g_loop)";
+    for (int i = 1; i < 5; i++) EXPECT_EQ(0, pthread_mutex_unlock(&g_loop[i]));
+    for (auto &m : g_loop) EXPECT_EQ(0, pthread_mutex_destroy(&m));
+}
+
+TEST_F(SwapRmutex, AStaticArrayOfRwlocksInitializedInALoopIsOneLockPerElement)
+{
+    for (auto &l : g_loop_rw) ASSERT_EQ(0, pthread_rwlock_init(&l, NULL));
+    ASSERT_EQ(0, pthread_rwlock_wrlock(&g_loop_rw[2]));
+    EXPECT_EQ("write", redis().cmd({ "HGET", element_name("g_loop_rw", 2 * sizeof(pthread_rwlock_t)), "mode" }).str());
+    std::atomic<int> other{ INT32_MIN };
+    std::thread t([&] { other = pthread_rwlock_trywrlock(&g_loop_rw[1]); if (!other) pthread_rwlock_unlock(&g_loop_rw[1]); });
+    t.join();
+    EXPECT_EQ(0, other.load()) << "rw[1] was not free while rw[2] was written";
+    EXPECT_EQ(0, pthread_rwlock_unlock(&g_loop_rw[2]));
+    for (auto &l : g_loop_rw) EXPECT_EQ(0, pthread_rwlock_destroy(&l));
+}
+
+} // namespace
+
 /* ---- read-write locks ---- */
 
 extern "C" {
