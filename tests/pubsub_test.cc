@@ -28,18 +28,27 @@ TEST_F(Pubsub, ReleaseWakesAWaiterThroughPubsubNotThePoll)
     ASSERT_TRUE(child);
     rmutex_t m;
     init_mutex(&m, name);
+    uint64_t subscribed = stats().wakeups_subscribe;
     Async waiter([&] { return rmutex_lock(&m); });
-    ASSERT_TRUE(wait_until([&] { return redis().numsub(channel(name)) == 1 && stats().waiting == 1; }, ms(5000)));
+    /* Subscribed, and the subscription's confirmation seen by the waiter
+     * (its re-check after it: the server may list the subscription before
+     * the confirmation reaches this process). */
+    ASSERT_TRUE(wait_until([&] { return redis().numsub(channel(name)) == 1 && stats().waiting == 1 &&
+                                        stats().wakeups_subscribe > subscribed; }, ms(5000)));
     EXPECT_EQ(1u, redis().client_ids(sub_name()).size());
     rmutex_stats_t s0 = stats();
     auto t0 = Clock::now();
     ASSERT_TRUE(child->write_line("unlock"));
+    /* The poll is 10 s: a waiter in within 1 s was woken by pub/sub. */
     ASSERT_TRUE(waiter.wait(ms(1000))) << "not woken within 1 s of the release";
     EXPECT_RC(0, waiter.rc());
     EXPECT_LT(std::chrono::duration_cast<ms>(waiter.finished_at() - t0).count(), scaled(ms(1000)).count());
     rmutex_stats_t s1 = stats();
-    EXPECT_EQ(s0.wakeups_pubsub + 1, s1.wakeups_pubsub);
-    EXPECT_EQ(s0.wakeups_poll, s1.wakeups_poll);
+    EXPECT_EQ(s0.wakeups_poll, s1.wakeups_poll) << "woken by the poll";
+    /* Its one wake-up is the release's message -- unless the re-check that
+     * follows the confirmation was still on its way and found the lock
+     * free (a loaded machine): then it needed none. */
+    EXPECT_LE(s1.wakeups_pubsub - s0.wakeups_pubsub, 1u);
     EXPECT_GE(s1.contended, 1u);
     EXPECT_RC(0, rmutex_force_unlock(name.c_str()));
 }

@@ -372,22 +372,46 @@ TEST_F(RestartMidCall, HoldsNotInTheCallCutByTheRestartAreStillCheckedAtOnce)
     ASSERT_TRUE(wait_until([&] { auto r = redis().cmd({ "KEYS", "rmutex_client:*" });
         return r && r->type == REDIS_REPLY_ARRAY && r->elements > 0; },
                            ms(5000)));
-    ASSERT_RC(0, rmutex_lock(&b)); /* the next announcement: about a second from now */
-    uint64_t rounds = stats().renewal_rounds;
-    redis().cmd({ "CLIENT", "PAUSE", "20000", "WRITE" });
+    /* b's hold: the next announcement, about a second from now.  The
+     * pause must come before it goes out: counted from before the lock, a
+     * round that went out before the pause (a loaded machine) shows, and
+     * the test tries again with a new hold (the next round after that
+     * would be a renewal, a third of the lease away). */
+    uint64_t rounds = 0;
+    bool paused_before_the_call = false;
+    std::vector<std::unique_ptr<rmutex_t>> more;
+    rmutex_t *next = &b;
+    for (int attempt = 0; attempt < 5 && !paused_before_the_call; attempt++) {
+        rounds = stats().renewal_rounds;
+        ASSERT_RC(0, rmutex_lock(next));
+        redis().cmd({ "CLIENT", "PAUSE", "20000", "WRITE" });
+        paused_before_the_call = stats().renewal_rounds == rounds;
+        if (!paused_before_the_call) {
+            redis().cmd({ "CLIENT", "UNPAUSE" });
+            more.push_back(std::make_unique<rmutex_t>());
+            next = more.back().get();
+            ASSERT_RC(0, rmutex_init(next, (lock_name() + "c" + std::to_string(attempt)).c_str(), nullptr));
+        }
+    }
+    ASSERT_TRUE(paused_before_the_call) << "every announcement went out before the pause";
+    const int holds = 2 + static_cast<int>(more.size()); /* a, b and each new one: all held */
     ASSERT_TRUE(wait_until([&] { return stats().renewal_rounds > rounds; }, scaled(ms(5000))))
         << "no watchdog call went out";
     std::this_thread::sleep_for(ms(100)); /* let it reach the paused server */
     server()->kill9();
     ASSERT_TRUE(server()->restart());
     auto back = Clock::now();
-    EXPECT_TRUE(wait_until([&] { return g_lost.load() == 2; }, scaled(ms(1500))))
-        << "lost-lock callbacks " << g_lost.load() << " of 2 within 1.5 s of the server answering";
+    EXPECT_TRUE(wait_until([&] { return g_lost.load() == holds; }, scaled(ms(1500))))
+        << "lost-lock callbacks " << g_lost.load() << " of " << holds << " within 1.5 s of the server answering";
     std::cerr << "[restart] holds lost in the middle of a call reported "
               << std::chrono::duration_cast<ms>(Clock::now() - back).count() << " ms after\n";
     EXPECT_RC(EPERM, rmutex_unlock(&a));
     EXPECT_RC(EPERM, rmutex_unlock(&b));
-    EXPECT_EQ(2, g_lost.load());
+    for (auto &c : more) {
+        EXPECT_RC(EPERM, rmutex_unlock(c.get()));
+        EXPECT_RC(0, rmutex_destroy(c.get()));
+    }
+    EXPECT_EQ(holds, g_lost.load());
     EXPECT_RC(0, rmutex_destroy(&a));
     EXPECT_RC(0, rmutex_destroy(&b));
     rmutex_set_lost_callback(nullptr, nullptr);
