@@ -13,7 +13,10 @@
 #
 # usage: scripts/test.sh [--quick] [--stage NAME]... [--no-deps] [--werror]
 #                        [-j N] [-- CTEST-ARG...]
-#   --quick        the normal stage only
+#   --quick        the "quick" stage only: the normal build without the
+#                  benchmark, examples and TLS/Valkey programs, and its tests
+#                  but the soaks (long), fault runs, cluster and Sentinel,
+#                  and the ACL/TLS/Valkey repeats (build/quick; < 5 minutes)
 #   --stage NAME   run this stage (repeatable; default: all four)
 #   --no-deps      do not check/install the Debian packages
 #   --werror       build with -DRMUTEX_WERROR=ON
@@ -48,11 +51,11 @@ jobs=$(nproc 2>/dev/null || echo 2)
 ctest_extra=()
 while [ $# -gt 0 ]; do
     case $1 in
-        --quick) stages=(normal) ;;
+        --quick) stages=(quick) ;;
         --stage)
             [ $# -ge 2 ] || { echo "test.sh: --stage needs a name" >&2; exit 2; }
-            case $2 in normal|asan|tsan|fuzz) stages+=("$2") ;;
-                *) echo "test.sh: unknown stage '$2' (normal, asan, tsan, fuzz)" >&2; exit 2 ;;
+            case $2 in normal|asan|tsan|fuzz|quick) stages+=("$2") ;;
+                *) echo "test.sh: unknown stage '$2' (normal, asan, tsan, fuzz, quick)" >&2; exit 2 ;;
             esac
             shift ;;
         --stage=*) set -- --stage "${1#--stage=}" "${@:2}"; continue ;;
@@ -138,6 +141,8 @@ stage_env() { # NAME [quiet]: sets dir cc cxx sanitize prefix labels timeout tes
     prefix="" labels=() timeout=900 tests_at_once=4
     case $name in
         normal) ;;
+        quick)
+            labels=(-LE "long|faults|cluster|redis-acl|redis-tls|redis-valkey") ;;
         asan)
             # The two-minute soak runs in the normal stage; the ACL runs repeat
             # the same code paths as another user (normal stage too).
@@ -197,6 +202,7 @@ stage_env() { # NAME [quiet]: sets dir cc cxx sanitize prefix labels timeout tes
 stage_title() { # NAME
     case $1 in
         normal) echo "stage normal: RelWithDebInfo build, all tests" ;;
+        quick) echo "stage quick: RelWithDebInfo build, all tests but the soaks, fault runs, cluster, Sentinel and the ACL/TLS/Valkey repeats" ;;
         asan) echo "stage asan: AddressSanitizer + UndefinedBehaviorSanitizer build, all tests but 'long', 'redis-acl', TLS and Valkey" ;;
         tsan) echo "stage tsan: ThreadSanitizer build, tests labelled 'threaded' but not 'long', nor TLS or Valkey" ;;
         fuzz) echo "stage fuzz: libFuzzer targets (clang, ASan + UBSan), ${RMUTEX_FUZZ_SECONDS:-30} s each" ;;
@@ -222,6 +228,7 @@ stage_build() { # NAME
     # The TLS and Valkey runs (tests/tls/, tls:, valkey:) in the normal
     # stage only: they run code the other tests run, on other servers.
     [ -n "$sanitize" ] && servers=OFF
+    [ "$name" = quick ] && bench=OFF examples=OFF servers=OFF
     [ "$name" = tsan ] && examples=OFF
     # TSan builds only what it runs (tests/CMakeLists.txt: rmutex_tests_threaded).
     [ "$name" = tsan ] && targets=(--target rmutex_tests_threaded)
