@@ -93,6 +93,13 @@
  * unlock by a thread that holds nothing EPERM.  Redis trouble is waited
  * through as for mutexes (below).  A rwlock cannot be a mutex's name.
  *
+ * Spinlocks: every pthread_spinlock_t becomes a distributed non-fair mutex
+ * (pthread_spin_lock blocks on Redis instead of spinning), named by the
+ * symbol it lives in or pthread_spin_init's call site; a relock by its
+ * holder never returns, as glibc's spins; PTHREAD_PROCESS_SHARED is
+ * ENOTSUP (shared through Redis already).  Nothing a program shares
+ * between threads stays process-local without a word.
+ *
  * Other extensions: rmutex_pthread_mutexattr_setfair(), _setlease(),
  * _setcache() (as rmutexattr_setfair/setlease/setcache).  Lock caching for
  * every mutex of the program: RMUTEX_CACHE=1 in the environment (a mutex
@@ -181,6 +188,9 @@ typedef struct rmutex_pthread_rwlock {
     uintptr_t rm_local_only_;   /* 1: no name (zero-filled, in no symbol): rm_local_ alone */
     pthread_rwlock_t rm_local_; /* glibc's, for that case */
 } rmutex_pthread_rwlock_t;
+
+/* A spinlock is a distributed non-fair mutex (shim/pthread_spin.c). */
+typedef rmutex_pthread_mutex_t rmutex_pthread_spinlock_t;
 
 typedef struct rmutex_pthread_rwlockattr {
     pthread_rwlockattr_t rm_attr_;
@@ -301,6 +311,15 @@ int rmutex_pthread_rwlockattr_getpshared(const rmutex_pthread_rwlockattr_t *a, i
 int rmutex_pthread_rwlockattr_setname(rmutex_pthread_rwlockattr_t *a, const char *name);
 int rmutex_pthread_rwlockattr_setlease(rmutex_pthread_rwlockattr_t *a, unsigned long lease_ms);
 
+/* Spinlocks: named by the symbol they live in, else pthread_spin_init's
+ * call site; PTHREAD_PROCESS_SHARED is ENOTSUP (shared through Redis
+ * already).  A relock by the holder never returns, as glibc's spins. */
+int rmutex_pthread_spin_init(rmutex_pthread_spinlock_t *s, int pshared, const char *site);
+int rmutex_pthread_spin_destroy(rmutex_pthread_spinlock_t *s);
+int rmutex_pthread_spin_lock(rmutex_pthread_spinlock_t *s);
+int rmutex_pthread_spin_trylock(rmutex_pthread_spinlock_t *s);
+int rmutex_pthread_spin_unlock(rmutex_pthread_spinlock_t *s);
+
 #ifdef __cplusplus
 }
 #endif
@@ -396,6 +415,13 @@ int rmutex_pthread_rwlockattr_setlease(rmutex_pthread_rwlockattr_t *a, unsigned 
 #define pthread_rwlockattr_getkind_np rmutex_pthread_rwlockattr_getkind_np
 #define pthread_rwlockattr_setpshared rmutex_pthread_rwlockattr_setpshared
 #define pthread_rwlockattr_getpshared rmutex_pthread_rwlockattr_getpshared
+
+#define pthread_spinlock_t rmutex_pthread_spinlock_t
+#define pthread_spin_init(s, pshared) rmutex_pthread_spin_init((s), (pshared), RMUTEX_PTHREAD_SITE)
+#define pthread_spin_destroy rmutex_pthread_spin_destroy
+#define pthread_spin_lock rmutex_pthread_spin_lock
+#define pthread_spin_trylock rmutex_pthread_spin_trylock
+#define pthread_spin_unlock rmutex_pthread_spin_unlock
 
 #endif /* RMUTEX_PTHREAD_NO_MACROS */
 

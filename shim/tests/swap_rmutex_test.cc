@@ -342,6 +342,57 @@ TEST_F(SwapRmutex, AStaticArrayOfRwlocksInitializedInALoopIsOneLockPerElement)
     for (auto &l : g_loop_rw) EXPECT_EQ(0, pthread_rwlock_destroy(&l));
 }
 
+/* ---- spinlocks: distributed non-fair mutexes ---- */
+
+} // namespace
+extern "C" {
+pthread_spinlock_t g_spin; /* named "<test program>:g_spin" */
+}
+namespace {
+
+TEST_F(SwapRmutex, ASpinlockIsADistributedMutexNamedByItsSymbol)
+{
+    ASSERT_EQ(0, pthread_spin_init(&g_spin, PTHREAD_PROCESS_PRIVATE));
+    ASSERT_EQ(0, pthread_spin_lock(&g_spin));
+    EXPECT_TRUE(redis().exists(element_name("g_spin", 0))) << "not in Redis under its symbol";
+    std::atomic<int> other{ INT32_MIN };
+    std::thread t([&] { other = pthread_spin_trylock(&g_spin); });
+    t.join();
+    EXPECT_EQ(EBUSY, other.load()) << "another thread's trylock";
+    EXPECT_EQ(0, pthread_spin_unlock(&g_spin));
+    EXPECT_FALSE(redis().exists(element_name("g_spin", 0)));
+    EXPECT_EQ(0, pthread_spin_trylock(&g_spin));
+    EXPECT_EQ(0, pthread_spin_unlock(&g_spin));
+    EXPECT_EQ(0, pthread_spin_destroy(&g_spin));
+}
+
+TEST_F(SwapRmutex, ASpinlockOnTheStackIsNamedByItsCallSiteAndSharingIsRefused)
+{
+    pthread_spinlock_t s;
+    EXPECT_EQ(ENOTSUP, pthread_spin_init(&s, PTHREAD_PROCESS_SHARED)) << "shared through Redis already";
+    EXPECT_EQ(EINVAL, pthread_spin_init(&s, 12345));
+    EXPECT_EQ(EINVAL, rmutex_pthread_spin_init(nullptr, PTHREAD_PROCESS_PRIVATE, "x"));
+    ASSERT_EQ(0, pthread_spin_init(&s, PTHREAD_PROCESS_PRIVATE)); const int init_line = __LINE__;
+    ASSERT_EQ(0, pthread_spin_lock(&s));
+    EXPECT_TRUE(redis().exists("swaptest:shim/tests/swap_rmutex_test.cc:" + std::to_string(init_line)));
+    EXPECT_EQ(0, pthread_spin_unlock(&s));
+    EXPECT_EQ(0, pthread_spin_destroy(&s));
+}
+
+/* glibc's trylock of a spinlock its caller holds is EBUSY (its lock would
+ * spin forever: the swap's waits forever, the local mutex being NORMAL). */
+TEST_F(SwapRmutex, ASpinlockTrylockByItsHolderIsEbusyAsGlibcs)
+{
+    pthread_spinlock_t s;
+    ASSERT_EQ(0, pthread_spin_init(&s, PTHREAD_PROCESS_PRIVATE));
+    ASSERT_EQ(0, pthread_spin_lock(&s));
+    EXPECT_EQ(EBUSY, pthread_spin_trylock(&s));
+    EXPECT_EQ(0, pthread_spin_unlock(&s));
+    EXPECT_EQ(0, pthread_spin_destroy(&s));
+}
+
+TEST_F(SwapRmutex, ASpinlockExcludesAcrossProcesses) { EXPECT_EQ(60, count_in_processes(url(), "spin")); }
+
 } // namespace
 
 /* ---- read-write locks ---- */

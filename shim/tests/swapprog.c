@@ -5,7 +5,8 @@
  *   small  the loop runs on a thread with a PTHREAD_STACK_MIN stack;
  *   zero   under zero_lock, a global with no initializer (all zeros);
  *   heap   under a calloc'd mutex (all zeros, in no symbol);
- *   two    two threads run the loop (2 * ITERS).
+ *   two    two threads run the loop (2 * ITERS);
+ *   spin   under spin_lock, a pthread_spinlock_t (pthread_spin_init).
  * It prints "done cache_hits=N" (rmutex_stats: RMUTEX_CACHE=1 caches).
  * "swapprog try" and "swapprog timed MS" trylock / timedlock the counter's
  * mutex once and print "try rc=N" / "timed rc=N".
@@ -25,6 +26,8 @@
 static pthread_mutex_t counter_lock = PTHREAD_MUTEX_INITIALIZER;
 pthread_mutex_t zero_lock; /* no initializer: zero-filled */
 static pthread_mutex_t *lock = &counter_lock;
+static pthread_spinlock_t spin_lock;
+static int use_spin;
 static pthread_rwlock_t table_rw = PTHREAD_RWLOCK_WRITER_NONRECURSIVE_INITIALIZER_NP;
 pthread_rwlock_t zero_rw; /* no initializer: zero-filled */
 static const char *file;
@@ -33,7 +36,7 @@ static int iters, failed;
 static void *count(void *arg)
 {
     for (int i = 0; i < iters; i++) {
-        if (pthread_mutex_lock(lock)) {
+        if (use_spin ? pthread_spin_lock(&spin_lock) : pthread_mutex_lock(lock)) {
             __atomic_store_n(&failed, 1, __ATOMIC_RELAXED);
             return arg;
         }
@@ -49,7 +52,7 @@ static void *count(void *arg)
             fprintf(f, "%ld\n", v + 1);
             fclose(f);
         }
-        if (pthread_mutex_unlock(lock)) {
+        if (use_spin ? pthread_spin_unlock(&spin_lock) : pthread_mutex_unlock(lock)) {
             __atomic_store_n(&failed, 1, __ATOMIC_RELAXED);
             return arg;
         }
@@ -92,10 +95,12 @@ int main(int argc, char **argv)
     const char *mode = argc == 4 ? argv[3] : "";
     int small = !strcmp(mode, "small"), two = !strcmp(mode, "two");
     if (argc != 3 &&
-        !(argc == 4 && (small || two || !strcmp(mode, "zero") || !strcmp(mode, "heap"))))
+        !(argc == 4 && (small || two || !strcmp(mode, "zero") || !strcmp(mode, "heap") ||
+                        !strcmp(mode, "spin"))))
         return 2;
     if (!strcmp(mode, "zero")) lock = &zero_lock;
     if (!strcmp(mode, "heap") && !(lock = calloc(1, sizeof *lock))) return 1;
+    if ((use_spin = !strcmp(mode, "spin")) && pthread_spin_init(&spin_lock, PTHREAD_PROCESS_PRIVATE)) return 1;
     file = argv[1];
     iters = atoi(argv[2]);
     pthread_t other;
