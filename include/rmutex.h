@@ -554,7 +554,8 @@ RMUTEX_API int rrwlock_destroy(rrwlock_t *l);
 /* Take l for reading / for writing: as pthread_rwlock_rdlock and friends.
  * The timed forms take an absolute CLOCK_REALTIME time, the clock forms
  * CLOCK_REALTIME or CLOCK_MONOTONIC; none times out when the lock can be
- * taken at once. */
+ * taken at once.  RMUTEX_ENOREPLICAS as for rmutex_lock: fewer replicas
+ * than the settings ask for acknowledged the hold (it was given back). */
 RMUTEX_API int rrwlock_rdlock(rrwlock_t *l);
 RMUTEX_API int rrwlock_tryrdlock(rrwlock_t *l);
 RMUTEX_API int rrwlock_timedrdlock(rrwlock_t *l, const struct timespec *abstime);

@@ -16,9 +16,12 @@
  * (rm_ack_probe): with a number of replicas or a floor asked for, a
  * "WAIT 0 0" to the server (a cluster's first seed that answers) must be
  * answered, or the URL is refused there and then.  A server it cannot
- * reach is not refused (the library starts lazily); Sentinel's primary is
- * not known yet; replicas=auto alone needs nothing of a server without
- * replicas.  The acquisitions' check stays behind it for those. */
+ * reach is not refused (the library starts lazily), nor one that answers
+ * that WAIT is not for replicas: a cluster's seeds are where its map is
+ * asked for, and after a failover the first may be a replica -- the next
+ * seed is asked; Sentinel's primary is not known yet; replicas=auto alone
+ * needs nothing of a server without replicas.  The acquisitions' check
+ * stays behind it for those. */
 #include "ack.h"
 #include "conn.h"
 #include "url.h"
@@ -26,6 +29,7 @@
 
 #include <hiredis/hiredis.h>
 #include <stdio.h>
+#include <string.h>
 
 struct rm_ack rm_ack_want(unsigned known)
 {
@@ -101,6 +105,11 @@ int rm_ack_probe(const struct rm_service *svc)
         int r = rm_conn_call(c, 3, argv, lens, deadline, &reply);
         rm_conn_close(c);
         if (r) continue;
+        if (reply->type == REDIS_REPLY_ERROR && reply->str &&
+            strstr(reply->str, "replica instances")) { /* a replica: ask the next seed */
+            freeReplyObject(reply);
+            continue;
+        }
         int refused = reply->type == REDIS_REPLY_ERROR;
         if (refused)
             rm_detail("Redis at %s refused WAIT (%.*s): replica acknowledgement (replicas=, "

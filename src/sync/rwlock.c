@@ -34,7 +34,12 @@
  * runs out), the others less often, as the fair lock's.  While queued, the
  * watchdog keeps the waiter alive; a waiter that gives up leaves the queue
  * (the readers behind a writer then go), and one whose last reply was
- * lost releases what it may have taken, through the watchdog.
+ * lost releases what it may have taken, through the watchdog.  A read or
+ * a write is granted only once the replicas the settings ask for have
+ * acknowledged it (WAIT, as for a mutex: call.c): one they did not is
+ * given back at once and the call answers RMUTEX_ENOREPLICAS -- else a
+ * primary restarted stale, or one that dies before its replicas have the
+ * grant, would hand out holds that exist nowhere else.
  *
  * rrwlock_hold_deadline tells a holder until when its hold is known good
  * (the writer's watchdog entry, or the process's read lease entry, shared
@@ -49,6 +54,7 @@
  *
  * Lock order: the registry, then a name's mu; never across a round trip. */
 #include "rwlock.h"
+#include "ack.h"
 #include "call.h"
 #include "clock.h"
 #include "conn.h"
@@ -394,6 +400,19 @@ struct acquiring {
     struct rm_waiter waiter;
 };
 
+/* Give acquisition x->acq back (it was taken but must not be kept): what
+ * rm_call_release answers (the watchdog retries it until valid_until when
+ * Redis does not answer in time). */
+static int give_back(struct acquiring *x, rm_nsec valid_until)
+{
+    struct rw_req q;
+    long long answer;
+    req_make(&q, x->ns, x->ep, x->writer ? "wrunlock" : "rdunlock", x->self->owner,
+             x->self->owner_len, x->acq, lease_of(x->h), "", 0, x->id);
+    return rm_call_release(x->ep, RM_SCRIPT_RWLOCK, NKEYS, NARGS, q.argv, q.lens,
+                           rm_call_deadline(), valid_until, &answer);
+}
+
 static int step_attempt(void *ctx, rm_nsec deadline, struct rm_outcome *o)
 {
     struct acquiring *x = ctx;
@@ -407,9 +426,10 @@ static int step_attempt(void *ctx, rm_nsec deadline, struct rm_outcome *o)
     req_make(&q, x->ns, x->ep, x->writer ? "wrlock" : "rdlock", x->self->owner,
              x->self->owner_len, x->acq, lease_of(x->h), flags, x->ticket, x->id);
     redisReply *reply;
+    struct rm_ack ack;
     o->sent = rm_clock_now();
     int r = rm_call(x->ep, RM_SCRIPT_RWLOCK, NKEYS, NARGS, q.argv, q.lens, deadline,
-                    x->try_only ? RM_POOL_FAILFAST : 0, &reply, NULL);
+                    x->try_only ? RM_POOL_FAILFAST : 0, &reply, &ack);
     if (r) return r;
     redisReply **e = reply->element;
     size_t ne = reply->elements;
@@ -433,6 +453,10 @@ static int step_attempt(void *ctx, rm_nsec deadline, struct rm_outcome *o)
         }
     }
     freeReplyObject(reply);
+    if (o->state == RM_CALL_ACQUIRED && rm_ack_short(&ack)) {
+        rm_ack_shortfall_detail(&ack, x->ns->keys.lock, give_back(x, o->valid_until));
+        o->state = RM_CALL_SHORTFALL;
+    }
     return 0;
 }
 
@@ -626,12 +650,7 @@ static int lock_common(rrwlock_t *l, struct rm_wait *w, int writer)
             if (unknown) release_unknown(&x);
         } else {
             if (record(&x, &o)) {
-                struct rw_req q;
-                long long answer;
-                req_make(&q, ns, ep, writer ? "wrunlock" : "rdunlock", self->owner,
-                         self->owner_len, x.acq, lease_of(h), "", 0, x.id);
-                rm_call_release(ep, RM_SCRIPT_RWLOCK, NKEYS, NARGS, q.argv, q.lens,
-                                rm_call_deadline(), o.valid_until, &answer);
+                give_back(&x, o.valid_until);
                 rm_detail("out of memory");
                 r = ENOMEM;
             } else if (o.dead) {

@@ -14,6 +14,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <functional>
 #include <sys/wait.h>
 #include <set>
 #include <thread>
@@ -40,6 +41,12 @@ class ClusterTest : public ::testing::Test {
         EXPECT_RC(0, rmutex_shutdown());
     }
     virtual std::string options() const { return "lease=1500&command_timeout=1000"; }
+    /* Start again on the URL with options opts instead. */
+    void reconfigure(const std::string &opts)
+    {
+        ASSERT_RC(0, rmutex_shutdown());
+        ASSERT_RC(0, rmutex_configure(cluster->url(opts).c_str()));
+    }
 
     std::string name(const std::string &suffix) { return test_lock_name(suffix); }
 };
@@ -313,6 +320,29 @@ TEST_F(ClusterTest, AHeldLockSurvivesTheMoveOfItsSlotAndItsWaiterIsWokenAfterThe
     EXPECT_RC(0, rmutex_destroy(&waiting));
 }
 
+/* Migrate slot from -> to, the slot held open 2 s while the caller's
+ * threads make done grow.  200 ms in, fresh_tries() tries a name with no
+ * key on the source yet: it is sent on with ASK, and the target, IMPORTING,
+ * answers the multi-key call TRYAGAIN until the end of the migration -- the
+ * try forms say EAGAIN, and take nothing.  Then the keys move, the slot is
+ * the target's, and the threads must make progress.  The stats as they
+ * were before the migration. */
+rmutex_stats_t migrate_held_open(int slot, int from, int to, const std::atomic<int> &done,
+                                 const std::function<void()> &fresh_tries)
+{
+    rmutex_stats_t before = stats();
+    EXPECT_TRUE(cluster->begin_migration(slot, from, to));
+    std::this_thread::sleep_for(ms(200));
+    fresh_tries();
+    EXPECT_GT(stats().redirects_ask, before.redirects_ask) << "ASK was not followed";
+    std::this_thread::sleep_for(ms(1800)); /* the migration is held open 2 s in all */
+    EXPECT_TRUE(cluster->migrate_keys(slot, from, to));
+    EXPECT_TRUE(cluster->finish_migration(slot, from, to));
+    int after_move = done;
+    EXPECT_TRUE(wait_until([&] { return done > after_move + 20; }, ms(5000))) << "no progress after the move";
+    return before;
+}
+
 TEST_F(ClusterTest, CallsWaitOutAMigrationHeldOpenAndNeverOverlap)
 {
     /* Three names in one slot (one {tag}): one the threads take turns on,
@@ -345,19 +375,8 @@ TEST_F(ClusterTest, CallsWaitOutAMigrationHeldOpenAndNeverOverlap)
             }
         });
     ASSERT_TRUE(wait_until([&] { return done > 20; }, ms(5000)));
-    rmutex_stats_t before = stats();
-    ASSERT_TRUE(cluster->begin_migration(slot, from, to));
-    /* A name with no key on the source yet is sent on with ASK; the
-     * target, IMPORTING, answers the multi-key call TRYAGAIN until the end
-     * of the migration: trylock says EAGAIN, and never takes it. */
-    std::this_thread::sleep_for(ms(200));
-    EXPECT_RC(EAGAIN, rmutex_trylock(&fresh));
-    EXPECT_GT(stats().redirects_ask, before.redirects_ask) << "ASK was not followed";
-    std::this_thread::sleep_for(ms(1800)); /* the migration is held open 2 s in all */
-    ASSERT_TRUE(cluster->migrate_keys(slot, from, to));
-    ASSERT_TRUE(cluster->finish_migration(slot, from, to));
-    int after_move = done;
-    ASSERT_TRUE(wait_until([&] { return done > after_move + 20; }, ms(5000))) << "no progress after the move";
+    rmutex_stats_t before =
+        migrate_held_open(slot, from, to, done, [&] { EXPECT_RC(EAGAIN, rmutex_trylock(&fresh)); });
     stop = true;
     for (auto &x : th) x.join();
     EXPECT_EQ(0, overlaps.load());
@@ -644,6 +663,322 @@ TEST_F(ClusterPubSub, AnRmutexReleaseReachesARedissonShardedSubscriber)
     EXPECT_EQ(channel, msg->first);
     EXPECT_EQ("0", msg->second) << "Redisson's release message";
     EXPECT_RC(0, rmutex_destroy(&m));
+}
+
+/* ---- read-write locks ------------------------------------------------------------ */
+
+/* Key prefix:{n} of read-write lock n (prefix:n when n brings its {tag}). */
+std::string rw_key(const std::string &prefix, const std::string &n)
+{
+    return n.find('{') != std::string::npos ? prefix + ":" + n : prefix + ":{" + n + "}";
+}
+
+/* Every key of any node whose name contains n: (node, key). */
+std::vector<std::pair<int, std::string>> keys_naming(const std::string &n)
+{
+    std::vector<std::pair<int, std::string>> out;
+    for (int i = 0; i < (int)cluster->nodes.size(); i++) {
+        if (!cluster->nodes[i]->running()) continue;
+        std::string cursor = "0";
+        do {
+            Reply r = cluster->client(i).cmd({"SCAN", cursor, "MATCH", "*" + n + "*", "COUNT", "1000"});
+            if (!r || r->type != REDIS_REPLY_ARRAY || r->elements != 2) break;
+            cursor = r->element[0]->str;
+            for (size_t k = 0; k < r->element[1]->elements; k++) out.emplace_back(i, r->element[1]->element[k]->str);
+        } while (cursor != "0");
+    }
+    return out;
+}
+
+/* Readers and writers of one process: a reader checks that no writer is
+ * inside and that the counter does not move while it reads; a writer that
+ * nobody else is inside, and bumps the counter with a load and a store
+ * apart (two writers inside lose a bump). */
+struct RwChecker {
+    std::atomic<int> readers{0}, writers{0}, overlaps{0}, writes{0};
+    std::atomic<long> counter{0};
+
+    void read()
+    {
+        readers++;
+        if (writers.load()) overlaps++;
+        long v = counter.load();
+        std::this_thread::sleep_for(ms(1));
+        if (counter.load() != v) overlaps++;
+        readers--;
+    }
+    void write()
+    {
+        if (writers.fetch_add(1) || readers.load()) overlaps++;
+        long v = counter.load();
+        std::this_thread::sleep_for(ms(1));
+        counter.store(v + 1);
+        writes++;
+        writers--;
+    }
+};
+
+/* Each round on a name: a robust writer (with its fencing token) and a
+ * reader queued behind it; then the reader holding and a writer queued
+ * behind it -- every key the lock has must be in its slot, on its owner.
+ * After a warm-up round (the map, connections, scripts, subscriptions), no
+ * call is redirected. */
+TEST_F(ClusterTest, ReadersAndWritersOnManyNamesKeepEveryKeyInTheLocksSlotWithNoRedirectAfterWarmUp)
+{
+    const int N = 24;
+    std::vector<std::string> names;
+    for (int i = 0; i < N; i++) {
+        std::string n = name(std::to_string(i) + "/");
+        names.push_back(i % 4 == 3 ? "{" + n + "}:tagged" : n); /* both shapes of key */
+    }
+    std::vector<rrwlock_t> rd(N), wr(N), wr2(N);
+    rrwlockattr_t robust;
+    ASSERT_RC(0, rrwlockattr_init(&robust));
+    ASSERT_RC(0, rrwlockattr_setrobust(&robust, RMUTEX_ROBUST));
+    for (int i = 0; i < N; i++) {
+        ASSERT_RC(0, rrwlock_init(&rd[i], names[i].c_str(), nullptr));
+        ASSERT_RC(0, rrwlock_init(&wr[i], names[i].c_str(), &robust));
+        ASSERT_RC(0, rrwlock_init(&wr2[i], names[i].c_str(), nullptr));
+    }
+    rrwlockattr_destroy(&robust);
+    std::vector<int> per(3, 0);
+    auto round = [&](int i, bool check) {
+        const std::string &n = names[i];
+        int slot = cluster->slot(n), owner = cluster->owner(slot);
+        ASSERT_GE(owner, 0);
+        auto queued = [&] { return cluster->client(owner).cmd({"ZCARD", rw_key("rmutex_rw_queue", n)}).integer() == 1; };
+        std::set<std::pair<int, std::string>> seen;
+        ASSERT_RC(0, rrwlock_wrlock(&wr[i]));
+        uint64_t token;
+        ASSERT_RC(0, rrwlock_fence(&wr[i], &token));
+        {
+            RwHolder reader(&rd[i], false);
+            ASSERT_TRUE(wait_until(queued, ms(3000))) << n << ": the reader did not queue";
+            for (auto &k : keys_naming(n)) seen.insert(k);
+            ASSERT_RC(0, rrwlock_unlock(&wr[i]));
+            ASSERT_EQ(0, reader.taken(ms(3000))) << n;
+            RwHolder writer(&wr2[i], true);
+            ASSERT_TRUE(wait_until(queued, ms(3000))) << n << ": the writer did not queue";
+            for (auto &k : keys_naming(n)) seen.insert(k);
+            EXPECT_EQ(0, reader.release());
+            ASSERT_EQ(0, writer.taken(ms(3000))) << n;
+            EXPECT_EQ(0, writer.release());
+        }
+        if (!check) return;
+        per[owner]++;
+        /* The lock's hash, its readers, holds and Redisson's timeout key,
+         * the queue, its writers, liveness and ticket counter, the owner
+         * mark, the fencing token: ten kinds of key, one slot. */
+        std::set<std::string> kinds;
+        for (auto &k : seen) {
+            EXPECT_EQ(owner, k.first) << k.second << " is not on the owner of " << n << "'s slot";
+            EXPECT_EQ(slot, cluster->slot(k.second)) << k.second << " is outside the slot of " << n;
+            kinds.insert(k.second == n ? "hash" : k.second.find(":rwlock_timeout:") != std::string::npos
+                                                      ? "timeout" : k.second.substr(0, k.second.find(':')));
+        }
+        EXPECT_EQ(10u, kinds.size()) << n << ": " << ::testing::PrintToString(kinds);
+    };
+    for (int i = 0; i < N; i++) round(i, false);
+    ASSERT_FALSE(HasFailure());
+    rmutex_stats_t before = stats();
+    for (int i = 0; i < N && !HasFailure(); i++) round(i, true);
+    rmutex_stats_t after = stats();
+    EXPECT_EQ(0u, after.redirects_moved - before.redirects_moved);
+    EXPECT_EQ(0u, after.redirects_ask - before.redirects_ask);
+    EXPECT_EQ(0u, after.cluster_retries - before.cluster_retries);
+    for (int k = 0; k < 3; k++) EXPECT_GT(per[k], 0) << "no name on node " << k;
+    for (int i = 0; i < N; i++) {
+        EXPECT_RC(0, rrwlock_destroy(&rd[i]));
+        EXPECT_RC(0, rrwlock_destroy(&wr[i]));
+        EXPECT_RC(0, rrwlock_destroy(&wr2[i]));
+    }
+}
+
+/* Two handles read, a writer waits; the slot moves.  The reads are renewed
+ * at the new owner (MOVED), the writer's subscription follows the channel
+ * there, and the readers' release wakes it through sharded pub/sub at the
+ * new owner -- never while a reader is inside. */
+TEST_F(ClusterTest, ReadHoldsSurviveTheMoveOfTheirSlotAndTheirQueuedWriterIsWokenAtTheNewOwner)
+{
+    std::string n = name("rw-moved"), channel = rw_key("redisson_rwlock", n);
+    int slot = cluster->slot(n), from = cluster->owner(slot), to = (from + 1) % 3;
+    rrwlock_t r1, r2, w;
+    ASSERT_RC(0, rrwlock_init(&r1, n.c_str(), nullptr));
+    ASSERT_RC(0, rrwlock_init(&r2, n.c_str(), nullptr));
+    ASSERT_RC(0, rrwlock_init(&w, n.c_str(), nullptr));
+    std::atomic<int> readers_in{2}, overlaps{0};
+    auto reader1 = std::make_unique<RwHolder>(&r1, false), reader2 = std::make_unique<RwHolder>(&r2, false);
+    ASSERT_EQ(0, reader1->taken(ms(3000)));
+    ASSERT_EQ(0, reader2->taken(ms(3000)));
+    Async writer([&] {
+        int r = rrwlock_wrlock(&w);
+        if (r) return r;
+        if (readers_in.load()) overlaps++;
+        return rrwlock_unlock(&w);
+    });
+    ASSERT_TRUE(wait_until([&] {
+        return cluster->client(from).cmd({"ZCARD", rw_key("rmutex_rw_queue", n)}).integer() == 1 &&
+               cluster->client(from).cmd({"PUBSUB", "SHARDNUMSUB", channel})->element[1]->integer == 1;
+    }, ms(3000))) << "the writer did not queue and listen at the slot's owner";
+    rmutex_stats_t before = stats();
+    ASSERT_TRUE(cluster->move_slot(slot, to));
+    ASSERT_TRUE(wait_until([&] {
+        return cluster->client(to).cmd({"PUBSUB", "SHARDNUMSUB", channel})->element[1]->integer == 1;
+    }, ms(2000))) << "the writer did not listen again at the new owner";
+    std::this_thread::sleep_for(ms(3200)); /* two leases: a span to survive, not a wait */
+    EXPECT_GT(cluster->client(to).pttl(n), 0) << "the reads lapsed: their renewals did not follow the slot";
+    EXPECT_EQ("read", cluster->client(to).cmd({"HGET", n, "mode"}).str());
+    EXPECT_EQ(1, cluster->client(to).cmd({"ZCARD", rw_key("rmutex_rw_queue", n)}).integer()) << "the writer left";
+    EXPECT_FALSE(writer.done()) << "the writer got in while two handles read";
+    EXPECT_EQ(0u, stats().locks_lost - before.locks_lost);
+    EXPECT_GT(stats().redirects_moved, before.redirects_moved);
+    readers_in = 1;
+    EXPECT_EQ(0, reader1->release());
+    EXPECT_FALSE(wait_until_unscaled([&] { return writer.done(); }, ms(200))) << "in beside a reader";
+    uint64_t woken = stats().wakeups_pubsub;
+    readers_in = 0;
+    auto t0 = Clock::now();
+    EXPECT_EQ(0, reader2->release());
+    ASSERT_TRUE(writer.wait(ms(3000)));
+    EXPECT_EQ(0, writer.rc());
+    EXPECT_LT(std::chrono::duration_cast<ms>(writer.finished_at() - t0).count(), scaled(ms(500)).count());
+    EXPECT_GT(stats().wakeups_pubsub, woken) << "woken by a poll, not by the release's message";
+    EXPECT_EQ(0, overlaps.load());
+    EXPECT_FALSE(cluster->client(to).exists(n));
+    reader1.reset();
+    reader2.reset();
+    EXPECT_RC(0, rrwlock_destroy(&r1));
+    EXPECT_RC(0, rrwlock_destroy(&r2));
+    EXPECT_RC(0, rrwlock_destroy(&w));
+}
+
+TEST_F(ClusterTest, ReadAndWriteCallsWaitOutAMigrationHeldOpenAndNeverOverlap)
+{
+    /* Three names in one slot: one that threads read and write in turns,
+     * one read through the whole migration, one never used before. */
+    std::string tag = "{" + name("rw-migrating") + "}";
+    std::string n = tag + ":turns", held_name = tag + ":held", fresh_name = tag + ":fresh";
+    int slot = cluster->slot(n), from = cluster->owner(slot), to = (from + 2) % 3;
+    rrwlock_t held, fresh;
+    ASSERT_RC(0, rrwlock_init(&held, held_name.c_str(), nullptr));
+    ASSERT_RC(0, rrwlock_init(&fresh, fresh_name.c_str(), nullptr));
+    RwHolder holder(&held, false); /* keys of the slot exist: mixed-key calls get TRYAGAIN */
+    ASSERT_EQ(0, holder.taken(ms(3000)));
+    const int T = 4;
+    std::vector<rrwlock_t> l(T);
+    for (auto &x : l) ASSERT_RC(0, rrwlock_init(&x, n.c_str(), nullptr));
+    RwChecker check;
+    std::atomic<int> done{0}, errors{0}, last_error{0};
+    std::atomic<bool> stop{false};
+    std::vector<std::thread> th;
+    for (int t = 0; t < T; t++)
+        th.emplace_back([&, t] {
+            for (int k = 0; !stop; k++) {
+                bool write = (k + t) % 3 == 0;
+                struct timespec dl = abs_after(CLOCK_REALTIME, 10000);
+                int r = write ? rrwlock_timedwrlock(&l[t], &dl) : rrwlock_timedrdlock(&l[t], &dl);
+                if (!r) {
+                    write ? check.write() : check.read();
+                    r = rrwlock_unlock(&l[t]);
+                }
+                if (r) {
+                    errors++;
+                    last_error = r;
+                }
+                done++;
+            }
+        });
+    ASSERT_TRUE(wait_until([&] { return done > 20; }, ms(5000)));
+    rmutex_stats_t before = migrate_held_open(slot, from, to, done, [&] {
+        EXPECT_RC(EAGAIN, rrwlock_tryrdlock(&fresh));
+        EXPECT_RC(EAGAIN, rrwlock_trywrlock(&fresh));
+    });
+    stop = true;
+    for (auto &x : th) x.join();
+    rmutex_stats_t after = stats();
+    std::cerr << "[cluster] rw migration: " << after.cluster_retries - before.cluster_retries << " retries, "
+              << after.redirects_moved - before.redirects_moved << " MOVED, "
+              << after.redirects_ask - before.redirects_ask << " ASK; " << check.writes << " writes\n";
+    EXPECT_EQ(0, check.overlaps.load()) << "a reader and a writer, or two writers, were inside together";
+    EXPECT_EQ(check.writes.load(), check.counter.load()) << "a write was lost";
+    EXPECT_EQ(0, errors.load()) << "last error " << err_name(last_error);
+    EXPECT_GT(after.cluster_retries, before.cluster_retries) << "the migration was never met";
+    EXPECT_EQ(0u, after.locks_lost - before.locks_lost);
+    /* The read taken before the migration was renewed through it, at the
+     * new owner, and is still this thread's to give back. */
+    EXPECT_GT(cluster->client(to).pttl(held_name), 0);
+    EXPECT_EQ(0, holder.release());
+    EXPECT_FALSE(cluster->client(to).exists(held_name));
+    EXPECT_RC(0, rrwlock_trywrlock(&fresh));
+    EXPECT_RC(0, rrwlock_unlock(&fresh));
+    for (auto &x : l) EXPECT_RC(0, rrwlock_destroy(&x));
+    EXPECT_RC(0, rrwlock_destroy(&held));
+    EXPECT_RC(0, rrwlock_destroy(&fresh));
+}
+
+/* A read hold and a write hold on a primary that restarts empty: each
+ * holder is told (the callback, by name), each unlock is EPERM, never 0;
+ * the other process's waiters get the locks meanwhile.  A restarted
+ * primary answers CLUSTERDOWN for 2 s more (it lets the cluster look at
+ * it before it serves): a 5 s lease outlives that outage, so the wipe
+ * must be found by a renewal, not by the lease running out. */
+TEST_F(ClusterTest, ReadAndWriteHoldsWipedByAPrimaryRestartedWithoutDataAreLostNotReleased)
+{
+    const std::string opts = "lease=5000&command_timeout=1000";
+    reconfigure(opts);
+    static std::atomic<int> lost{0};
+    static std::atomic<Clock::rep> last_told{0};
+    lost = 0;
+    ASSERT_RC(0, rmutex_set_lost_callback([](rmutex_t *m, const char *, void *) {
+        last_told = Clock::now().time_since_epoch().count();
+        if (!m) lost++;
+    }, nullptr));
+    std::string tag = "{" + name("rw-wiped") + "}";
+    std::string rname = tag + ":read", wname = tag + ":write";
+    int at = cluster->owner(cluster->slot(tag));
+    ASSERT_GE(at, 0);
+    rrwlock_t r, w;
+    ASSERT_RC(0, rrwlock_init(&r, rname.c_str(), nullptr));
+    ASSERT_RC(0, rrwlock_init(&w, wname.c_str(), nullptr));
+    ASSERT_RC(0, rrwlock_rdlock(&r));
+    ASSERT_RC(0, rrwlock_wrlock(&w));
+    std::vector<std::unique_ptr<Child>> waiters;
+    waiters.push_back(std::make_unique<Child>(std::vector<std::string>{"rw", rname, "w", "--hold-ms=100"},
+                                              cluster->url(opts)));
+    waiters.push_back(std::make_unique<Child>(std::vector<std::string>{"rw", wname, "r", "--hold-ms=100"},
+                                              cluster->url(opts)));
+    for (auto &c : waiters)
+        ASSERT_TRUE(wait_until([&] {
+            return !cluster->client(at).client_ids("rmutex:sub:" + std::to_string(c->pid())).empty();
+        }, ms(5000))) << "a waiter did not subscribe";
+    for (auto &c : waiters) ASSERT_FALSE(c->poll_line()) << "a waiter got a lock that was held";
+    cluster->nodes[at]->stop();
+    cluster->clients.resize(cluster->nodes.size());
+    cluster->clients[at].reset();
+    std::this_thread::sleep_for(ms(500)); /* the outage injected */
+    ASSERT_TRUE(cluster->nodes[at]->restart());
+    ASSERT_TRUE(wait_until([&] { return cluster->stable(); }, ms(30000)));
+    auto back = Clock::now(); /* serving again */
+    EXPECT_TRUE(wait_until([] { return lost.load() == 2; }, ms(3000))) << lost.load() << " of 2 told";
+    int64_t told = std::chrono::duration_cast<ms>(Clock::time_point(Clock::duration(last_told.load())) - back).count();
+    std::cerr << "[cluster] wiped read and write holds reported lost " << told
+              << " ms after the primary served again\n";
+    EXPECT_LE(told, scaled(ms(1500)).count());
+    for (auto &c : waiters) {
+        auto held = c->expect_line("held", ms(5000));
+        ASSERT_TRUE(held) << "a waiter did not get its lock after the wipe";
+        EXPECT_EQ("0", field(*held, "rc")) << *held;
+        EXPECT_TRUE(c->expect_line("unlocked rc=0", ms(3000)));
+    }
+    EXPECT_RC(EPERM, rrwlock_unlock(&r)) << "a wiped read unlocked as released";
+    EXPECT_RC(EPERM, rrwlock_unlock(&w)) << "a wiped write unlocked as released";
+    EXPECT_EQ(2, lost.load()) << "a loss was reported twice";
+    for (auto &c : waiters) c->wait(ms(5000));
+    EXPECT_RC(0, rrwlock_rdlock(&r)) << "usable again";
+    EXPECT_RC(0, rrwlock_unlock(&r));
+    rmutex_set_lost_callback(nullptr, nullptr);
+    EXPECT_RC(0, rrwlock_destroy(&r));
+    EXPECT_RC(0, rrwlock_destroy(&w));
 }
 
 /* ---- fork ---------------------------------------------------------------------- */

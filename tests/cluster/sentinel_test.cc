@@ -195,6 +195,24 @@ TEST_F(SentinelTest, LocksLiveOnThePrimaryTheSentinelsName)
     EXPECT_RC(0, rmutex_destroy(&m));
 }
 
+TEST_F(SentinelTest, ReadWriteLocksLiveOnThePrimaryTheSentinelsName)
+{
+    ASSERT_RC(0, rmutex_configure(set->url().c_str()));
+    std::string n = name("rw");
+    rrwlock_t l;
+    ASSERT_RC(0, rrwlock_init(&l, n.c_str(), nullptr));
+    Redis p("127.0.0.1", set->primary_port());
+    ASSERT_RC(0, rrwlock_rdlock(&l));
+    EXPECT_EQ("read", p.cmd({"HGET", n, "mode"}).str());
+    EXPECT_EQ(1, p.cmd({"ZCARD", "rmutex_rw_readers:{" + n + "}"}).integer());
+    EXPECT_RC(0, rrwlock_unlock(&l));
+    ASSERT_RC(0, rrwlock_wrlock(&l));
+    EXPECT_EQ("write", p.cmd({"HGET", n, "mode"}).str());
+    EXPECT_RC(0, rrwlock_unlock(&l));
+    EXPECT_FALSE(p.exists(n));
+    EXPECT_RC(0, rrwlock_destroy(&l));
+}
+
 TEST_F(SentinelTest, AnUnknownMasterNameAndNoSentinelReachableAreDifferentClearErrors)
 {
     ASSERT_RC(0, rmutex_configure(set->url("", "nosuchmaster").c_str()));
@@ -323,7 +341,10 @@ TEST_F(SentinelTest, AHoldWipedByAPrimaryRestartedWithoutDataIsLostNotReleased)
                           .cmd({ "INFO", "replication" }).str();
 }
 
-/* Last: it leaves the old primary a replica of the new one. */
+/* Last: it leaves the old primary a replica of the new one.  Mutexes and
+ * read-write locks alike: a read hold and a mutex hold survive, a writer
+ * queued behind the read follows the primary and is woken there by the
+ * read's release, and the stale old primary grants neither kind. */
 TEST_F(SentinelTest, ZKillingThePrimaryMovesEverythingToTheNewOneAndTheStaleOldOneGrantsNothing)
 {
     std::string url = set->url("lease=6000&replicas=auto&wait_timeout=500");
@@ -331,11 +352,30 @@ TEST_F(SentinelTest, ZKillingThePrimaryMovesEverythingToTheNewOneAndTheStaleOldO
     int old_port = set->primary_port();
     RedisServer *old = set->server_on(old_port);
     ASSERT_TRUE(old);
-    std::string held_name = name("held"), busy_name = name("busy");
+    std::string held_name = name("held"), busy_name = name("busy"), rw_name = name("rw");
     rmutex_t held, busy;
     init_mutex(&held, held_name);
     init_mutex(&busy, busy_name);
     ASSERT_RC(0, rmutex_lock(&held)); /* acknowledged by the replica (replicas=auto) */
+    rrwlock_t rd, wr;
+    ASSERT_RC(0, rrwlock_init(&rd, rw_name.c_str(), nullptr));
+    ASSERT_RC(0, rrwlock_init(&wr, rw_name.c_str(), nullptr));
+    std::atomic<bool> reading{false};
+    std::atomic<int> overlaps{0};
+    auto reader = std::make_unique<RwHolder>(&rd, false); /* acknowledged too */
+    ASSERT_EQ(0, reader->taken(ms(3000)));
+    reading = true;
+    Async writer([&] {
+        int r = rrwlock_wrlock(&wr);
+        if (r) return r;
+        if (reading) overlaps++;
+        return rrwlock_unlock(&wr);
+    });
+    ASSERT_TRUE(wait_until([&] {
+        Redis p("127.0.0.1", old_port);
+        return p.cmd({"ZCARD", "rmutex_rw_queue:{" + rw_name + "}"}).integer() == 1 &&
+               p.numsub("redisson_rwlock:{" + rw_name + "}") == 1;
+    }, ms(3000))) << "the writer did not queue and listen";
 
     Redis watch("127.0.0.1", set->sentinels[1]->port());
     ASSERT_TRUE(watch.cmd({"SUBSCRIBE", "+switch-master"}));
@@ -359,8 +399,39 @@ TEST_F(SentinelTest, ZKillingThePrimaryMovesEverythingToTheNewOneAndTheStaleOldO
     ASSERT_NE(old_port, new_port);
     Redis np("127.0.0.1", new_port);
     EXPECT_GT(np.pttl(held_name), 0) << "the acknowledged hold survived the failover";
+    EXPECT_TRUE(wait_until([&] { return np.numsub("redisson_rwlock:{" + rw_name + "}") == 1; }, ms(3000)))
+        << "the queued writer does not listen on the new primary";
     std::this_thread::sleep_for(ms(2500)); /* a renewal on the new primary */
     EXPECT_GT(np.pttl(held_name), 3000);
+    EXPECT_GT(np.pttl(rw_name), 3000) << "the read hold was not renewed on the new primary";
+    EXPECT_EQ("read", np.cmd({"HGET", rw_name, "mode"}).str());
+    EXPECT_FALSE(writer.done()) << "the writer got in beside the read";
+    /* New calls of both kinds go to the new primary. */
+    {
+        rrwlock_t other;
+        std::string other_name = name("rw-new");
+        ASSERT_RC(0, rrwlock_init(&other, other_name.c_str(), nullptr));
+        EXPECT_RC(0, rrwlock_tryrdlock(&other));
+        EXPECT_EQ("read", np.cmd({"HGET", other_name, "mode"}).str());
+        EXPECT_RC(0, rrwlock_unlock(&other));
+        EXPECT_RC(0, rrwlock_trywrlock(&other));
+        EXPECT_EQ("write", np.cmd({"HGET", other_name, "mode"}).str());
+        EXPECT_RC(0, rrwlock_unlock(&other));
+        EXPECT_RC(0, rrwlock_destroy(&other));
+    }
+    /* The read's release wakes the writer, on the new primary. */
+    uint64_t woken = stats().wakeups_pubsub;
+    reading = false;
+    auto t0 = Clock::now();
+    EXPECT_EQ(0, reader->release());
+    ASSERT_TRUE(writer.wait(ms(3000)));
+    EXPECT_EQ(0, writer.rc());
+    EXPECT_LT(std::chrono::duration_cast<ms>(writer.finished_at() - t0).count(), scaled(ms(500)).count());
+    EXPECT_GT(stats().wakeups_pubsub, woken) << "woken by a poll, not by the release's message";
+    EXPECT_EQ(0, overlaps.load());
+    reader.reset();
+    EXPECT_RC(0, rrwlock_destroy(&rd));
+    EXPECT_RC(0, rrwlock_destroy(&wr));
 
     /* The old primary comes back stale: a master, with no replica, for
      * ~10 s until Sentinel converts it.  A client pointed at it directly
@@ -384,6 +455,16 @@ TEST_F(SentinelTest, ZKillingThePrimaryMovesEverythingToTheNewOneAndTheStaleOldO
     Redis o("127.0.0.1", old_port);
     EXPECT_FALSE(o.exists(name("stale"))) << "the stale primary kept a grant";
     EXPECT_RC(0, rmutex_destroy(&direct));
+    rrwlock_t stale_rw;
+    ASSERT_RC(0, rrwlock_init(&stale_rw, name("stale-rw").c_str(), nullptr));
+    EXPECT_RC(RMUTEX_ENOREPLICAS, rrwlock_tryrdlock(&stale_rw)) << "the stale primary granted a read";
+    EXPECT_RC(RMUTEX_ENOREPLICAS, rrwlock_rdlock(&stale_rw));
+    EXPECT_RC(RMUTEX_ENOREPLICAS, rrwlock_trywrlock(&stale_rw)) << "the stale primary granted a write";
+    EXPECT_RC(RMUTEX_ENOREPLICAS, rrwlock_wrlock(&stale_rw));
+    EXPECT_RC(EPERM, rrwlock_unlock(&stale_rw)) << "a refused call left a hold";
+    EXPECT_FALSE(o.exists(name("stale-rw"))) << "the stale primary kept a grant";
+    EXPECT_FALSE(o.exists("rmutex_rw_readers:{" + name("stale-rw") + "}")) << "the stale primary kept a read";
+    EXPECT_RC(0, rrwlock_destroy(&stale_rw));
     ASSERT_RC(0, rmutex_shutdown());
     /* Through the sentinels, locks go to the new primary meanwhile.  (A
      * URL sets only the options it names: the floor is turned off here.) */

@@ -4,6 +4,8 @@
 
 #include <unistd.h>
 
+#include <atomic>
+#include <cerrno>
 #include <climits>
 #include <condition_variable>
 #include <cstdint>
@@ -131,6 +133,53 @@ int HolderThread::release()
     impl_->t.join();
     std::lock_guard<std::mutex> g(impl_->mu);
     return impl_->unlock_rc;
+}
+
+struct RwHolder::Impl {
+    rrwlock_t *l;
+    bool write;
+    std::atomic<int> got{INT32_MIN}, unlocked{INT32_MIN};
+    std::atomic<bool> go{false};
+    std::atomic<int64_t> at{0};
+    std::thread t;
+    void run()
+    {
+        int r = write ? rrwlock_wrlock(l) : rrwlock_rdlock(l);
+        at = Clock::now().time_since_epoch().count();
+        got = r;
+        while (!go) std::this_thread::sleep_for(ms(2));
+        unlocked = r == 0 || r == EOWNERDEAD ? rrwlock_unlock(l) : 0;
+    }
+};
+
+RwHolder::RwHolder(rrwlock_t *l, bool write) : impl_(new Impl)
+{
+    impl_->l = l;
+    impl_->write = write;
+    impl_->t = std::thread([i = impl_.get()] { i->run(); });
+}
+
+RwHolder::~RwHolder()
+{
+    release();
+    impl_->t.join();
+}
+
+int RwHolder::taken(ms bound)
+{
+    wait_until([&] { return impl_->got.load() != INT32_MIN; }, bound);
+    return impl_->got.load();
+}
+
+bool RwHolder::done() const { return impl_->got.load() != INT32_MIN; }
+
+Clock::time_point RwHolder::at() const { return Clock::time_point(Clock::duration(impl_->at.load())); }
+
+int RwHolder::release()
+{
+    impl_->go = true;
+    wait_until([&] { return impl_->unlocked.load() != INT32_MIN; }, ms(5000));
+    return impl_->unlocked.load();
 }
 
 } // namespace rmt

@@ -56,47 +56,7 @@ class RwLock : public RedisTest {
     }
 };
 
-/* A thread of this process that takes a lock for reading or writing and
- * holds it until release(), then unlocks it on its own thread. */
-class Holding {
-  public:
-    Holding(rrwlock_t *l, bool write) : l_(l), write_(write), t_([this] { run(); }) {}
-    ~Holding()
-    {
-        release();
-        t_.join();
-    }
-    /* take()'s answer once it came (INT32_MIN if not within bound). */
-    int taken(ms bound)
-    {
-        wait_until([&] { return got_.load() != INT32_MIN; }, bound);
-        return got_.load();
-    }
-    bool done() const { return got_.load() != INT32_MIN; }
-    Clock::time_point at() const { return at_; }
-    int release()
-    {
-        go_ = true;
-        wait_until([&] { return unlocked_.load() != INT32_MIN; }, ms(5000));
-        return unlocked_.load();
-    }
-
-  private:
-    void run()
-    {
-        int r = write_ ? rrwlock_wrlock(l_) : rrwlock_rdlock(l_);
-        at_ = Clock::now();
-        got_ = r;
-        while (!go_) std::this_thread::sleep_for(ms(2));
-        unlocked_ = r == 0 || r == EOWNERDEAD ? rrwlock_unlock(l_) : 0;
-    }
-    rrwlock_t *l_;
-    bool write_;
-    std::atomic<int> got_{INT32_MIN}, unlocked_{INT32_MIN};
-    std::atomic<bool> go_{false};
-    Clock::time_point at_;
-    std::thread t_;
-};
+using Holding = RwHolder; /* (harness/threads.h) */
 
 TEST_F(RwLock, ReadersShareAndAWriterIsAlone)
 {
