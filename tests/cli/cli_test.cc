@@ -1142,13 +1142,16 @@ TEST_F(Cli, WaitSeesALockFreeOrHeldWithoutTakingIt)
     auto t0 = Clock::now();
     EXPECT_EQ(1, exit_code({ "wait", "--held", "-w", "0.3", n }));
     EXPECT_GE(elapsed_ms(t0), 300);
-    auto h = cli({ "run", n, "--", "sleep", "1" });
+    /* Held for a scaled second: a loaded machine (an instrumented command
+     * starting slowly) must not see it released before it looks. */
+    const long hold_ms = scaled(ms(1000)).count();
+    auto h = cli({ "run", n, "--", "sleep", std::to_string(hold_ms / 1000.0) });
     EXPECT_EQ(0, exit_code({ "wait", "--held", "-w", "5", n }));
     EXPECT_EQ(5, exit_code({ "wait", "-w", "0.2", "-E", "5", n })) << "still held";
     t0 = Clock::now();
-    EXPECT_EQ(0, exit_code({ "wait", "-w", "10", n }));
-    EXPECT_LT(elapsed_ms(t0), scaled(ms(3000)).count());
-    h->wait(ms(5000));
+    EXPECT_EQ(0, exit_code({ "wait", "-w", "30", n }));
+    EXPECT_LT(elapsed_ms(t0), hold_ms + scaled(ms(2000)).count());
+    h->wait(scaled(ms(5000)));
     std::string counter = redis().cmd({ "GET", "redisson_lock_token:{" + n + "}" }).str();
     EXPECT_EQ(0, exit_code({ "wait", n }));
     EXPECT_EQ(counter, redis().cmd({ "GET", "redisson_lock_token:{" + n + "}" }).str())
