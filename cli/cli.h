@@ -82,7 +82,7 @@ void holder_name(const struct holder *h, char *buf, size_t size);
 /* The waiting line (progress.c): started while run waits, on a terminal
  * only (NULL otherwise); progress_stop() clears it (NULL: nothing). */
 struct progress;
-struct progress *progress_start(const char *name, int fair);
+struct progress *progress_start(const char *name, const char *queue);
 void progress_stop(struct progress *p);
 
 /* CLOCK_MONOTONIC now, in ns. */

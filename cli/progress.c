@@ -4,7 +4,8 @@
  * ------
  * While run waits on a terminal (stderr a tty, not -q), a thread rewrites
  * one line each second: whom it waits for, the lease the holder has left,
- * its place in a fair queue, how long it has waited.  The line is cleared
+ * its place in a fair mutex's or a read-write lock's queue, how long it
+ * has waited.  The line is cleared
  * when the wait ends.  The thread blocks every signal; it only reads
  * (rmutex_inspect).  Not a terminal: no thread, nothing printed (outages
  * are told apart, common.c). */
@@ -21,7 +22,7 @@
 
 struct progress {
     const char *name;
-    int fair;
+    const char *queue; /* "fair", "queue" (a read-write lock's) or NULL: no place shown */
     char owner[64];
     pthread_t t;
     pthread_mutex_t mu;
@@ -49,13 +50,13 @@ static void *progress_main(void *arg)
         int r = rmutex_inspect(p->name, &in, sizeof in);
         int64_t waited = (mono_ns() - p->since) / 1000000000;
         char place[64] = "";
-        if (!r && p->fair) {
+        if (!r && p->queue) {
             unsigned ahead = in.queue_len;
             for (unsigned i = 0; i < in.queue_shown; i++)
                 if (!strncmp(in.queue[i], p->owner, strlen(p->owner)) &&
                     in.queue[i][strlen(p->owner)] == '|')
                     ahead = i;
-            snprintf(place, sizeof place, "; %u ahead (fair)", ahead);
+            snprintf(place, sizeof place, "; %u ahead (%s)", ahead, p->queue);
         }
         if (r) fprintf(stderr, "\rrmutex: waiting for %s (Redis: %s) %02lld:%02lld\033[K", p->name,
                        rmutex_detail(), (long long)(waited / 60), (long long)(waited % 60));
@@ -78,13 +79,13 @@ static void *progress_main(void *arg)
     return NULL;
 }
 
-struct progress *progress_start(const char *name, int fair)
+struct progress *progress_start(const char *name, const char *queue)
 {
     if (g.quiet || !isatty(2)) return NULL;
     struct progress *p = calloc(1, sizeof *p);
     if (!p) return NULL;
     p->name = name;
-    p->fair = fair;
+    p->queue = queue;
     p->since = mono_ns();
     rmutex_owner_id(p->owner, sizeof p->owner);
     pthread_mutex_init(&p->mu, NULL);

@@ -311,6 +311,12 @@ static void env_free(char **env)
     free(env);
 }
 
+/* What the waiting line calls the queue the command waits in, if any. */
+static const char *queue_word(const struct run *o)
+{
+    return o->kind != MUTEX ? "queue" : o->fair ? "fair" : NULL;
+}
+
 /* Take the lock as o asks: 1 with it held, else 0 and *code the exit code
  * (which may be 0: -E 0). */
 static int acquire(const struct run *o, struct held *h, int *owner_died, int *code)
@@ -328,7 +334,7 @@ static int acquire(const struct run *o, struct held *h, int *owner_died, int *co
     } else if (o->has_timeout) {
         int64_t at = t0 + o->timeout_ns;
         struct timespec ts = { (time_t)(at / 1000000000), (long)(at % 1000000000) };
-        prog = progress_start(o->name, o->fair || o->kind != MUTEX);
+        prog = progress_start(o->name, queue_word(o));
         r = held_until(h, &ts);
         progress_stop(prog);
         if (r == ETIMEDOUT && !redis_down()) {
@@ -337,7 +343,7 @@ static int acquire(const struct run *o, struct held *h, int *owner_died, int *co
             return 0;
         }
     } else {
-        prog = progress_start(o->name, o->fair || o->kind != MUTEX);
+        prog = progress_start(o->name, queue_word(o));
         r = held_forever(h);
         progress_stop(prog);
     }

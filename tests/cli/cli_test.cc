@@ -1198,4 +1198,20 @@ TEST_F(Cli, WaitingOnATerminalRewritesOneLineEachSecondAndNothingOtherwise)
     h2->wait(ms(5000));
 }
 
+/* A writer waiting behind a reader: its place in the read-write lock's
+ * queue, called that (not a fair mutex's). */
+TEST_F(Cli, AWriterWaitingOnATerminalShowsItsPlaceInTheReadWriteLocksQueue)
+{
+    std::string n = lock_name();
+    auto h = cli({ "run", "-s", n, "--", "sleep", "3" });
+    ASSERT_TRUE(wait_until([&] { return redis().cmd({ "HGET", n, "mode" }).str() == "read"; }, ms(5000)))
+        << h->err();
+    std::string out = shell("RMUTEX_URL='" + url() + "' script -qfec '" + kCli + " run -x " + n +
+                            " -- echo got-it' /dev/null");
+    EXPECT_NE(std::string::npos, out.find("; 0 ahead (queue)")) << out;
+    EXPECT_EQ(std::string::npos, out.find("(fair)")) << out;
+    EXPECT_NE(std::string::npos, out.find("got-it")) << out;
+    h->wait(ms(5000));
+}
+
 } // namespace
