@@ -14,7 +14,9 @@
  * Semantics are glibc's where a program can see them: pthread_spin_lock
  * waits (it blocks instead of spinning: the wait is on Redis), trylock is
  * EBUSY when another thread holds it, a relock by the holder never returns
- * (glibc's spins forever; the local mutex is of type NORMAL), and every
+ * (glibc's spins forever; the local mutex is of type NORMAL); unlike
+ * glibc's, only the holder may unlock it (another thread's unlock is
+ * EPERM: the hold is the thread's, as every rmutex hold is), and every
  * Redis trouble is handled as for mutexes (policy.c): the lock waits, the
  * line is said, the program never runs unlocked.
  *
