@@ -34,7 +34,10 @@ class ClusterTest : public ::testing::Test {
     void SetUp() override
     {
         ASSERT_TRUE(cluster && !cluster->nodes.empty());
-        ASSERT_RC(0, rmutex_configure(cluster->url(options()).c_str()));
+        /* The poll named each time: a URL sets only the options it names,
+         * and settings outlive rmutex_shutdown (ClusterPubSub's 20 s poll
+         * would otherwise stay for every test after it). */
+        ASSERT_RC(0, rmutex_configure(cluster->url("poll=2000&" + options()).c_str()));
     }
     void TearDown() override
     {
