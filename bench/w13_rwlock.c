@@ -3,7 +3,7 @@
  *
  *   1. Uncontended pairs, one thread: rdlock+unlock and wrlock+unlock
  *      pairs/s beside the non-fair mutex's lock+unlock (W1's measurement),
- *      in turn within each repetition, after a raw hiredis EVALSHA loop;
+ *      2 s each per repetition, after a raw hiredis EVALSHA loop;
  *      round trips per pair (rmutex_stats) and the Redis time per pair
  *      (INFO commandstats: the EVALSHA time of the stretch / its pairs).
  *   2. Redis time per read pair while N other readers hold a read of the
@@ -14,8 +14,8 @@
  *      entries (one per process: the readers zset's member, the lock
  *      hash's anchor, a holds hash of one field per thread).  Their holds
  *      have a fixed lease (10 minutes) so that no renewal lands among the
- *      timed calls; the three crowds hold three names at once and the
- *      three measurements take turns within each repetition.  The EVALSHA
+ *      timed calls; the three crowds hold three names at once, 3 s of
+ *      pairs each per repetition.  The EVALSHA
  *      calls of each stretch are checked against 2 per pair (a stray
  *      call would be counted in).  The ratio 10 000 / 1 per repetition
  *      (target <= 2: cost flat in the readers).
@@ -34,7 +34,11 @@
  *      2-core machine -- 177 of 200 entries lapsed -- and none with 6000;
  *      10 000 threads of one process, or 200 of one, lost none.)
  *      Expected: one renewal per lease / 3 per name per process, whatever
- *      the number of its reading threads. */
+ *      the number of its reading threads.
+ * Parts 1 and 2 take their subjects in rounds (rounds(): five short
+ * stretches each, interleaved, the median of each): Redis time by
+ * commandstats is wall time inside Redis, and on a shared 2-core machine
+ * a burst of other load inflates whatever stretch it falls on. */
 #include "bench.h"
 #include "clock.h"
 #include "cmdstats.h"
@@ -95,6 +99,36 @@ static int stretch(redisContext *c, int kind, rmutex_t *m, rrwlock_t *l, double 
     return 0;
 }
 
+#define ROUNDS 5
+
+static double median_of(double *v, int n)
+{
+    sort_doubles(v, (size_t)n);
+    return quantile_sorted(v, (size_t)n, 0.5);
+}
+
+/* One repetition over n subjects (subject i: pairs of kind[i], on m or
+ * l[i]): ROUNDS rounds of a stretch of seconds / ROUNDS for each, the
+ * order turned by one every round, so that a burst of other load on the
+ * machine hits a stretch of each rather than all of one; per subject the
+ * median of its rounds, figure by figure.  0 or -1. */
+static int rounds(redisContext *c, int n, const int *kind, rmutex_t *m, rrwlock_t *const *l,
+                  double seconds, struct stretch *out)
+{
+    double v[4][8][ROUNDS];
+    for (int r = 0; r < ROUNDS; r++)
+        for (int j = 0; j < n; j++) {
+            int i = (j + r) % n;
+            struct stretch st;
+            if (stretch(c, kind[i], m, l[i], seconds / ROUNDS, &st)) return -1;
+            v[0][i][r] = st.rate, v[1][i][r] = st.trips, v[2][i][r] = st.redis_us, v[3][i][r] = st.stray;
+        }
+    for (int i = 0; i < n; i++)
+        out[i] = (struct stretch){ median_of(v[0][i], ROUNDS), median_of(v[1][i], ROUNDS),
+                                   median_of(v[2][i], ROUNDS), median_of(v[3][i], ROUNDS) };
+    return 0;
+}
+
 static double mutex_redis_us; /* the mutex pair's Redis time, for part 2's rows */
 
 static void pairs_part(void)
@@ -125,8 +159,9 @@ static void pairs_part(void)
     for (int i = 0; ok && i < opt.reps; i++) {
         double ev = limit_loop(c, (int)(seconds * lim.eval_rate), 1, NULL);
         struct stretch s[NKIND];
-        for (int k = 0; ok && k < NKIND; k++) ok = !stretch(c, k, &m, &l, seconds, &s[k]);
-        if (!ok) break;
+        static const int kinds[NKIND] = { MUTEX, READ, WRITE };
+        rrwlock_t *const ls[NKIND] = { NULL, &l, &l };
+        if (!(ok = !rounds(c, NKIND, kinds, &m, ls, seconds, s))) break;
         printf("  W13 pairs: EVALSHA loop %.0f/s;", ev);
         for (int k = 0; k < NKIND; k++) {
             sample_add(&rate[k], s[k].rate);
@@ -190,7 +225,7 @@ static void readers_part(void)
     memset(us, 0, sizeof us);
     memset(rate, 0, sizeof rate);
     memset(ratio, 0, sizeof ratio);
-    double seconds = opt.quick ? 0.5 : 1.5;
+    double seconds = opt.quick ? 1 : 3;
     char name[NCROWDS][128], note[NCROWDS][96];
     struct crowd *crowd[NCROWDS] = { 0 };
     rrwlock_t l[NCROWDS];
@@ -217,8 +252,9 @@ static void readers_part(void)
     }
     for (int i = 0; ok && i < opt.reps; i++) {
         struct stretch s[NCROWDS];
-        for (int k = 0; ok && k < NCROWDS; k++) ok = !stretch(c, READ, NULL, &l[k], seconds, &s[k]);
-        if (!ok) break;
+        static const int reads[NCROWDS] = { READ, READ, READ };
+        rrwlock_t *const ls[NCROWDS] = { &l[0], &l[1], &l[2] };
+        if (!(ok = !rounds(c, NCROWDS, reads, NULL, ls, seconds, s))) break;
         printf("  W13 readers:");
         for (int k = 0; k < NCROWDS; k++) {
             sample_add(&us[k], s[k].redis_us);
