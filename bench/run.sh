@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # run.sh -- the benchmark driver: builds rmutex-bench, runs every workload
-# (W1..W7) against a throw-away redis-server (or --url), prints the table,
-# writes CSV and a Markdown table, and draws the two charts with gnuplot.
+# (W1..W14; some of them with e.g. -- --only W13) against a throw-away
+# redis-server (or --url), prints the table, writes CSV and a Markdown
+# table, and draws the two charts with gnuplot.
 #
 #   bench/run.sh [--quick] [--long] [--csv FILE] [--url URL] [--build DIR]
 #                [--out DIR] [--charts DIR] [-- more rmutex-bench options]

@@ -76,7 +76,9 @@
 -- hold is its field, the hash's PEXPIRE its lease; its mark O outlives it
 -- by a lease, so the next taker learns that it died (robust: EOWNERDEAD).
 -- Every operation is O(log N) in the readers and waiters plus PURGE and
--- BATCH; nothing walks every reader.
+-- BATCH; nothing walks every reader.  Each command a call sends costs
+-- Redis time of its own (the pair is several times a mutex's): with no
+-- queue, a call asks nothing of Q, A and W but whether Q exists.
 -- Redisson's clients see mode and the fields: their readers share with
 -- ours, their writer waits for ours and ours for theirs; their releases
 -- publish on C, where this library listens too.  What they cannot see is
@@ -120,13 +122,13 @@ local function purge_readers()
   return #dead > 0
 end
 
--- Are Redisson's readers in the hash, alive?  Their fields are what is not
--- ours (mode, anchors, the writer's); one whose every timeout key has
--- lapsed is dead and goes (Redisson's own read unlock would do that,
+-- Are Redisson's readers in the hash, alive?  Asked only when no reader of
+-- ours (R empty) and no writer holds, so that every field but mode is
+-- Redisson's, or an anchor left behind.  A reader whose every timeout key
+-- has lapsed is dead and goes (Redisson's own read unlock would do that,
 -- were one of its readers left to unlock).  Only when such fields exist.
 local function foreign_readers()
-  local ours = 1 + redis.call('zcard', R) + (writer_holds() and 1 or 0)
-  if redis.call('hlen', L) <= ours then return false end
+  if redis.call('hlen', L) <= 1 then return false end
   local alive = false
   local tag = string.find(L, '{', 1, true) and L or ('{' .. L .. '}')
   for _, f in ipairs(redis.call('hkeys', L)) do
@@ -146,9 +148,12 @@ local function foreign_readers()
   return alive
 end
 
--- Dead waiters leave the queue.
+-- Dead waiters leave the queue.  has_queue: Q existed before (else
+-- nobody is queued, and the caller asks nothing of Q, A or W).
+local has_queue = false
 local function purge_waiters()
-  if redis.call('exists', Q) == 0 then return false end
+  has_queue = redis.call('exists', Q) == 1
+  if not has_queue then return false end
   local dead = redis.call('zrangebyscore', A, '-inf', clock(), 'limit', 0, PURGE)
   if #dead == 0 then return false end
   redis.call('zrem', A, unpack(dead))
@@ -222,9 +227,10 @@ if op == 'rdlock' then
   local purged = purge_waiters()
   purged = purge_readers() or purged
   local may = not writer_holds()
+  local mine -- the caller's ticket, when it is queued
+  if may and has_queue then mine = tonumber(redis.call('zscore', Q, member_r)) end
   if may and not flag('p') then
     local first = redis.call('zrange', W, 0, 0, 'withscores')
-    local mine = tonumber(redis.call('zscore', Q, member_r))
     may = not first[1] or (mine ~= nil and mine < tonumber(first[2]))
   end
   if not may then
@@ -239,7 +245,7 @@ if op == 'rdlock' then
   if redis.call('pttl', R) < 2 * lease then redis.call('pexpire', R, 2 * lease) end
   redis.call('set', P, '1', 'px', lease)
   if redis.call('pttl', L) < lease then redis.call('pexpire', L, lease) end
-  if unqueue(member_r) == 1 then wake() end -- the readers behind go with it
+  if mine and unqueue(member_r) == 1 then wake() end -- the readers behind go with it
   return {0, (dead and flag('r')) and 1 or 0}
 end
 
@@ -247,25 +253,30 @@ if op == 'wrlock' then
   if redis.call('hget', L, me .. ':write') == acq then return {0, 0} end
   local purged = purge_waiters()
   purged = purge_readers() or purged
-  local free = redis.call('exists', L) == 0 or (not writer_holds() and
+  local exists = redis.call('exists', L) == 1
+  local free = not exists or (not writer_holds() and
                redis.call('zcard', R) == 0 and not foreign_readers())
-  local first = redis.call('zrange', Q, 0, 0, 'withscores')
-  local mine = tonumber(redis.call('zscore', Q, member_w))
+  local first, mine = {}, nil
+  if has_queue then
+    first = redis.call('zrange', Q, 0, 0, 'withscores')
+    mine = tonumber(redis.call('zscore', Q, member_w))
+  end
   local ahead = first[1] ~= nil and first[1] ~= member_w and (mine == nil or tonumber(first[2]) < mine)
   if not free or ahead then
     if purged or redis.call('exists', L) == 0 then wake() end
     return busy(member_w, true)
   end
-  local dead = mark_died(redis.call('get', O))
-  redis.call('del', L)
+  local mark = redis.call('get', O)
+  local dead = mark_died(mark)
+  if exists then redis.call('del', L) end
   redis.call('hset', L, 'mode', 'write', me .. ':write', acq)
   redis.call('pexpire', L, lease)
   if flag('r') then
     redis.call('set', O, mark_make(me .. '|' .. acq, false, false), 'px', 2 * lease)
-  else
+  elseif mark then
     redis.call('del', O)
   end
-  unqueue(member_w)
+  if mine then unqueue(member_w) end
   return {0, (dead and flag('r')) and 1 or 0}
 end
 
