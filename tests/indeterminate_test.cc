@@ -514,4 +514,54 @@ TEST_F(IndeterminateRestart, AnUnlockWhoseReplyIsLostAndWhoseServerThenRestartsI
     rmutex_set_lost_callback(nullptr, nullptr);
 }
 
+/* A read unlock whose release waits on the server past its command
+ * timeout, while the process's other readers keep the read lease renewed:
+ * the read was good when the thread let go and still is, so the unlock is
+ * 0, not EPERM.  (W13 saw 32 false EPERMs of 10 000 threads unlocking at
+ * once: the known-good time was taken before the wait.) */
+class BusyReadUnlock : public Indeterminate {
+  protected:
+    BusyReadUnlock() { options_ = "lease=1500&command_timeout=2500"; }
+};
+
+TEST_F(BusyReadUnlock, AReadUnlockWaitingPastItsLeaseWhileAnotherThreadStillReadsIsNotALoss)
+{
+    std::string name = lock_name();
+    rrwlock_t l;
+    ASSERT_RC(0, rrwlock_init(&l, name.c_str(), nullptr));
+    std::atomic<int> in{ 0 }, stop{ 0 };
+    Async other([&] {
+        int r = rrwlock_rdlock(&l);
+        if (r) return r;
+        in = 1;
+        while (!stop) std::this_thread::sleep_for(ms(10));
+        return rrwlock_unlock(&l);
+    });
+    ASSERT_TRUE(wait_until([&] { return in.load() == 1; }, ms(5000)));
+    ASSERT_RC(0, rrwlock_rdlock(&l));
+    uint64_t lost = stats().locks_lost;
+    proxy_->stall_requests([](const Proxy::Args &a) { return Proxy::is_eval(a) && Proxy::mentions(a, "rdunlock"); });
+    auto t0 = Clock::now();
+    int rc = rrwlock_unlock(&l);
+    int64_t waited = std::chrono::duration_cast<ms>(Clock::now() - t0).count();
+    EXPECT_GE(waited, 2000) << "the release was not held up: this test tested nothing";
+    EXPECT_RC(0, rc) << "a read the other reader's renewals kept good, after " << waited << " ms";
+    EXPECT_EQ(lost, stats().locks_lost) << "reported lost";
+    proxy_->disarm();
+    /* The deferred release lands; the other reader still reads, then goes. */
+    auto reading_threads = [&] {
+        auto keys = redis().cmd({ "KEYS", "rmutex_rw_holds:{" + name + "}:*" });
+        if (!keys || keys->type != REDIS_REPLY_ARRAY || keys->elements != 1) return -1LL;
+        return redis().cmd({ "HLEN", keys->element[0]->str }).integer();
+    };
+    ASSERT_TRUE(wait_until([&] { return reading_threads() == 1; }, ms(5000)))
+        << "the deferred read release never landed: " << reading_threads();
+    stop = 1;
+    ASSERT_TRUE(other.wait(ms(5000)));
+    EXPECT_RC(0, other.rc());
+    ASSERT_RC(0, rrwlock_wrlock(&l)) << "a writer after both readers";
+    EXPECT_RC(0, rrwlock_unlock(&l));
+    EXPECT_RC(0, rrwlock_destroy(&l));
+}
+
 } // namespace

@@ -123,6 +123,7 @@ struct Proxy::Impl {
     bool close_all_requested = false;
     Pred reply_pred, request_pred;
     bool request_pred_stays = false; /* drop_requests(): until disarm() */
+    bool request_swallow = false;    /* stall_requests(): no close, no reply */
     std::function<void()> reply_hook;
     int dropped_replies = 0, dropped_requests = 0;
     std::string last_dropped;
@@ -204,6 +205,15 @@ void Proxy::drop_requests(Pred pred)
     std::lock_guard<std::mutex> g(impl_->mu);
     impl_->request_pred = std::move(pred);
     impl_->request_pred_stays = true;
+    impl_->request_swallow = false;
+}
+
+void Proxy::stall_requests(Pred pred)
+{
+    std::lock_guard<std::mutex> g(impl_->mu);
+    impl_->request_pred = std::move(pred);
+    impl_->request_pred_stays = true;
+    impl_->request_swallow = true;
 }
 
 void Proxy::disarm()
@@ -212,6 +222,7 @@ void Proxy::disarm()
     impl_->reply_pred = nullptr;
     impl_->reply_hook = nullptr;
     impl_->request_pred = nullptr;
+    impl_->request_swallow = false;
 }
 
 int Proxy::dropped_replies() const
@@ -288,6 +299,10 @@ bool Proxy::Impl::from_client(Conn &c)
                 if (!request_pred_stays)
                     request_pred = nullptr;
                 dropped_requests++;
+                if (request_swallow) { /* never answered; the connection stays */
+                    c.pending.erase(0, len);
+                    continue;
+                }
                 /* Whatever came before it in this read still goes through. */
                 if (!forward.empty())
                     send_all(c.server, forward.data(), forward.size());

@@ -13,7 +13,10 @@
  *     server never sees it).
  *
  * Each arming fires once, except drop_requests(): every matching request,
- * on any connection, until disarm() (Redis unreachable for those only).  One event-loop thread serves every connection.
+ * on any connection, until disarm() (Redis unreachable for those only), and
+ * stall_requests(): every matching request is swallowed, its connection
+ * left open, until disarm() (Redis silent for those only: the client waits
+ * for its command timeout).  One event-loop thread serves every connection.
  */
 #ifndef RMUTEX_TEST_PROXY_H
 #define RMUTEX_TEST_PROXY_H
@@ -41,6 +44,7 @@ class Proxy {
     void drop_reply_of_next(Pred pred, std::function<void()> on_drop = {});
     void drop_next_request(Pred pred);
     void drop_requests(Pred pred);
+    void stall_requests(Pred pred);
     void disarm();
 
     int dropped_replies() const;

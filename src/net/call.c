@@ -218,13 +218,26 @@ int rm_call_unlock(struct rm_endpoint *ep, int script, int nkeys, int argc,
                    const char *const *argv, const size_t *lens, rm_nsec deadline,
                    rm_nsec known_good)
 {
+    return rm_call_unlock_live(ep, script, nkeys, argc, argv, lens, deadline, known_good, NULL, NULL);
+}
+
+int rm_call_unlock_live(struct rm_endpoint *ep, int script, int nkeys, int argc,
+                        const char *const *argv, const size_t *lens, rm_nsec deadline,
+                        rm_nsec known_good, rm_nsec (*known_good_now)(void *), void *arg)
+{
     long long released = 0;
     int r = rm_call_release(ep, script, nkeys, argc, argv, lens, deadline, known_good, &released);
     if (r == RM_DEFERRED) {
         /* Redis did not answer in time.  A hold still known good is as
          * good as released: nobody can take it before the watchdog's
          * release lands or its lease runs out.  One past that may have
-         * been taken already. */
+         * been taken already.  (A lease the watchdog still renews for
+         * others -- a process's reads -- is asked again: it may have
+         * moved during the wait.) */
+        if (known_good_now) {
+            rm_nsec now_good = known_good_now(arg);
+            if (now_good > known_good) known_good = now_good;
+        }
         if (rm_clock_now() < known_good) return 0;
         rm_detail("%s could not be released (Redis did not answer) and its lease has run out: "
                   "the hold may have been lost", argv[0]);

@@ -79,4 +79,12 @@ int rm_call_unlock(struct rm_endpoint *ep, int script, int nkeys, int argc,
                    const char *const *argv, const size_t *lens, rm_nsec deadline,
                    rm_nsec known_good);
 
+/* The same, for a hold whose lease the watchdog may go on renewing while
+ * the release waits (a process's read lease, kept by its other readers):
+ * a deferred release asks known_good_now(arg) how long the hold is known
+ * good now, rather than trusting known_good from before the wait. */
+int rm_call_unlock_live(struct rm_endpoint *ep, int script, int nkeys, int argc,
+                        const char *const *argv, const size_t *lens, rm_nsec deadline,
+                        rm_nsec known_good, rm_nsec (*known_good_now)(void *), void *arg);
+
 #endif

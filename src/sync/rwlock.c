@@ -747,6 +747,18 @@ static int read_drop_locked(struct rm_rwname *ns, struct rm_rdhold *rd,
     return lost;
 }
 
+/* Until when the process's reads of ns are known good now: the watchdog
+ * renews them while other readers of the process hold (a read unlock's
+ * release that waited on a busy server asks this again). */
+static rm_nsec reads_known_good_now(void *arg)
+{
+    struct rm_rwname *ns = arg;
+    pthread_mutex_lock(&ns->mu);
+    rm_nsec v = ns->reads_wd ? rm_watchdog_valid_until(ns->reads_wd) : 0;
+    pthread_mutex_unlock(&ns->mu);
+    return v;
+}
+
 /* Send rdunlock / wrunlock for acquisition acq of the calling thread:
  * 0, EPERM (lost: reported) or an error. */
 static int release(struct rm_rwname *ns, struct rm_thread *self, int writer, uint64_t acq,
@@ -758,8 +770,8 @@ static int release(struct rm_rwname *ns, struct rm_thread *self, int writer, uin
     struct rw_req q;
     req_make(&q, ns, ep, writer ? "wrunlock" : "rdunlock", self->owner, self->owner_len, acq,
              0, "", 0, 0);
-    r = rm_call_unlock(ep, RM_SCRIPT_RWLOCK, NKEYS, NARGS, q.argv, q.lens, rm_call_deadline(),
-                       known_good);
+    r = rm_call_unlock_live(ep, RM_SCRIPT_RWLOCK, NKEYS, NARGS, q.argv, q.lens, rm_call_deadline(),
+                            known_good, writer ? NULL : reads_known_good_now, ns);
     rm_session_leave();
     return r == RM_E_GONE ? report_lost(ns) : r;
 }
