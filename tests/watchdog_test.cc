@@ -172,6 +172,39 @@ TEST_F(Watchdog, RenewsManyHoldsInFewScriptCalls)
         EXPECT_RC(0, rmutex_unlock(&mutexes[static_cast<size_t>(i)]));
 }
 
+/* After SCRIPT FLUSH the next renewal is answered NOSCRIPT and goes again
+ * as EVAL, which caches the script again: the renewals after it are
+ * EVALSHA once more, not the whole script body every time. */
+class WatchdogOwnServer : public RedisTest {
+  protected:
+    WatchdogOwnServer() : RedisTest(/*own_server=*/true, "lease=1000") {}
+    long long evals()
+    {
+        std::string info = redis().cmd({ "INFO", "commandstats" }).str();
+        auto at = info.find("cmdstat_eval:calls=");
+        return at == std::string::npos ? 0 : atoll(info.c_str() + at + 19);
+    }
+};
+
+TEST_F(WatchdogOwnServer, AfterAScriptFlushRenewalsGoBackToEvalsha)
+{
+    std::string name = lock_name();
+    rmutex_t m;
+    init_mutex(&m, name);
+    ASSERT_RC(0, rmutex_lock(&m));
+    ASSERT_TRUE(wait_until([] { return stats().renewals >= 1; }, ms(3000)));
+    ASSERT_FALSE(redis().cmd({ "SCRIPT", "FLUSH" }).is_error());
+    uint64_t loads = stats().script_loads;
+    ASSERT_TRUE(wait_until([&] { return stats().script_loads > loads; }, ms(3000))) << "no NOSCRIPT seen";
+    long long after_reload = evals();
+    uint64_t renewals = stats().renewals;
+    ASSERT_TRUE(wait_until([&] { return stats().renewals >= renewals + 6; }, ms(6000)));
+    /* At most the renewal's own EVAL and the registry announcement's, each
+     * answered NOSCRIPT once; sent as EVAL for good, it would be 6 or more. */
+    EXPECT_LE(evals() - after_reload, 2) << "renewals still sent as EVAL after the script was cached again";
+    EXPECT_RC(0, rmutex_unlock(&m));
+}
+
 TEST_F(Watchdog, StopsRenewingAtUnlock)
 {
     std::string name = lock_name();

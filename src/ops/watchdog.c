@@ -784,6 +784,10 @@ drop:
 static int apply(struct rm_watchdog_entry *e, int res, rm_nsec sent, rm_nsec now)
 {
     e->inflight = 0;
+    /* An answered EVAL has put the script in the server's cache again:
+     * the next call goes as EVALSHA (not the whole body for the entry's
+     * lifetime). */
+    if (res >= 0) e->use_eval = 0;
     if (e->kind == KIND_PERIODIC) {
         periodic_free_call(e);
         if (res == -2) {
