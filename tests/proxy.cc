@@ -2,6 +2,8 @@
  * small messages). */
 #include "proxy.h"
 
+#include <strings.h>
+
 #include <arpa/inet.h>
 #include <fcntl.h>
 #include <netinet/in.h>
@@ -108,6 +110,7 @@ struct Proxy::Impl {
         int client = -1, server = -1;
         std::string pending; /* client bytes not yet parsed into whole requests */
         bool doomed = false; /* close instead of forwarding the next reply */
+        std::string name;    /* what CLIENT SETNAME named it */
         std::function<void()> on_drop;
     };
 
@@ -124,6 +127,7 @@ struct Proxy::Impl {
     Pred reply_pred, request_pred;
     bool request_pred_stays = false; /* drop_requests(): until disarm() */
     bool request_swallow = false;    /* stall_requests(): no close, no reply */
+    std::string spared;              /* ... but not on connections named so */
     std::function<void()> reply_hook;
     int dropped_replies = 0, dropped_requests = 0;
     std::string last_dropped;
@@ -208,12 +212,13 @@ void Proxy::drop_requests(Pred pred)
     impl_->request_swallow = false;
 }
 
-void Proxy::stall_requests(Pred pred)
+void Proxy::stall_requests(Pred pred, const std::string &spared)
 {
     std::lock_guard<std::mutex> g(impl_->mu);
     impl_->request_pred = std::move(pred);
     impl_->request_pred_stays = true;
     impl_->request_swallow = true;
+    impl_->spared = spared;
 }
 
 void Proxy::disarm()
@@ -295,7 +300,11 @@ bool Proxy::Impl::from_client(Conn &c)
             std::lock_guard<std::mutex> g(mu);
             if (seen.size() < 100000)
                 seen.push_back(args);
-            if (request_pred && request_pred(args)) {
+            if (args.size() == 3 && strcasecmp(args[0].c_str(), "CLIENT") == 0 &&
+                strcasecmp(args[1].c_str(), "SETNAME") == 0)
+                c.name = args[2];
+            bool spare = request_swallow && !spared.empty() && c.name.compare(0, spared.size(), spared) == 0;
+            if (request_pred && !spare && request_pred(args)) {
                 if (!request_pred_stays)
                     request_pred = nullptr;
                 dropped_requests++;

@@ -16,7 +16,8 @@
  * on any connection, until disarm() (Redis unreachable for those only), and
  * stall_requests(): every matching request is swallowed, its connection
  * left open, until disarm() (Redis silent for those only: the client waits
- * for its command timeout).  One event-loop thread serves every connection.
+ * for its command timeout) -- except on the connections whose CLIENT
+ * SETNAME starts with spared (e.g. "rmutex:wd:", the watchdog's).  One event-loop thread serves every connection.
  */
 #ifndef RMUTEX_TEST_PROXY_H
 #define RMUTEX_TEST_PROXY_H
@@ -44,7 +45,7 @@ class Proxy {
     void drop_reply_of_next(Pred pred, std::function<void()> on_drop = {});
     void drop_next_request(Pred pred);
     void drop_requests(Pred pred);
-    void stall_requests(Pred pred);
+    void stall_requests(Pred pred, const std::string &spared = "");
     void disarm();
 
     int dropped_replies() const;
