@@ -283,6 +283,11 @@ end
 if op == 'rdunlock' then
   local held = redis.call('hget', H, tid)
   if not held or (acq ~= '0' and held ~= acq) then return 0 end
+  -- The process's reads lapsed (its lease passed, or the hash went with
+  -- its anchor: a stall longer than the lease): this read was lost, not
+  -- released -- the thread's entry goes all the same.
+  local lease_end = tonumber(redis.call('zscore', R, uuid))
+  local lost = not lease_end or lease_end <= clock() or redis.call('hexists', L, uuid .. ':r') == 0
   redis.call('hdel', H, tid)
   if redis.call('hlen', H) == 0 then
     redis.call('del', H, P)
@@ -295,6 +300,7 @@ if op == 'rdunlock' then
     redis.call(PUBLISH, C, '0')
     wake()
   end
+  if lost then return 0 end
   return 1
 end
 
