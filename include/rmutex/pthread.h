@@ -72,15 +72,17 @@
  * mutex, and the process prints one warning line on stderr.
  *
  * Condition variables are named by the same rule (where PTHREAD_COND_
- * INITIALIZER or pthread_cond_init is, or the symbol of a zero-filled one)
+ * INITIALIZER is; the symbol one lives in, zero-filled or initialized by
+ * pthread_cond_init; else pthread_cond_init's call site)
  * or explicitly: RMUTEX_PTHREAD_COND_INITIALIZER_NAMED("shop:nonempty"),
  * rmutex_pthread_cond_init_named(&c, attr, "shop:nonempty").  A wait
  * releases the mutex's name and its local mutex and takes both back (name
  * first); waiting while holding another mutex of the same name is EINVAL.
  *
  * Read-write locks: every pthread_rwlock_t becomes an rrwlock (rmutex.h),
- * named by the same rules (PTHREAD_RWLOCK_INITIALIZER's or
- * pthread_rwlock_init's call site, the symbol of a zero-filled one, or
+ * named by the same rules (PTHREAD_RWLOCK_INITIALIZER's call site; the
+ * symbol one lives in, zero-filled or initialized by pthread_rwlock_init;
+ * else pthread_rwlock_init's call site; or
  * RMUTEX_PTHREAD_RWLOCK_INITIALIZER_NAMED("shop:table"),
  * rmutex_pthread_rwlockattr_setname()); readers share it across every
  * process, a writer holds it alone.  Its kind is the program's: glibc's
