@@ -17,6 +17,7 @@
 
 #include <arpa/inet.h>
 #include <atomic>
+#include <cerrno>
 #include <netinet/in.h>
 #include <poll.h>
 #include <sys/socket.h>
@@ -97,18 +98,27 @@ class HoldingProxy {
             }
             for (size_t i = 0; i < pairs_.size(); i++) {
                 char buf[16384];
+                bool gone = false;
                 if (fds[1 + 2 * i].revents) { /* client -> server */
                     ssize_t n = read(pairs_[i].first, buf, sizeof buf);
-                    if (n > 0) (void)!write(pairs_[i].second, buf, n);
+                    if (n > 0) gone = send(pairs_[i].second, buf, n, MSG_NOSIGNAL) != n;
+                    else gone = n == 0 || errno != EINTR;
                 }
-                if (fds[2 + 2 * i].revents) { /* server -> client, maybe in part */
+                if (!gone && fds[2 + 2 * i].revents) { /* server -> client, maybe in part */
                     long allow = allow_;
                     size_t want = allow < 0 ? sizeof buf : std::min<size_t>(sizeof buf, allow);
                     ssize_t n = want ? read(pairs_[i].second, buf, want) : 0;
                     if (n > 0) {
-                        (void)!write(pairs_[i].first, buf, n);
+                        gone = send(pairs_[i].first, buf, n, MSG_NOSIGNAL) != n;
                         if (allow >= 0) allow_ = allow - n;
+                    } else if (want) {
+                        gone = n == 0 || errno != EINTR;
                     }
+                }
+                if (gone) { /* either side closed: close both, as a proxy does */
+                    close(pairs_[i].first), close(pairs_[i].second);
+                    pairs_.erase(pairs_.begin() + (long)i);
+                    break; /* fds no longer lines up with pairs_: poll again */
                 }
             }
         }
@@ -441,7 +451,14 @@ TEST_F(Tls, ARecordThatArrivesInPartEndsAtTheCallsDeadline)
     ASSERT_RC(0, rmutex_configure(url.c_str()));
     rmutex_t m;
     init_mutex(&m, name());
-    ASSERT_RC(0, rmutex_trylock(&m)); /* connected, through the proxy */
+    /* Connected, through the proxy.  The handshake shares the 500 ms
+     * command timeout, which a loaded machine can overrun: the first
+     * connection is tried again, as a caller would (it is not what this
+     * test is about). */
+    int r = EAGAIN;
+    for (auto until = Clock::now() + scaled(ms(10000)); r == EAGAIN && Clock::now() < until;)
+        r = rmutex_trylock(&m);
+    ASSERT_RC(0, r) << rmutex_detail();
     ASSERT_RC(0, rmutex_unlock(&m));
     proxy.hold(7); /* the next reply: a record header and two bytes of it */
     auto t0 = Clock::now();
