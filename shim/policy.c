@@ -66,15 +66,24 @@ void rm_policy_uses(int kinds)
         __atomic_fetch_or(&pol.kinds, kinds, __ATOMIC_RELAXED);
 }
 
-/* What waits, for the lines. */
+/* What waits, for the lines: "distributed mutexes", "distributed mutexes
+ * and read-write locks", "distributed mutexes, read-write locks and
+ * semaphores"... */
 static const char *waiting(void)
 {
-    switch (__atomic_load_n(&pol.kinds, __ATOMIC_RELAXED)) {
-    case RM_POLICY_MUTEXES: return "distributed mutexes";
-    case RM_POLICY_RWLOCKS: return "distributed read-write locks";
-    case RM_POLICY_MUTEXES | RM_POLICY_RWLOCKS: return "distributed mutexes and read-write locks";
-    default: return "distributed locks";
+    static const char *const kind[] = { "mutexes", "read-write locks", "semaphores", "barriers" };
+    static __thread char line[96];
+    int kinds = __atomic_load_n(&pol.kinds, __ATOMIC_RELAXED), n = 0, total = 0;
+    for (int k = kinds; k; k &= k - 1) total++;
+    if (!total) return "distributed locks";
+    size_t used = (size_t)snprintf(line, sizeof line, "distributed ");
+    for (int i = 0; i < 4; i++) {
+        if (!(kinds & 1 << i)) continue;
+        n++;
+        const char *sep = n == 1 ? "" : n == total ? " and " : ", ";
+        used += (size_t)snprintf(line + used, sizeof line - used, "%s%s", sep, kind[i]);
     }
+    return line;
 }
 
 /* fork(): a thread of the parent may have held the lock; the child's only
