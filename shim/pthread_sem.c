@@ -12,18 +12,14 @@
  * permits is wrong, not merely slower.  It stays process-local and the
  * process says so once; rmutex_pthread_sem_init_named names one.
  *
- * sem_open's names are explicit: "/jobs" is the rsem "jobs".  A process
- * gets one sem_t per name (glibc's rule: open twice, the same pointer;
- * each open needs a close), kept in a list here, made by rsem_open, which
- * asks Redis whether the name exists (O_CREAT, O_EXCL) as sem_open must.
- * The list's lock is never held across that round trip: two threads that
- * open one name at once each make one, and the second keeps the first's.
+ * sem_open's names are explicit: "/jobs" is the rsem "jobs" (semopen.c).
  *
  * POSIX's return convention: 0, or -1 with errno. */
 #define RMUTEX_PTHREAD_NO_MACROS
 #include <rmutex/pthread.h>
 
 #include "dsem.h"
+#include "semopen.h"
 #include "say.h"
 #include "symname.h"
 #include "take.h"
@@ -134,53 +130,11 @@ int rmutex_pthread_sem_getvalue(rmutex_pthread_sem_t *s, int *value)
     return fail(rm_ds_getvalue(&s->rm_sem_, value));
 }
 
-/* ---- sem_open ---- */
+/* ---- sem_open: semopen.c, the objects on the heap ---- */
 
-struct opened {
-    struct opened *next;
-    char *name;
-    rmutex_pthread_sem_t *sem;
-};
-
-static struct {
-    pthread_mutex_t mu;
-    struct opened *head;
-} opened = { .mu = PTHREAD_MUTEX_INITIALIZER };
-
-/* fork(): the child's only thread starts with the list's lock free. */
-static void fork_child(void) { pthread_mutex_init(&opened.mu, NULL); }
-
-__attribute__((constructor)) static void register_fork_handler(void)
-{
-    pthread_atfork(NULL, NULL, fork_child);
-}
-
-/* The rsem name of a sem_open name: without its leading slashes; 0 or
- * EINVAL (none left, or another slash), ENAMETOOLONG (glibc's limit). */
-static int bare_name(const char *name, const char **bare)
-{
-    if (!name) return EINVAL;
-    while (*name == '/') name++;
-    if (!*name || strchr(name, '/')) return EINVAL;
-    if (strlen(name) > NAME_MAX - 4) return ENAMETOOLONG; /* "sem.<name>" in /dev/shm */
-    *bare = name;
-    return 0;
-}
-
-/* The entry of name (with opened.mu). */
-static struct opened *find_locked(const char *name)
-{
-    struct opened *o = opened.head;
-    while (o && strcmp(o->name, name)) o = o->next;
-    return o;
-}
-
-/* name is open in this process: one more open of it. */
-static rmutex_pthread_sem_t *open_again_locked(struct opened *o)
-{
-    o->sem->rm_opened_++;
-    return o->sem;
-}
+static rmutex_pthread_sem_t *heap_alloc(void) { return calloc(1, sizeof(rmutex_pthread_sem_t)); }
+static void heap_release(rmutex_pthread_sem_t *s) { free(s); }
+static const struct rm_semopen_mem heap = { heap_alloc, heap_release };
 
 rmutex_pthread_sem_t *rmutex_pthread_sem_open(const char *name, int oflag, ...)
 {
@@ -192,76 +146,8 @@ rmutex_pthread_sem_t *rmutex_pthread_sem_open(const char *name, int oflag, ...)
         value = va_arg(ap, unsigned);
         va_end(ap);
     }
-    const char *bare;
-    int r = bare_name(name, &bare);
-    if (!r && (oflag & O_CREAT) && value > SEM_VALUE_MAX) r = EINVAL;
-    if (r) {
-        errno = r;
-        return NULL;
-    }
-    int excl = (oflag & (O_CREAT | O_EXCL)) == (O_CREAT | O_EXCL);
-    pthread_mutex_lock(&opened.mu);
-    struct opened *o = find_locked(bare);
-    rmutex_pthread_sem_t *s = o && !excl ? open_again_locked(o) : NULL;
-    pthread_mutex_unlock(&opened.mu);
-    if (s) return s;
-    if (o) { /* O_EXCL, and this process has it open: it exists */
-        errno = EEXIST;
-        return NULL;
-    }
-
-    struct opened *fresh = calloc(1, sizeof *fresh);
-    s = calloc(1, sizeof *s);
-    char *copy = strdup(bare);
-    if (!fresh || !s || !copy) {
-        free(fresh), free(s), free(copy);
-        errno = ENOMEM;
-        return NULL;
-    }
-    int flags = (oflag & O_CREAT ? RSEM_CREATE : 0) | (excl ? RSEM_EXCL : 0);
-    if ((r = rsem_open(&s->rm_sem_, bare, value, NULL, flags))) {
-        free(fresh), free(s), free(copy);
-        errno = r;
-        return NULL;
-    }
-    s->rm_opened_ = 1;
-
-    pthread_mutex_lock(&opened.mu);
-    if ((o = find_locked(bare))) { /* another thread opened it meanwhile */
-        rmutex_pthread_sem_t *theirs = open_again_locked(o);
-        pthread_mutex_unlock(&opened.mu);
-        rsem_destroy(&s->rm_sem_);
-        free(fresh), free(s), free(copy);
-        return theirs;
-    }
-    fresh->name = copy;
-    fresh->sem = s;
-    fresh->next = opened.head;
-    opened.head = fresh;
-    pthread_mutex_unlock(&opened.mu);
-    return s;
+    return rm_semopen(name, oflag, value, NULL, &heap);
 }
 
-int rmutex_pthread_sem_close(rmutex_pthread_sem_t *s)
-{
-    pthread_mutex_lock(&opened.mu);
-    struct opened **p = &opened.head;
-    while (*p && (*p)->sem != s) p = &(*p)->next;
-    struct opened *o = *p;
-    int last = o && --s->rm_opened_ == 0;
-    if (last) *p = o->next;
-    pthread_mutex_unlock(&opened.mu);
-    if (!o) return fail(EINVAL); /* not sem_open's */
-    if (!last) return 0;
-    int r = rsem_destroy(&s->rm_sem_);
-    free(o->name), free(o);
-    if (!r) free(s); /* else a thread still waits on it (POSIX: undefined): kept */
-    return fail(r);
-}
-
-int rmutex_pthread_sem_unlink(const char *name)
-{
-    const char *bare;
-    int r = bare_name(name, &bare);
-    return fail(r ? r : rsem_unlink(bare));
-}
+int rmutex_pthread_sem_close(rmutex_pthread_sem_t *s) { return fail(rm_semclose(s, &heap)); }
+int rmutex_pthread_sem_unlink(const char *name) { return fail(rm_semunlink(name)); }

@@ -16,9 +16,16 @@
  *   swapsem barrier N ROUNDS LOG two threads meet N members ROUNDS times;
  *                                "serial ROUND" from the serial thread
  *   swapsem once LOG             a named once ("ran PID") and a plain one
- *                                ("local PID") */
+ *                                ("local PID")
+ * Built with -DSWAPSEM_PLAIN it is shimsem: glibc's calls, for the shim. */
 #define _GNU_SOURCE
+#ifdef SWAPSEM_PLAIN /* shimsem: the same program with glibc's calls, for the preload shim */
+#include <pthread.h>
+#include <semaphore.h>
+#define RMUTEX_PTHREAD_ONCE_INIT_NAMED(name) PTHREAD_ONCE_INIT
+#else
 #include <rmutex/pthread.h>
+#endif
 
 #include <errno.h>
 #include <fcntl.h>
