@@ -111,8 +111,8 @@
  * stays glibc's and the process says so once on stderr, unless it is
  * named: rmutex_pthread_sem_init_named(&s, "shop:slots", value).  The
  * first process to use a name gives it its value; the others join it; the
- * value outlives the processes (sem_unlink, rsem_unlink or `rmutex
- * sem-unlink NAME` start it anew).  sem_open(name, ...) with a name
+ * value outlives the processes (sem_unlink or rsem_unlink start it
+ * anew).  sem_open(name, ...) with a name
  * ("/jobs") is the rsem of that name without its slash ("jobs"): O_CREAT,
  * O_EXCL (EEXIST), no O_CREAT (ENOENT) as POSIX says, one sem_t per name
  * in a process; sem_close and sem_unlink as POSIX's.  Permits a process
