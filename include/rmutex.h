@@ -789,6 +789,106 @@ RMUTEX_API int ronce(ronce_t *once, void (*routine)(void));
 RMUTEX_API int ronce_reset(const char *name);
 
 /* ------------------------------------------------------------------------
+ * Counting semaphores (rsem_t): POSIX's semaphore, across processes, with
+ * permits that come back when the process holding them dies.  Thread-safe.
+ *
+ * The value lives in Redis under the name (keys rmutex_sem:{NAME}...).  The
+ * first process that uses a name gives it its initial value; a process
+ * that initializes an existing name joins it, its value as it is (as
+ * sem_open without O_EXCL).  rsem_unlink removes it.
+ *
+ * Permits are leased to the process that took them: the watchdog renews
+ * one lease per name and process, whatever the number of its permits, and
+ * a process that dies (kill -9) gives its permits back within one lease;
+ * its waiters are woken then.  A post by a process that holds permits of
+ * the name gives one of them back; a post by a process that holds none
+ * adds a permit (any thread may post, as POSIX says).  So a semaphore that
+ * counts a resource (at most N jobs at once) is exact whoever dies; one
+ * used to signal between processes (one posts, another waits and never
+ * posts) should not reclaim: rsemattr_setreclaim(attr, 0), then taken
+ * permits are consumed, as POSIX's.
+ *
+ * Return codes: 0 or a positive errno:
+ *   EAGAIN     trywait forms: no permit free (or Redis unreachable)
+ *   ETIMEDOUT  timed forms: the time passed
+ *   EOVERFLOW  a post past RSEM_VALUE_MAX
+ *   EPERM      a post that gives back a permit this process's lease lost
+ *              (the server has given it back already: nothing is added)
+ *   EBUSY      destroy while a thread of the process waits on the handle
+ *   EINVAL, EACCES, ENOMEM, RMUTEX_ENOREPLICAS  as for mutexes
+ * ---------------------------------------------------------------------- */
+
+#define RSEM_VALUE_MAX 2147483647u
+
+/* A semaphore: caller-owned storage of a fixed size (64 bytes). */
+typedef struct rsem {
+    const char *rm_name_;  /* the static initializer's name */
+    unsigned rm_value_;    /* the static initializer's initial value */
+    int rm_flags_;
+    void *rm_state_;
+    void *rm_reserved_[5];
+} rsem_t;
+
+typedef struct rsemattr {
+    unsigned rm_magic_;
+    int rm_fair_;
+    unsigned long rm_lease_ms_;
+    int rm_reclaim_;
+    int rm_spare_;
+    unsigned long rm_reserved_[5];
+} rsemattr_t;
+
+/* static rsem_t jobs = RSEM_INITIALIZER("jobs", 4); */
+#define RSEM_INITIALIZER(name, value) { (name), (value), 0, 0, { 0, 0, 0, 0, 0 } }
+
+/* Attributes: fair (1: waiters are served in arrival order, and a waiter
+ * for n permits is not passed by later waiters for fewer; 0, the default:
+ * whoever asks when permits are free); a fixed lease of taken permits in ms
+ * (0, the default: renewed by the watchdog); reclaim (1, the default: a
+ * dead process's permits come back; 0: taken permits are consumed). */
+RMUTEX_API int rsemattr_init(rsemattr_t *attr);
+RMUTEX_API int rsemattr_destroy(rsemattr_t *attr);
+RMUTEX_API int rsemattr_setfair(rsemattr_t *attr, int fair);
+RMUTEX_API int rsemattr_getfair(const rsemattr_t *attr, int *fair);
+RMUTEX_API int rsemattr_setlease(rsemattr_t *attr, unsigned long lease_ms);
+RMUTEX_API int rsemattr_getlease(const rsemattr_t *attr, unsigned long *lease_ms);
+RMUTEX_API int rsemattr_setreclaim(rsemattr_t *attr, int reclaim);
+RMUTEX_API int rsemattr_getreclaim(const rsemattr_t *attr, int *reclaim);
+
+/* Initialize s as the semaphore called name (the rules of mutex names),
+ * with value permits if the name is new (value <= RSEM_VALUE_MAX, else
+ * EINVAL).  attr may be NULL.  No I/O. */
+RMUTEX_API int rsem_init(rsem_t *s, const char *name, unsigned value, const rsemattr_t *attr);
+
+/* Forget s in this process (EBUSY while a thread waits on it).  The
+ * permits the process holds stay held, and leased, until posted. */
+RMUTEX_API int rsem_destroy(rsem_t *s);
+
+/* Take one permit: as sem_wait, sem_trywait, sem_timedwait (an absolute
+ * CLOCK_REALTIME time) and sem_clockwait (CLOCK_REALTIME or
+ * CLOCK_MONOTONIC).  None times out when a permit is free at once. */
+RMUTEX_API int rsem_wait(rsem_t *s);
+RMUTEX_API int rsem_trywait(rsem_t *s);
+RMUTEX_API int rsem_timedwait(rsem_t *s, const struct timespec *abstime);
+RMUTEX_API int rsem_clockwait(rsem_t *s, clockid_t clock, const struct timespec *abstime);
+
+/* Take n permits at once (1 <= n <= RSEM_VALUE_MAX), all or none, before
+ * abstime on clock (abstime NULL: no limit; a past abstime: a try). */
+RMUTEX_API int rsem_wait_n(rsem_t *s, unsigned n, clockid_t clock, const struct timespec *abstime);
+
+/* Give one permit back (or add one), and wake a waiter: as sem_post. */
+RMUTEX_API int rsem_post(rsem_t *s);
+RMUTEX_API int rsem_post_n(rsem_t *s, unsigned n);
+
+/* The permits free now (after giving back those of dead processes). */
+RMUTEX_API int rsem_getvalue(rsem_t *s, int *value);
+
+/* Remove the semaphore called name from Redis (as sem_unlink): the next
+ * process that uses the name starts it anew.  ENOENT if there is none. */
+RMUTEX_API int rsem_unlink(const char *name);
+
+
+/* ------------------------------------------------------------------------
  * Process-wide settings.  Thread-safe.  After fork(): the child keeps the
  * parent's settings and opens its own connections.
  * ---------------------------------------------------------------------- */

@@ -39,6 +39,7 @@
 #include "endpoint.h"
 #include "registry.h"
 #include "rwlock.h"
+#include "sem.h"
 #include "session.h"
 #include "sub.h"
 #include "watchdog.h"
@@ -54,6 +55,7 @@ static void at_exit(struct rm_endpoint *ep)
     rm_cache_release_all(ep, deadline, 0);
     rm_mutex_release_all_at_exit(ep);
     rm_rwlock_release_all_at_exit(ep, deadline);
+    rm_sem_release_all_at_exit(ep, deadline);
 }
 
 static int busy(void) { return atomic_load(&rm_counters.held) != 0; }
@@ -77,6 +79,7 @@ static void fork_prepare(void)
     rm_session_atfork(-1);
     rm_mutex_atfork(-1);
     rm_rwlock_atfork(-1);
+    rm_sem_atfork(-1);
     rm_lock_atfork(-1);
     rm_watchdog_atfork(-1);
     struct rm_endpoint *ep = rm_session_endpoint();
@@ -89,6 +92,7 @@ static void fork_parent(void)
     if (ep) rm_endpoint_atfork(ep, 0);
     rm_watchdog_atfork(0);
     rm_lock_atfork(0);
+    rm_sem_atfork(0);
     rm_rwlock_atfork(0);
     rm_mutex_atfork(0);
     rm_session_atfork(0);
@@ -102,6 +106,7 @@ static void fork_child(void)
     if (ep) rm_endpoint_atfork(ep, 1);
     rm_watchdog_atfork(1);
     rm_lock_atfork(1);
+    rm_sem_atfork(1);
     rm_rwlock_atfork(1);
     rm_mutex_atfork(1);
     rm_stats_reset();

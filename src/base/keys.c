@@ -73,6 +73,12 @@ static const char *const rw_prefixes[] = {
 };
 #define NRW (sizeof rw_prefixes / sizeof rw_prefixes[0])
 
+static const char *const sem_prefixes[] = {
+    "rmutex_sem", "rmutex_sem_leases", "rmutex_sem_held", "rmutex_sem_queue", "rmutex_sem_alive",
+    "rmutex_sem_seq", "rmutex_sem_lost", "rmutex_sem_grant",
+};
+#define NSEM (sizeof sem_prefixes / sizeof sem_prefixes[0])
+
 /* Check name (what names it: "lock", "condition") and derive its keys:
  * out[0] the bare name, out[i + 1] "prefixes[i]:{name}" (or ":name" when
  * the name brings its own tag), all in one allocation, *buf. */
@@ -164,6 +170,23 @@ int rm_keys_rwlock(const char *name, struct rm_rw_keys *k)
     size_t len = strlen(name);
     k->tag_len = memchr(name, '{', len) ? len : len + 2;
     k->tagged = memchr(name, '{', len) != NULL;
+    return 0;
+}
+
+int rm_keys_sem(const char *name, struct rm_sem_keys *k)
+{
+    const char *out[NSEM + 1];
+    int r = derive("semaphore", name, sem_prefixes, NSEM, out, &k->buf, &k->slot);
+    if (r) return r;
+    k->name = out[0];
+    k->sem = out[1];
+    k->leases = out[2];
+    k->held = out[3];
+    k->queue = out[4];
+    k->alive = out[5];
+    k->seq = out[6];
+    k->lost = out[7];
+    k->grant = out[8];
     return 0;
 }
 
