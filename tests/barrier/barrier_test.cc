@@ -146,7 +146,8 @@ TEST_F(Barrier, SixMembersInThreeProcessesFiftyGenerationsOneSerialEachNobodyEar
                     for (int k = 0; k < kRounds && !failed; k++) {
                         std::string gen = prefix + std::to_string(k);
                         r->cmd({ "INCR", gen + ":arrived" });
-                        int rc = rbarrier_wait(&b);
+                        struct timespec t = abs_after(CLOCK_MONOTONIC, scaled(ms(10000)).count());
+                        int rc = rbarrier_clockwait(&b, CLOCK_MONOTONIC, &t);
                         if (!passed(rc)) {
                             failed = 20;
                             break;
@@ -274,7 +275,8 @@ TEST_F(Barrier, ClientKillStormCountsNobodyTwiceAndLosesNoWakeUp)
         ts.emplace_back([&] {
             for (int k = 0; k < kRounds && !failed; k++) {
                 arrived[k]++;
-                int rc = rbarrier_wait(&b);
+                struct timespec t = abs_after(CLOCK_MONOTONIC, scaled(ms(10000)).count());
+                int rc = rbarrier_clockwait(&b, CLOCK_MONOTONIC, &t);
                 if (!passed(rc)) {
                     failed = rc;
                     return;
