@@ -525,12 +525,14 @@ static int wait_common(rbarrier_t *b, struct rm_wait *w, int cancel_state)
                                   "#", 1) ? -1 : 1;
     long long v[3];
     r = call(bw->ns, bw->ep, bw->self, "arrive", bw->id, bw->id_len, w->deadline, v);
+    /* An arrival makes the process a participant (again: a forked child, a
+     * process reclaimed after a stall), whatever its answer: its lease is
+     * renewed from now on, and its last destroy leaves.  (Out of memory, it
+     * is not: the next wait tries again; arriving gave it one lease.) */
+    if (!r || r == ETIMEDOUT) keep_participating(bw->ns, bw->ep, bw->self);
     if (r == ETIMEDOUT) {
         r = withdraw(bw); /* it may have arrived: a lost reply */
     } else if (!r && v[0] == 1) {
-        /* (Out of memory, the lease is not renewed: the next wait tries
-         * again; arriving renewed it for one lease.) */
-        keep_participating(bw->ns, bw->ep, bw->self);
         pthread_cleanup_push(cancelled, bw);
         r = sleep_until_settled(bw, w, v, cancel_state);
         pthread_cleanup_pop(0);
