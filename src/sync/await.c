@@ -11,7 +11,11 @@
  * every message is a broadcast ("* ...": the multiplexer wakes every
  * waiter of the channel) and look again at the bound the script gave: the
  * earliest lease it saw, when that passes before the poll cap, so that a
- * death is seen within a lease of it, eagerly, whatever Redis publishes. */
+ * death is seen within a lease of it, eagerly, whatever Redis publishes.
+ * Only the process's first waiter of a name looks that often: its look
+ * reclaims for all, and the broadcast that follows wakes them all; the
+ * others look seldom (a last resort), so that a hundred waiters do not make
+ * a hundred looks a poll period. */
 #include "await.h"
 #include "call.h"
 #include "endpoint.h"
@@ -57,9 +61,9 @@ int rm_await_sleep(struct rm_endpoint *ep, int slot, struct rm_waiter *w, int *j
     return why;
 }
 
-rm_nsec rm_await_bound(long long ms, rm_nsec deadline)
+rm_nsec rm_await_bound(long long ms, struct rm_waiter *w, int joined, rm_nsec deadline)
 {
-    rm_nsec bound = RM_MSEC(RM_SETTING(poll_ms));
-    if (ms >= 0) bound = rm_clock_min(bound, RM_MSEC(ms) + RM_MSEC(5));
+    unsigned long rank = joined > 0 ? rm_sub_rank(w) : 0;
+    rm_nsec bound = rm_wait_queue_bound(rank, ms, RM_SETTING(waiter_lease_ms));
     return rm_clock_min(deadline, rm_clock_after(bound));
 }

@@ -31,9 +31,12 @@ int rm_await_call(struct rm_endpoint *ep, int script, int nkeys, int argc,
 int rm_await_sleep(struct rm_endpoint *ep, int slot, struct rm_waiter *w, int *joined,
                    rm_nsec until, int cancel_state);
 
-/* The time to sleep until: the poll cap from now, or ms (a lease the
- * script saw pass then; negative: none) and a little more when sooner,
- * deadline at the latest. */
-rm_nsec rm_await_bound(long long ms, rm_nsec deadline);
+/* The time to sleep until, deadline at the latest: for the process's
+ * first waiter on w's channel (or one that polls: joined <= 0), the poll
+ * cap, or sooner the moment ms from now (a lease the script saw pass then;
+ * negative: none); for the k-th after it, k + 1 poll periods -- the first
+ * one's look reclaims for every waiter, and its broadcast wakes them all
+ * (wait.c's rm_wait_queue_bound). */
+rm_nsec rm_await_bound(long long ms, struct rm_waiter *w, int joined, rm_nsec deadline);
 
 #endif

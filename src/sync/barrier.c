@@ -483,7 +483,7 @@ static int sleep_until_settled(struct waiting *bw, const struct rm_wait *w, long
 {
     int rc = 0;
     while (settle(bw, v, &rc)) {
-        rm_nsec until = rm_await_bound(v[2], w->deadline);
+        rm_nsec until = rm_await_bound(v[2], &bw->waiter, bw->joined, w->deadline);
         int why = rm_await_sleep(bw->ep, bw->ns->keys.slot, &bw->waiter, &bw->joined, until,
                                  cancel_state);
         if (why == RM_WAKE_MESSAGE && message_settles(bw, &rc)) return rc;

@@ -240,7 +240,8 @@ static int once_common(ronce_t *once, void (*routine)(void), int cancel_state)
             break;
         }
         rm_await_sleep(c->ep, c->keys.slot, &c->waiter, &c->joined,
-                       rm_await_bound(ms, RM_FOREVER), PTHREAD_CANCEL_DISABLE);
+                       rm_await_bound(ms, &c->waiter, c->joined, RM_FOREVER),
+                       PTHREAD_CANCEL_DISABLE);
     }
     call_end(c);
     return r;
