@@ -220,6 +220,11 @@ static void count_user(struct rm_barrier *h, int delta)
 static struct rm_bname *name_get(const char *name, unsigned count, unsigned long lease_ms,
                                  int *err)
 {
+    if (!name) { /* (the other bad names match no known one: the keys refuse them) */
+        rm_detail("the barrier name is NULL");
+        *err = EINVAL;
+        return NULL;
+    }
     pthread_mutex_lock(&reg.mu);
     for (struct rm_bname *n = reg.head; n; n = n->next)
         if (!strcmp(n->keys.name, name)) {

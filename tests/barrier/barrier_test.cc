@@ -22,7 +22,8 @@ using namespace rmt::barrier;
 TEST_F(Barrier, BadInputIsEinvalAndNothingIsLeftBehind)
 {
     std::string name = lock_name();
-    rbarrier_t b;
+    rbarrier_t b, live;
+    ASSERT_RC(0, init(&live, lock_name("live"), 2)); /* a name the process knows */
     EXPECT_RC(EINVAL, rbarrier_init(nullptr, name.c_str(), 2, nullptr));
     EXPECT_RC(EINVAL, rbarrier_init(&b, name.c_str(), 0, nullptr)) << "count 0";
     EXPECT_RC(EINVAL, rbarrier_init(&b, nullptr, 2, nullptr));
@@ -66,6 +67,7 @@ TEST_F(Barrier, BadInputIsEinvalAndNothingIsLeftBehind)
     EXPECT_RC(EINVAL, rbarrier_wait(&b)) << "a wait on a destroyed barrier";
     EXPECT_EQ(0, redis().cmd({ "ZCARD", parts_key(name) }).integer())
         << "destroy did not leave the participants";
+    EXPECT_RC(0, rbarrier_destroy(&live));
 }
 
 TEST_F(Barrier, AnotherCountIsEinvalAtInitInAnotherProcessAndAtTheWait)
