@@ -39,6 +39,9 @@
  * cancellation point (as a condition wait's): cancelled, the waiter
  * withdraws the same way from its cleanup handler.
  *
+ * rmutex_shutdown cancels the participant entries (the watchdog frees its
+ * entries); the next wait after a new start makes one again.
+ *
  * fork(): the child is not a participant until it waits (an arrival joins
  * its process again: a new uuid), and then gets an entry of its own; the
  * parent's handles work in it unchanged.  A process that exits without
@@ -46,6 +49,7 @@
  * generation is open then, it breaks.
  *
  * Lock order: the registry, then a name's mu; never across a round trip. */
+#include "barrier.h"
 #include "await.h"
 #include "barrierattr.h"
 #include "call.h"
@@ -77,8 +81,9 @@ struct rm_bname {
     unsigned count;
     unsigned long lease_ms;            /* the participant lease */
     pthread_mutex_t mu;                /* what follows; never held across a round trip */
-    struct rm_watchdog_entry *part;    /* the participant lease's entry, or NULL */
-    pid_t part_pid;                    /* the process it renews for */
+    pid_t part_pid;                    /* the process that participates, 0: none */
+    struct rm_watchdog_entry *part;    /* its lease's entry, or NULL (not yet, or
+                                          forgotten at a shutdown) */
 };
 
 /* A handle: one rbarrier_t. */
@@ -113,6 +118,18 @@ static void fork_child(void)
 __attribute__((constructor)) static void register_fork_handlers(void)
 {
     pthread_atfork(fork_prepare, fork_parent, fork_child);
+}
+
+void rm_barrier_shutdown(void)
+{
+    pthread_mutex_lock(&reg.mu);
+    for (struct rm_bname *ns = reg.head; ns; ns = ns->next) {
+        pthread_mutex_lock(&ns->mu);
+        if (ns->part && ns->part_pid == getpid()) rm_watchdog_cancel(ns->part);
+        ns->part = NULL;
+        pthread_mutex_unlock(&ns->mu);
+    }
+    pthread_mutex_unlock(&reg.mu);
 }
 
 static unsigned long lease_of(const struct rm_bname *ns)
@@ -184,7 +201,7 @@ static int keep_participating(struct rm_bname *ns, struct rm_endpoint *ep, struc
 {
     pthread_mutex_lock(&ns->mu);
     int r = 0;
-    if (!ns->part || ns->part_pid != getpid()) {
+    if (!ns->part || ns->part_pid != getpid()) { /* (a child's copy is not its own) */
         const char *colon = strrchr(self->owner, ':');
         ns->part = rm_watchdog_waiter(ep, ns->keys.parts, ns->keys.state, ns->keys.arrived, NULL,
                                       self->owner, (size_t)(colon - self->owner), lease_of(ns));
@@ -301,10 +318,10 @@ static void name_put(struct rm_bname *n)
     while (*p != n) p = &(*p)->next;
     *p = n->next;
     pthread_mutex_unlock(&reg.mu);
-    /* Only this process's own entry is cancelled: a forked child's copy of
-     * the parent's is not one. */
-    int mine = n->part && n->part_pid == getpid();
-    if (mine) rm_watchdog_cancel(n->part);
+    /* Only a process that participates leaves, and cancels only its own
+     * entry: a forked child's copy of the parent's is not one. */
+    int mine = n->part_pid == getpid();
+    if (mine && n->part) rm_watchdog_cancel(n->part);
     struct rm_endpoint *ep;
     if (mine && !rm_session_enter(&ep)) {
         long long ignored;

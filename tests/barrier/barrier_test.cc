@@ -360,6 +360,34 @@ TEST_F(Barrier, AForkedChildWaitsOnItsParentsHandleAndLeavesAtItsDestroy)
     close(go[1]);
 }
 
+/* rmutex_shutdown frees the watchdog's entries: a barrier still
+ * initialized must not keep its participant entry's pointer (its next
+ * wait or its destroy would use freed memory), and after a new
+ * rmutex_configure its lease is renewed again. */
+TEST_F(Barrier, ShutdownWithABarrierInitializedLeavesItUsable)
+{
+    std::string name = lock_name();
+    rbarrier_t b;
+    ASSERT_RC(0, init(&b, name, 2));
+    ASSERT_RC(0, rmutex_shutdown());
+    ASSERT_RC(0, rmutex_configure(url().c_str()));
+    Async other([&] { return rbarrier_wait(&b); });
+    int mine = rbarrier_wait(&b);
+    ASSERT_TRUE(other.wait(ms(3000)));
+    EXPECT_EQ(1, serials({ mine, other.rc() }));
+    auto score = [&] {
+        auto r = redis().cmd({ "ZRANGE", parts_key(name), "0", "0", "WITHSCORES" });
+        return r && r->type == REDIS_REPLY_ARRAY && r->elements == 2 ? std::stoll(r->element[1]->str)
+                                                                     : -1LL;
+    };
+    long long first = score();
+    ASSERT_GT(first, 0);
+    EXPECT_TRUE(wait_until([&] { return score() > first; }, ms(kLeaseMs)))
+        << "the participant lease is not renewed after the shutdown";
+    EXPECT_RC(0, rbarrier_destroy(&b));
+    EXPECT_EQ(0, redis().cmd({ "ZCARD", parts_key(name) }).integer());
+}
+
 struct SmallJob {
     rbarrier_t *b;
     int rc[3];
