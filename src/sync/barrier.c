@@ -48,7 +48,9 @@
  * rbarrier_destroy is a participant until its lease runs out: if a
  * generation is open then, it breaks.
  *
- * Lock order: the registry, then a name's mu; never across a round trip. */
+ * Lock order: the registry, then a name's mu; never across a round trip,
+ * and never while calling the watchdog (the fork handlers take its lock
+ * before the registry's). */
 #include "barrier.h"
 #include "await.h"
 #include "barrierattr.h"
@@ -122,14 +124,21 @@ __attribute__((constructor)) static void register_fork_handlers(void)
 
 void rm_barrier_shutdown(void)
 {
-    pthread_mutex_lock(&reg.mu);
-    for (struct rm_bname *ns = reg.head; ns; ns = ns->next) {
-        pthread_mutex_lock(&ns->mu);
-        if (ns->part && ns->part_pid == getpid()) rm_watchdog_cancel(ns->part);
-        ns->part = NULL;
-        pthread_mutex_unlock(&ns->mu);
+    /* One entry at a time, cancelled with no lock of ours held (the fork
+     * handlers take the watchdog's lock, then the registry's). */
+    for (;;) {
+        struct rm_watchdog_entry *e = NULL;
+        pthread_mutex_lock(&reg.mu);
+        for (struct rm_bname *ns = reg.head; ns && !e; ns = ns->next) {
+            pthread_mutex_lock(&ns->mu);
+            if (ns->part_pid == getpid()) e = ns->part;
+            ns->part = NULL;
+            pthread_mutex_unlock(&ns->mu);
+        }
+        pthread_mutex_unlock(&reg.mu);
+        if (!e) return;
+        rm_watchdog_cancel(e);
     }
-    pthread_mutex_unlock(&reg.mu);
 }
 
 static unsigned long lease_of(const struct rm_bname *ns)
@@ -196,23 +205,32 @@ static int call(struct rm_bname *ns, struct rm_endpoint *ep, struct rm_thread *s
 }
 
 /* The process's participant lease is renewed from now on (once per name
- * and process: a forked child makes its own).  0 or ENOMEM. */
+ * and process: a forked child makes its own).  0 or ENOMEM.  (The entry
+ * is made with no lock of ours held: the watchdog's lock is taken after
+ * ours nowhere.) */
 static int keep_participating(struct rm_bname *ns, struct rm_endpoint *ep, struct rm_thread *self)
 {
     pthread_mutex_lock(&ns->mu);
-    int r = 0;
-    if (!ns->part || ns->part_pid != getpid()) { /* (a child's copy is not its own) */
-        const char *colon = strrchr(self->owner, ':');
-        ns->part = rm_watchdog_waiter(ep, ns->keys.parts, ns->keys.state, ns->keys.arrived, NULL,
-                                      self->owner, (size_t)(colon - self->owner), lease_of(ns));
+    int need = !ns->part || ns->part_pid != getpid(); /* (a child's copy is not its own) */
+    pthread_mutex_unlock(&ns->mu);
+    if (!need) return 0;
+    const char *colon = strrchr(self->owner, ':');
+    struct rm_watchdog_entry *e = rm_watchdog_waiter(ep, ns->keys.parts, ns->keys.state,
+                                                     ns->keys.arrived, NULL, self->owner,
+                                                     (size_t)(colon - self->owner), lease_of(ns));
+    if (!e) {
+        rm_detail("out of memory");
+        return ENOMEM;
+    }
+    pthread_mutex_lock(&ns->mu);
+    int made = ns->part && ns->part_pid == getpid(); /* by another thread, meanwhile */
+    if (!made) {
+        ns->part = e;
         ns->part_pid = getpid();
-        if (!ns->part) {
-            rm_detail("out of memory");
-            r = ENOMEM;
-        }
     }
     pthread_mutex_unlock(&ns->mu);
-    return r;
+    if (made) rm_watchdog_cancel(e);
+    return 0;
 }
 
 /* ---- names and handles ---- */

@@ -19,7 +19,7 @@ struct Stage {
     std::string host, password, runs, finished;
     int port = 0;
     int work_ms = 0;
-    int pipe_fd = -1;       /* a byte written as the routine starts, if >= 0 */
+    std::atomic<int> pipe_fd{-1}; /* a byte written as the routine starts, if >= 0 */
     ronce_t *self = nullptr; /* the once the recursive routine calls again */
     std::atomic<int> inner{INT32_MIN};
 };
@@ -37,13 +37,23 @@ void routine()
     r.cmd({ "SET", stage.finished, "1" });
 }
 
-/* A routine that never finishes by itself: it blocks in a cancellation point. */
+/* A routine that never finishes by itself: it blocks in a cancellation
+ * point (a condition wait: ThreadSanitizer follows a cancellation there,
+ * not one in pause()). */
+pthread_mutex_t stuck_mu = PTHREAD_MUTEX_INITIALIZER;
+pthread_cond_t stuck_cv = PTHREAD_COND_INITIALIZER;
+void unlock_stuck(void *) { pthread_mutex_unlock(&stuck_mu); }
 void stuck_routine()
 {
-    Redis r(stage.host, stage.port, stage.password);
-    r.cmd({ "INCR", stage.runs });
+    {
+        Redis r(stage.host, stage.port, stage.password);
+        r.cmd({ "INCR", stage.runs });
+    }
     if (stage.pipe_fd >= 0) (void)!write(stage.pipe_fd, "s", 1);
-    for (;;) pause();
+    pthread_mutex_lock(&stuck_mu);
+    pthread_cleanup_push(unlock_stuck, nullptr);
+    for (;;) pthread_cond_wait(&stuck_cv, &stuck_mu);
+    pthread_cleanup_pop(1);
 }
 
 void recursive_routine() { stage.inner = ronce(stage.self, routine); }
@@ -160,6 +170,10 @@ static void *run_stuck(void *arg)
 
 TEST_F(Once, ACancelledRunnerGivesItsTurnUpAtOnce)
 {
+#ifdef RMT_ASAN
+    GTEST_SKIP() << "AddressSanitizer cannot follow pthread_cancel of a blocked thread "
+                    "(cond_test.cc says why); the other stages run this test";
+#endif
     int up[2];
     ASSERT_EQ(0, pipe(up));
     stage.pipe_fd = up[1];
