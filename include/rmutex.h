@@ -622,7 +622,9 @@ RMUTEX_API int rbarrierattr_getlease(const rbarrierattr_t *attr, unsigned long *
 
 /* Initialize b as the barrier called name for count members (count 0:
  * EINVAL).  Every process must give the same count: a different one is
- * EINVAL at its first wait.  Joins the participants (one round trip). */
+ * EINVAL here when live participants have another, else at its first
+ * wait.  Joins the participants (one round trip: EAGAIN when Redis does
+ * not answer it in time). */
 RMUTEX_API int rbarrier_init(rbarrier_t *b, const char *name, unsigned count,
                              const rbarrierattr_t *attr);
 
@@ -656,7 +658,8 @@ typedef struct ronce {
 
 /* Run routine unless it has run under once's name (or is running: then
  * wait until it has).  Returns 0 once it has run, here or anywhere;
- * EINVAL (NULL, a bad name), EACCES (refused), ENOMEM.  While Redis is
+ * EINVAL (NULL, a bad name), EDEADLK (called from inside its own routine:
+ * glibc's pthread_once deadlocks), EACCES (refused), ENOMEM.  While Redis is
  * unreachable the call waits, as rmutex_lock does.  A process that has
  * seen it done answers from once itself, with no round trip. */
 RMUTEX_API int ronce(ronce_t *once, void (*routine)(void));
