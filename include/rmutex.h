@@ -703,6 +703,92 @@ RMUTEX_API int rsem_hold_deadline(rsem_t *s, struct timespec *deadline);
  * process that uses the name starts it anew.  ENOENT if there is none. */
 RMUTEX_API int rsem_unlink(const char *name);
 
+/* ------------------------------------------------------------------------
+ * Barriers (rbarrier_t): pthread_barrier_t across processes, cyclic.
+ *
+ * count members (threads, in any processes) meet at rbarrier_wait; the
+ * last to arrive ends the generation: every member returns, exactly one
+ * of them RBARRIER_SERIAL_THREAD and the others 0, and the next
+ * generation starts.  A process that has initialized the barrier is one
+ * of its participants (its lease renewed by the watchdog) until it
+ * destroys it; when a participant process dies while a generation is open
+ * (or a waiting member's lease runs out), the generation is broken: every
+ * member waiting in it returns EOWNERDEAD within one lease, and the
+ * barrier starts a fresh generation.  A timed wait that gives up breaks
+ * its generation the same way (ETIMEDOUT for itself).
+ * ---------------------------------------------------------------------- */
+
+#define RBARRIER_SERIAL_THREAD (-1) /* PTHREAD_BARRIER_SERIAL_THREAD */
+
+typedef struct rbarrier {
+    const char *rm_name_;
+    unsigned rm_count_;
+    int rm_flags_;
+    void *rm_state_;
+    void *rm_reserved_[5];
+} rbarrier_t;
+
+typedef struct rbarrierattr {
+    unsigned rm_magic_;
+    int rm_spare_;
+    unsigned long rm_lease_ms_;
+    unsigned long rm_reserved_[6];
+} rbarrierattr_t;
+
+/* Attributes: the lease of a participant in ms (0, the default: the
+ * watchdog's). */
+RMUTEX_API int rbarrierattr_init(rbarrierattr_t *attr);
+RMUTEX_API int rbarrierattr_destroy(rbarrierattr_t *attr);
+RMUTEX_API int rbarrierattr_setlease(rbarrierattr_t *attr, unsigned long lease_ms);
+RMUTEX_API int rbarrierattr_getlease(const rbarrierattr_t *attr, unsigned long *lease_ms);
+
+/* Initialize b as the barrier called name for count members (count 0:
+ * EINVAL).  Every process must give the same count: a different one is
+ * EINVAL here when live participants have another, else at its first
+ * wait.  Joins the participants (one round trip: EAGAIN when Redis does
+ * not answer it in time). */
+RMUTEX_API int rbarrier_init(rbarrier_t *b, const char *name, unsigned count,
+                             const rbarrierattr_t *attr);
+
+/* Leave the participants and forget b: EBUSY while a thread waits on it. */
+RMUTEX_API int rbarrier_destroy(rbarrier_t *b);
+
+/* Wait for the generation to fill: 0 or RBARRIER_SERIAL_THREAD when it
+ * did; EOWNERDEAD when it was broken; ETIMEDOUT (timed form, an absolute
+ * time on clock: CLOCK_REALTIME or CLOCK_MONOTONIC). */
+RMUTEX_API int rbarrier_wait(rbarrier_t *b);
+RMUTEX_API int rbarrier_clockwait(rbarrier_t *b, clockid_t clock, const struct timespec *abstime);
+
+/* ------------------------------------------------------------------------
+ * Once (ronce_t): pthread_once across processes.  The routine runs once
+ * per name, in one thread of one process; callers in every process return
+ * after it has finished.  Its runner holds a lease while it runs (renewed
+ * by the watchdog): if the runner's process dies, or the thread is
+ * cancelled, another caller runs the routine.  Done stays done in Redis
+ * (key rmutex_once:{NAME}) until ronce_reset.
+ * ---------------------------------------------------------------------- */
+
+typedef struct ronce {
+    const char *rm_name_;
+    int rm_done_;          /* this process has seen it done */
+    int rm_spare_;
+    void *rm_reserved_[6];
+} ronce_t;
+
+/* static ronce_t schema = RONCE_INIT("schema"); */
+#define RONCE_INIT(name) { (name), 0, 0, { 0, 0, 0, 0, 0, 0 } }
+
+/* Run routine unless it has run under once's name (or is running: then
+ * wait until it has).  Returns 0 once it has run, here or anywhere;
+ * EINVAL (NULL, a bad name), EDEADLK (called from inside its own routine:
+ * glibc's pthread_once deadlocks), EACCES (refused), ENOMEM.  While Redis is
+ * unreachable the call waits, as rmutex_lock does.  A process that has
+ * seen it done answers from once itself, with no round trip. */
+RMUTEX_API int ronce(ronce_t *once, void (*routine)(void));
+
+/* Forget that the routine of name has run (it runs again at the next
+ * ronce of a process that has not seen it done).  ENOENT if it has not. */
+RMUTEX_API int ronce_reset(const char *name);
 
 /* ------------------------------------------------------------------------
  * Barriers (rbarrier_t): pthread_barrier_t across processes, cyclic.

@@ -5,8 +5,9 @@
  * three moments that concern every module at once:
  *
  * rmutex_shutdown(): refused while a call is in progress or a hold is
- * kept; else the caches nobody is inside are given back, the watchdog
- * stops, and the session destroys the endpoint.
+ * kept; else the caches nobody is inside are given back, the barriers'
+ * participant entries are forgotten (their next wait renews again), the
+ * watchdog stops, and the session destroys the endpoint.
  *
  * fork(): this file registers the pthread_atfork handlers, in a
  * constructor, so they exist before any state does.  prepare takes every
@@ -37,6 +38,7 @@
 #include "lock.h"
 #include "mutex.h"
 #include "endpoint.h"
+#include "barrier.h"
 #include "registry.h"
 #include "rwlock.h"
 #include "sem.h"
@@ -67,6 +69,7 @@ int rm_runtime_shutdown(void)
     if (!ep) return r;
     /* Caches nobody is inside (held is 0) are given back first. */
     rm_cache_release_all(ep, rm_call_deadline(), 1);
+    rm_barrier_shutdown();
     rm_watchdog_stop();
     rm_session_stop_end();
     return 0;

@@ -78,6 +78,15 @@ static const char *const sem_prefixes[] = {
     "rmutex_sem_seq", "rmutex_sem_lost", "rmutex_sem_grant",
 };
 #define NSEM (sizeof sem_prefixes / sizeof sem_prefixes[0])
+/* (The channel of a barrier, of a once, is its state key's name: another
+ * namespace.) */
+static const char *const barrier_prefixes[] = {
+    "rmutex_barrier", "rmutex_barrier_parts", "rmutex_barrier_arrivals",
+};
+#define NBARRIER (sizeof barrier_prefixes / sizeof barrier_prefixes[0])
+
+static const char *const once_prefixes[] = { "rmutex_once", "rmutex_once_run" };
+#define NONCE (sizeof once_prefixes / sizeof once_prefixes[0])
 
 /* Check name (what names it: "lock", "condition") and derive its keys:
  * out[0] the bare name, out[i + 1] "prefixes[i]:{name}" (or ":name" when
@@ -187,6 +196,29 @@ int rm_keys_sem(const char *name, struct rm_sem_keys *k)
     k->seq = out[6];
     k->lost = out[7];
     k->grant = out[8];
+    return 0;
+}
+
+int rm_keys_barrier(const char *name, struct rm_barrier_keys *k)
+{
+    const char *out[NBARRIER + 1];
+    int r = derive("barrier", name, barrier_prefixes, NBARRIER, out, &k->buf, &k->slot);
+    if (r) return r;
+    k->name = out[0];
+    k->state = k->channel = out[1];
+    k->parts = out[2];
+    k->arrived = out[3];
+    return 0;
+}
+
+int rm_keys_once(const char *name, struct rm_once_keys *k)
+{
+    const char *out[NONCE + 1];
+    int r = derive("once", name, once_prefixes, NONCE, out, &k->buf, &k->slot);
+    if (r) return r;
+    k->name = out[0];
+    k->done = k->channel = out[1];
+    k->run = out[2];
     return 0;
 }
 

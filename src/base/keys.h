@@ -88,4 +88,27 @@ int rm_keys_sem(const char *name, struct rm_sem_keys *k);
 size_t rm_keys_rw_process(const struct rm_rw_keys *k, const char *uuid, size_t uuid_len,
                           char *holds, char *timeout, size_t size);
 
+/* A barrier's keys (barrier.lua), by the same rules. */
+struct rm_barrier_keys {
+    const char *name;    /* the barrier's name */
+    const char *state;   /* rmutex_barrier:{NAME}: hash count, gen, the outcomes */
+    const char *parts;   /* rmutex_barrier_parts:{NAME}: zset process -> lease deadline */
+    const char *arrived; /* rmutex_barrier_arrivals:{NAME}: zset arrival -> generation */
+    const char *channel; /* rmutex_barrier:{NAME}: "* <generation> d|b" as one ends */
+    int slot;
+    char *buf;
+};
+int rm_keys_barrier(const char *name, struct rm_barrier_keys *k);
+
+/* A once's keys (once.lua), by the same rules. */
+struct rm_once_keys {
+    const char *name;    /* the once's name */
+    const char *done;    /* rmutex_once:{NAME}: "done", no TTL, once the routine ran */
+    const char *run;     /* rmutex_once_run:{NAME}: zset runner -> lease deadline */
+    const char *channel; /* rmutex_once:{NAME}: "* done", "* free" */
+    int slot;
+    char *buf;
+};
+int rm_keys_once(const char *name, struct rm_once_keys *k);
+
 #endif

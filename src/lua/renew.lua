@@ -10,7 +10,9 @@
 --       call TRYAGAIN.)
 --   'w' a queued waiter (fair lock: KEYS alive, queue, seq; condition
 --       variable: alive, wait, state); ARGV waiter, lease ms.  Its liveness
---       deadline moves to server time + lease while it is queued.
+--       deadline moves to server time + lease while it is queued.  Also a
+--       barrier's participant process (KEYS parts, state, arrivals; ARGV
+--       its uuid) and a once's runner (KEYS run three times).
 --   'v' a read-write lock's queued waiter: the same with a fourth key kept
 --       alive (KEYS alive, queue, seq, writers).
 --   'r' a process's read holds of a read-write lock (rwlock.lua): KEYS
