@@ -790,7 +790,6 @@ RMUTEX_API int ronce(ronce_t *once, void (*routine)(void));
  * ronce of a process that has not seen it done).  ENOENT if it has not. */
 RMUTEX_API int ronce_reset(const char *name);
 
-
 /* ------------------------------------------------------------------------
  * Process-wide settings.  Thread-safe.  After fork(): the child keeps the
  * parent's settings and opens its own connections.
