@@ -63,32 +63,36 @@ extern char **environ;
 
 enum { LOST_TERM, LOST_KILL, LOST_IGNORE };
 
-/* The lock: a mutex (the default), or a read-write lock taken shared (-s)
- * or exclusive (-x, -e). */
-enum { MUTEX, SHARED, EXCLUSIVE };
+/* The lock: a mutex (the default), a read-write lock taken shared (-s)
+ * or exclusive (-x, -e), or one permit of a semaphore (--permits N). */
+enum { MUTEX, SHARED, EXCLUSIVE, PERMIT };
 
 struct run {
     const char *name, *shell_cmd;
     char **cmd;
     int kind, nonblock, has_timeout, conflict, fair, robust, on_lost, help;
+    unsigned permits;
     int64_t timeout_ns, lease_ns, max_ns, grace_ns;
 };
 
-/* What is held: the mutex, or the read-write lock. */
+/* What is held: the mutex, the read-write lock, or a permit. */
 struct held {
     int kind;
     rmutex_t m;
     rrwlock_t rw;
+    rsem_t sem;
 };
 
 static int held_try(struct held *h)
 {
+    if (h->kind == PERMIT) return rsem_trywait(&h->sem);
     if (h->kind == MUTEX) return rmutex_trylock(&h->m);
     return h->kind == SHARED ? rrwlock_tryrdlock(&h->rw) : rrwlock_trywrlock(&h->rw);
 }
 
 static int held_until(struct held *h, const struct timespec *mono)
 {
+    if (h->kind == PERMIT) return rsem_clockwait(&h->sem, CLOCK_MONOTONIC, mono);
     if (h->kind == MUTEX) return rmutex_clocklock(&h->m, CLOCK_MONOTONIC, mono);
     return h->kind == SHARED ? rrwlock_clockrdlock(&h->rw, CLOCK_MONOTONIC, mono)
                              : rrwlock_clockwrlock(&h->rw, CLOCK_MONOTONIC, mono);
@@ -96,12 +100,14 @@ static int held_until(struct held *h, const struct timespec *mono)
 
 static int held_forever(struct held *h)
 {
+    if (h->kind == PERMIT) return rsem_wait(&h->sem);
     if (h->kind == MUTEX) return rmutex_lock(&h->m);
     return h->kind == SHARED ? rrwlock_rdlock(&h->rw) : rrwlock_wrlock(&h->rw);
 }
 
 static int held_unlock(struct held *h)
 {
+    if (h->kind == PERMIT) return rsem_post(&h->sem);
     return h->kind == MUTEX ? rmutex_unlock(&h->m) : rrwlock_unlock(&h->rw);
 }
 
@@ -109,10 +115,12 @@ static int held_unlock(struct held *h)
  * it is gone. */
 static int held_deadline(struct held *h, struct timespec *d)
 {
+    if (h->kind == PERMIT) return rsem_hold_deadline(&h->sem, d);
     return h->kind == MUTEX ? rmutex_hold_deadline(&h->m, d) : rrwlock_hold_deadline(&h->rw, d);
 }
 
-/* The fencing token: the mutex's or the writer's (a reader has none: 0). */
+/* The fencing token: the mutex's or the writer's (a reader or a permit
+ * has none: 0). */
 static void held_fence(struct held *h, uint64_t *token)
 {
     if (h->kind == MUTEX) rmutex_fence(&h->m, token);
@@ -151,6 +159,8 @@ static void usage(FILE *f)
           "                               other -s runs, excluded by a -x one\n"
           "  -x, -e, --exclusive          the write lock of the read-write lock NAME\n"
           "                               (without -s or -x: NAME is a mutex)\n"
+          "      --permits N              one of N permits of the semaphore NAME: at most N\n"
+          "                               runs at once (N: the semaphore's value when new)\n"
           "  -o, --close                  accepted for flock's sake\n"
           "DUR: seconds (1.5) or with a unit: 500ms, 30s, 2m, 1h.\n"
           "Exit: the command's status (128+N: killed by signal N); the -E code; 75 the lock was\n"
@@ -202,6 +212,14 @@ static int parse(int argc, char **argv, struct run *o)
             o->kind = EXCLUSIVE;
         } else if (!strcmp(a, "-s") || !strcmp(a, "--shared")) {
             o->kind = SHARED;
+        } else if (!strcmp(a, "--permits")) {
+            char *end;
+            long n = v ? strtol(v, &end, 10) : -1;
+            if (!v || *end || n < 1 || n > (long)RSEM_VALUE_MAX)
+                return usage_error("--permits takes a number of at least 1");
+            o->kind = PERMIT;
+            o->permits = (unsigned)n;
+            i++;
         } else if (!strcmp(a, "-o") || !strcmp(a, "--close")) {
             say("run: -o has no meaning without a lock file descriptor; ignored");
         } else if (!strcmp(a, "--fair")) {
@@ -244,8 +262,10 @@ static int parse(int argc, char **argv, struct run *o)
     if (!o->shell_cmd && i >= argc) return usage_error("no command to run");
     o->cmd = argv + i;
     if (o->has_timeout && o->timeout_ns == 0) o->nonblock = 1; /* flock: -w 0 is -n */
-    if (o->fair && o->kind != MUTEX)
-        return usage_error("--fair is for a mutex: a read-write lock serves in order already");
+    if (o->fair && (o->kind == SHARED || o->kind == EXCLUSIVE))
+        return usage_error("--fair is for a mutex or --permits: a read-write lock serves in order already");
+    if (o->robust && o->kind == PERMIT)
+        return usage_error("--robust is for locks: a dead run's permit simply comes back");
     return 0;
 }
 
@@ -314,6 +334,7 @@ static void env_free(char **env)
 /* What the waiting line calls the queue the command waits in, if any. */
 static const char *queue_word(const struct run *o)
 {
+    if (o->kind == PERMIT) return o->fair ? "fair" : NULL;
     return o->kind != MUTEX ? "queue" : o->fair ? "fair" : NULL;
 }
 
@@ -419,7 +440,13 @@ static int open_lock(const struct run *o, struct held *h)
     if (!o->nonblock) report_outages(); /* (-n: its one try says why it failed) */
 
     h->kind = o->kind;
-    if (o->kind != MUTEX) {
+    if (o->kind == PERMIT) {
+        rsemattr_t sa;
+        rsemattr_init(&sa);
+        rsemattr_setfair(&sa, o->fair);
+        r = rsem_init(&h->sem, o->name, o->permits, &sa);
+        rsemattr_destroy(&sa);
+    } else if (o->kind != MUTEX) {
         rrwlockattr_t ra;
         rrwlockattr_init(&ra);
         rrwlockattr_setrobust(&ra, o->robust ? RMUTEX_ROBUST : RMUTEX_STALLED);

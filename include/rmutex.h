@@ -580,7 +580,6 @@ RMUTEX_API int rrwlock_fence(rrwlock_t *l, uint64_t *token);
  * EPERM if the caller holds nothing of l or its lease was found lost;
  * EINVAL for NULL arguments. */
 RMUTEX_API int rrwlock_hold_deadline(rrwlock_t *l, struct timespec *deadline);
-
 /* ------------------------------------------------------------------------
  * Counting semaphores (rsem_t): POSIX's semaphore, across processes, with
  * permits that come back when the process holding them dies.  Thread-safe.
@@ -602,12 +601,14 @@ RMUTEX_API int rrwlock_hold_deadline(rrwlock_t *l, struct timespec *deadline);
  * permits are consumed, as POSIX's.
  *
  * Return codes: 0 or a positive errno:
- *   EAGAIN     trywait forms: no permit free (or Redis unreachable)
+ *   EBUSY      trywait forms: no permit free (as rmutex_trylock's EBUSY;
+ *              the POSIX wrappers say EAGAIN, as sem_trywait does); destroy
+ *              while a thread of the process waits on the handle
+ *   EAGAIN     trywait forms: Redis could not be reached
  *   ETIMEDOUT  timed forms: the time passed
  *   EOVERFLOW  a post past RSEM_VALUE_MAX
  *   EPERM      a post that gives back a permit this process's lease lost
  *              (the server has given it back already: nothing is added)
- *   EBUSY      destroy while a thread of the process waits on the handle
  *   EINVAL, EACCES, ENOMEM, RMUTEX_ENOREPLICAS  as for mutexes
  * ---------------------------------------------------------------------- */
 
@@ -653,6 +654,15 @@ RMUTEX_API int rsemattr_getreclaim(const rsemattr_t *attr, int *reclaim);
  * EINVAL).  attr may be NULL.  No I/O. */
 RMUTEX_API int rsem_init(rsem_t *s, const char *name, unsigned value, const rsemattr_t *attr);
 
+/* As rsem_init, then asks Redis at once, as sem_open does (one round
+ * trip): flags RSEM_CREATE make the semaphore with value permits if the
+ * name is new, RSEM_CREATE | RSEM_EXCL is EEXIST if it exists; without
+ * RSEM_CREATE, ENOENT if it does not.  Also EINVAL, EACCES, EAGAIN
+ * (Redis not reached), ENOMEM. */
+enum { RSEM_CREATE = 1, RSEM_EXCL = 2 };
+RMUTEX_API int rsem_open(rsem_t *s, const char *name, unsigned value, const rsemattr_t *attr,
+                         int flags);
+
 /* Forget s in this process (EBUSY while a thread waits on it).  The
  * permits the process holds stay held, and leased, until posted. */
 RMUTEX_API int rsem_destroy(rsem_t *s);
@@ -673,8 +683,21 @@ RMUTEX_API int rsem_wait_n(rsem_t *s, unsigned n, clockid_t clock, const struct 
 RMUTEX_API int rsem_post(rsem_t *s);
 RMUTEX_API int rsem_post_n(rsem_t *s, unsigned n);
 
+/* rsem_post from a signal handler: async-signal-safe (atomics and one
+ * write(2)); the library's own thread makes the post soon after, and
+ * before the process exits (exit() or a return from main).  0, or EINVAL
+ * (s was never used by a call of this library: its state is made by the
+ * first one). */
+RMUTEX_API int rsem_post_signal(rsem_t *s);
+
 /* The permits free now (after giving back those of dead processes). */
 RMUTEX_API int rsem_getvalue(rsem_t *s, int *value);
+
+/* As rmutex_hold_deadline, for the permits this process holds of s: until
+ * when its permit lease (one for all its permits of the name) is known
+ * good.  0; EPERM if the process holds none or its lease was found lost;
+ * EINVAL for NULL arguments. */
+RMUTEX_API int rsem_hold_deadline(rsem_t *s, struct timespec *deadline);
 
 /* Remove the semaphore called name from Redis (as sem_unlink): the next
  * process that uses the name starts it anew.  ENOENT if there is none. */

@@ -4,6 +4,7 @@
  *   section        = programs ":" entry *( "," entry )
  *   programs       = pattern *( "," pattern )
  *   entry          = [ object ":" ] symbol [ "=" lockname ] *( ";" option )
+ *                  | "/" sem-pattern *( ";" option )
  *   option         = "fair" | "robust" | "cache" | "lease=" milliseconds | "cond" | "rwlock"
  *
  * For example
@@ -16,7 +17,10 @@
  * starts with "worker" a lock named "jobs" with a fixed 60 s lease.
  * "cond" makes the symbol a pthread_cond_t shared through Redis, "rwlock"
  * a pthread_rwlock_t (readers share it across processes; only lease= goes
- * with it).
+ * with it).  An entry that starts with "/" is not a symbol but a pattern
+ * (fnmatch(3)) of sem_open names: "/jobs*" makes every semaphore the
+ * program opens by a name that matches it an rsem of that name without the
+ * slash; fair and lease= go with it.
  *
  * Programs: a pattern (fnmatch(3): *, ?, [...]) without a "/" is matched
  * against the base name of the executable (/proc/self/exe) and of argv[0];
@@ -179,12 +183,43 @@ static int parse_lease(struct span v, unsigned long *out)
 
 static char *dup_span(struct span s) { return strndup(s.p, s.n); }
 
+/* A sem_open pattern's entry: the pattern (no blank, no '='), then fair
+ * and lease=.  Returns as parse_entry. */
+static int parse_sem_entry(struct ctx *c, struct span ent, struct span pattern, struct span rest,
+                           struct rm_shim_entry *e)
+{
+    for (size_t i = 0; i < pattern.n; i++)
+        if (isspace((unsigned char)pattern.p[i]) || pattern.p[i] == '=' || pattern.p[i] == ':') {
+            report(c, "entry '%.*s': a sem_open pattern takes no lock name or object (the "
+                      "semaphore's name is its own, without the slash)", (int)ent.n, ent.p);
+            return 1;
+        }
+    e->sem = 1;
+    struct span opt;
+    while (next_piece(&rest, ';', &opt)) {
+        unsigned long lease;
+        if (eq(opt, "fair")) {
+            e->fair = 1;
+        } else if (opt.n > 6 && !memcmp(opt.p, "lease=", 6) &&
+                   !parse_lease(trim(opt.p + 6, opt.n - 6), &lease)) {
+            e->lease_ms = lease;
+        } else {
+            report(c, "entry '%.*s': a sem_open pattern takes fair and lease=MS only, not '%.*s'",
+                   (int)ent.n, ent.p, (int)opt.n, opt.p);
+            return 1;
+        }
+    }
+    e->symbol = dup_span(pattern);
+    return e->symbol ? 0 : -1;
+}
+
 /* Parse one entry into e.  Returns 0, 1 (reported error) or -1 (ENOMEM). */
 static int parse_entry(struct ctx *c, struct span ent, struct rm_shim_entry *e)
 {
     memset(e, 0, sizeof *e);
     struct span rest = ent, head;
-    next_piece(&rest, ';', &head); /* head: [object:]symbol[=name] */
+    next_piece(&rest, ';', &head); /* head: [object:]symbol[=name], or /pattern */
+    if (head.n && head.p[0] == '/') return parse_sem_entry(c, ent, head, rest, e);
     struct span sym = head, name = { NULL, 0 };
     const char *eqp = memchr(head.p, '=', head.n);
     if (eqp) {

@@ -15,6 +15,7 @@ struct rm_shim_entry {
     unsigned long lease_ms; /* ";lease=MS", 0: the watchdog-renewed default */
     int cond;               /* ";cond": a pthread_cond_t, made an rcond */
     int rwlock;             /* ";rwlock": a pthread_rwlock_t, made an rrwlock */
+    int sem;                /* "/pattern": sem_open names (symbol: the pattern; name: NULL) */
 };
 
 struct rm_shim_config {

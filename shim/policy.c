@@ -66,15 +66,24 @@ void rm_policy_uses(int kinds)
         __atomic_fetch_or(&pol.kinds, kinds, __ATOMIC_RELAXED);
 }
 
-/* What waits, for the lines. */
-static const char *waiting(void)
+/* What waits, for the lines: "distributed mutexes", "distributed mutexes
+ * and read-write locks", "distributed mutexes, read-write locks and
+ * semaphores"... */
+#define WAITING_MAX 96
+static const char *waiting(char line[WAITING_MAX])
 {
-    switch (__atomic_load_n(&pol.kinds, __ATOMIC_RELAXED)) {
-    case RM_POLICY_MUTEXES: return "distributed mutexes";
-    case RM_POLICY_RWLOCKS: return "distributed read-write locks";
-    case RM_POLICY_MUTEXES | RM_POLICY_RWLOCKS: return "distributed mutexes and read-write locks";
-    default: return "distributed locks";
+    static const char *const kind[] = { "mutexes", "read-write locks", "semaphores", "barriers" };
+    int kinds = __atomic_load_n(&pol.kinds, __ATOMIC_RELAXED), n = 0, total = 0;
+    for (int k = kinds; k; k &= k - 1) total++;
+    if (!total) return "distributed locks";
+    size_t used = (size_t)snprintf(line, WAITING_MAX, "distributed ");
+    for (int i = 0; i < 4; i++) {
+        if (!(kinds & 1 << i)) continue;
+        n++;
+        const char *sep = n == 1 ? "" : n == total ? " and " : ", ";
+        used += (size_t)snprintf(line + used, WAITING_MAX - used, "%s%s", sep, kind[i]);
     }
+    return line;
 }
 
 /* fork(): a thread of the parent may have held the lock; the child's only
@@ -100,16 +109,18 @@ static void read_env_locked(void)
 
 void rm_policy_answered(void)
 {
+    char what[WAITING_MAX];
     if (!__atomic_load_n(&pol.down, __ATOMIC_RELAXED)) return;
     pthread_mutex_lock(&pol.mu);
     int say = __atomic_exchange_n(&pol.down, 0, __ATOMIC_RELAXED) && pol.down_said;
     pol.down_said = 0;
     pthread_mutex_unlock(&pol.mu);
-    if (say) rm_say("Redis answers again: %s no longer wait", waiting());
+    if (say) rm_say("Redis answers again: %s no longer wait", waiting(what));
 }
 
 void rm_policy_outage(const char *detail)
 {
+    char what[WAITING_MAX];
     pthread_mutex_lock(&pol.mu);
     read_env_locked();
     int say = 0;
@@ -123,7 +134,7 @@ void rm_policy_outage(const char *detail)
     pthread_mutex_unlock(&pol.mu);
     if (say)
         rm_say("Redis is unreachable (%s); %s wait until it answers again",
-               detail && *detail ? detail : "no detail", waiting());
+               detail && *detail ? detail : "no detail", waiting(what));
 }
 
 static uint64_t hash_of(int code, const char *s)
@@ -135,6 +146,7 @@ static uint64_t hash_of(int code, const char *s)
 
 void rm_policy_error(int code, const char *detail)
 {
+    char what[WAITING_MAX];
     if (!detail || !*detail) detail = "no detail";
     uint64_t h = hash_of(code, detail);
     pthread_mutex_lock(&pol.mu);
@@ -156,5 +168,5 @@ void rm_policy_error(int code, const char *detail)
         abort();
     }
     rm_say("cannot use Redis: %s (%s); %s wait, asking again, until that is fixed "
-           "(RMUTEX_ON_ERROR=abort ends the program instead)", detail, name, waiting());
+           "(RMUTEX_ON_ERROR=abort ends the program instead)", detail, name, waiting(what));
 }

@@ -7,7 +7,7 @@
  * name ("distributed mutexes wait", "distributed read-write locks wait",
  * both): each acquisition tells its own (take.c), the shim what it lists.
  * Cheap once told (one atomic load). */
-enum { RM_POLICY_MUTEXES = 1, RM_POLICY_RWLOCKS = 2 };
+enum { RM_POLICY_MUTEXES = 1, RM_POLICY_RWLOCKS = 2, RM_POLICY_SEMAPHORES = 4, RM_POLICY_BARRIERS = 8 };
 void rm_policy_uses(int kinds);
 
 /* Redis answered (a name was taken, or found held elsewhere): an outage

@@ -16,7 +16,8 @@
 #include "shim.h"
 
 #include <errno.h>
-
+#include <fcntl.h>
+#include <stdarg.h>
 #include <time.h>
 
 #define EXPORT __attribute__((visibility("default")))
@@ -190,4 +191,64 @@ EXPORT int pthread_rwlock_unlock(pthread_rwlock_t *l)
     struct rm_shim_rwlock *sl = rm_shim_find_rwlock(l);
     if (__builtin_expect(!sl, 1)) return RM_REAL(rw.unlock)(l);
     return rm_drw_unlock(&sl->rw);
+}
+
+/* ---- semaphores: one opened by a listed name is an rsem (semlisted.c) ---- */
+
+EXPORT sem_t *sem_open(const char *name, int oflag, ...)
+{
+    unsigned mode = 0, value = 0;
+    if (oflag & O_CREAT) {
+        va_list ap;
+        va_start(ap, oflag);
+        mode = va_arg(ap, unsigned); /* mode_t, promoted */
+        value = va_arg(ap, unsigned);
+        va_end(ap);
+    }
+    return rm_shim_sem_open(name, oflag, mode, value);
+}
+
+EXPORT int sem_close(sem_t *s)
+{
+    return rm_shim_is_sem(s) ? rm_shim_sem_close(s) : rm_shim_sem_real_close(s);
+}
+
+EXPORT int sem_unlink(const char *name) { return rm_shim_sem_unlink(name); }
+
+EXPORT int sem_wait(sem_t *s)
+{
+    return (rm_shim_is_sem(s) ? rm_shim_sem_wait : rm_shim_sem_real_wait)(s, RM_DM_FOREVER,
+                                                                         CLOCK_REALTIME, NULL);
+}
+
+EXPORT int sem_trywait(sem_t *s)
+{
+    return (rm_shim_is_sem(s) ? rm_shim_sem_wait : rm_shim_sem_real_wait)(s, RM_DM_TRY,
+                                                                         CLOCK_REALTIME, NULL);
+}
+
+EXPORT int sem_timedwait(sem_t *s, const struct timespec *t)
+{
+    return (rm_shim_is_sem(s) ? rm_shim_sem_wait : rm_shim_sem_real_wait)(s, RM_DM_TIMED,
+                                                                         CLOCK_REALTIME, t);
+}
+
+EXPORT int sem_clockwait(sem_t *s, clockid_t c, const struct timespec *t)
+{
+    if (!rm_shim_is_sem(s)) return rm_shim_sem_real_wait(s, RM_DM_TIMED, c, t);
+    if (c != CLOCK_REALTIME && c != CLOCK_MONOTONIC) {
+        errno = EINVAL;
+        return -1;
+    }
+    return rm_shim_sem_wait(s, RM_DM_TIMED, c, t);
+}
+
+EXPORT int sem_post(sem_t *s)
+{
+    return rm_shim_is_sem(s) ? rm_shim_sem_post(s) : rm_shim_sem_real_post(s);
+}
+
+EXPORT int sem_getvalue(sem_t *s, int *v)
+{
+    return rm_shim_is_sem(s) ? rm_shim_sem_getvalue(s, v) : rm_shim_sem_real_getvalue(s, v);
 }

@@ -156,8 +156,15 @@ __attribute__((constructor)) static void rm_shim_start(void)
     struct rm_shim_mutex **v = cfg.n ? calloc(cfg.n, sizeof *v) : NULL;
     struct rm_shim_cond **cv = cfg.n ? calloc(cfg.n, sizeof *cv) : NULL;
     struct rm_shim_rwlock **rv = cfg.n ? calloc(cfg.n, sizeof *rv) : NULL;
-    size_t used = 0, conds = 0, rws = 0;
-    for (size_t i = 0; v && cv && rv && i < cfg.n; i++) {
+    struct rm_shim_sempattern *sv = cfg.n ? calloc(cfg.n, sizeof *sv) : NULL;
+    size_t used = 0, conds = 0, rws = 0, sems = 0;
+    for (size_t i = 0; v && cv && rv && sv && i < cfg.n; i++) {
+        if (cfg.v[i].sem) { /* a sem_open pattern: the names are the program's own */
+            sv[sems] = (struct rm_shim_sempattern){ cfg.v[i].symbol, cfg.v[i].fair, cfg.v[i].lease_ms };
+            cfg.v[i].symbol = NULL;
+            sems++;
+            continue;
+        }
         if (cfg.v[i].rwlock) {
             struct rm_shim_rwlock *sl = set_up_rwlock(&cfg.v[i]);
             if (sl) rv[rws++] = sl;
@@ -184,23 +191,33 @@ __attribute__((constructor)) static void rm_shim_start(void)
         }
         v[used++] = sm;
     }
-    if (cfg.n && (!v || !cv || !rv))
+    if (cfg.n && (!v || !cv || !rv || !sv))
         rm_say("out of memory reading RMUTEX_PRELOAD; no mutex is distributed");
     rm_shim_config_free(&cfg);
-    if (used || rws) {
+    if (used || rws || sems) {
         rmutex_set_lost_callback(rm_shim_lost_callback, NULL);
         /* Outages found by any of the library's threads, also those that
          * begin while a fair lock waits (which is not cut into slices). */
         rmutex_set_outage_callback(outage_from_library, NULL);
     }
-    rm_policy_uses((used || conds ? RM_POLICY_MUTEXES : 0) | (rws ? RM_POLICY_RWLOCKS : 0));
-    if (used || conds || rws) {
+    rm_policy_uses((used || conds ? RM_POLICY_MUTEXES : 0) | (rws ? RM_POLICY_RWLOCKS : 0) |
+                   (sems ? RM_POLICY_SEMAPHORES : 0));
+    if (used || conds || rws || sems) {
         /* RMUTEX_URL is read now, so that a bad one is said at start (and,
          * with RMUTEX_ON_ERROR=abort, ends the program before main); every
          * lock would find it refused anyway (policy.c).  A resolver that
          * failed for the moment is asked again at the first lock. */
         int r = rmutex_configure(NULL);
         if (r && r != EAGAIN && r != ENOMEM) rm_policy_error(r, rmutex_detail());
+    }
+    int e = sems ? rm_shim_publish_sems(sv, sems) : 0;
+    if (e) {
+        rm_say("cannot map the listed semaphores' memory (%s): sem_open names stay glibc's",
+               strerror(e));
+        for (size_t i = 0; i < sems; i++) free(sv[i].pattern);
+        free(sv);
+    } else if (!sems) {
+        free(sv);
     }
     rm_shim_publish_conds(cv, conds);
     rm_shim_publish_rwlocks(rv, rws);

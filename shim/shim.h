@@ -8,6 +8,7 @@
 #define RM_SHIM_H
 
 #include <pthread.h>
+#include <semaphore.h>
 #include <stdint.h>
 
 #include <rmutex.h>
@@ -131,6 +132,44 @@ static inline struct rm_shim_rwlock *rm_shim_find_rwlock(const void *l)
     return rm_shim_lookup_rwlock(l);
 }
 void rm_shim_publish_rwlocks(struct rm_shim_rwlock **v, size_t n);
+
+/* ---- semlisted.c: semaphores opened by a listed name ---- */
+
+/* One "/pattern" entry of RMUTEX_PRELOAD. */
+struct rm_shim_sempattern {
+    char *pattern;          /* fnmatch(3) pattern of sem_open names */
+    int fair;
+    unsigned long lease_ms;
+};
+
+/* The arena of the semaphores opened by a listed name: the sem_* calls'
+ * fast path, as for mutexes (span 0 while no pattern is listed). */
+extern uintptr_t rm_shim_sem_lo, rm_shim_sem_span;
+static inline int rm_shim_is_sem(const void *s)
+{
+    uintptr_t off = (uintptr_t)s - __atomic_load_n(&rm_shim_sem_lo, __ATOMIC_RELAXED);
+    return __builtin_expect(off < __atomic_load_n(&rm_shim_sem_span, __ATOMIC_RELAXED), 0);
+}
+
+/* Publish the patterns and map the arena (once, by the constructor).
+ * Takes ownership of v.  0 or an errno (mmap's). */
+int rm_shim_publish_sems(struct rm_shim_sempattern *v, size_t n);
+
+/* sem_open: a listed name's semaphore, else glibc's (mode and value as
+ * given with O_CREAT). */
+sem_t *rm_shim_sem_open(const char *name, int oflag, unsigned mode, unsigned value);
+/* On one of ours (rm_shim_is_sem); -1 and errno as POSIX's. */
+int rm_shim_sem_wait(sem_t *s, int mode, clockid_t clock, const struct timespec *abs);
+int rm_shim_sem_post(sem_t *s);
+int rm_shim_sem_getvalue(sem_t *s, int *value);
+int rm_shim_sem_close(sem_t *s);
+/* sem_unlink: a listed name's, else glibc's. */
+int rm_shim_sem_unlink(const char *name);
+/* glibc's, for a semaphore not ours. */
+int rm_shim_sem_real_wait(sem_t *s, int mode, clockid_t clock, const struct timespec *abs);
+int rm_shim_sem_real_post(sem_t *s);
+int rm_shim_sem_real_getvalue(sem_t *s, int *value);
+int rm_shim_sem_real_close(sem_t *s);
 
 /* ---- rwlisted.c: interposer bodies for listed read-write locks ---- */
 

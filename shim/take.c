@@ -133,3 +133,12 @@ int rm_take(const struct rm_take_ops *ops, void *lock, int sliced, int mode, clo
         if (rm_take_final(r)) return r;
     }
 }
+
+void rm_take_ask_again(int r, nsec *pause)
+{
+    if (r == EAGAIN || r == ETIMEDOUT) rm_policy_outage(rmutex_detail());
+    else rm_policy_error(r, rmutex_detail());
+    if (*pause < PAUSE_MIN_MS * 1000000LL) *pause = PAUSE_MIN_MS * 1000000LL;
+    rm_take_pause_until(rm_take_now(CLOCK_MONOTONIC) + *pause);
+    if (*pause < PAUSE_MAX_MS * 1000000LL) *pause *= 2;
+}

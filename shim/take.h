@@ -49,4 +49,10 @@ int rm_take(const struct rm_take_ops *ops, void *lock, int sliced, int mode, clo
 rm_take_ns rm_take_now(clockid_t clock);
 void rm_take_pause_until(rm_take_ns t);
 
+/* A call that is not an acquisition (a semaphore's post, a barrier's
+ * arrival, a once) got r from librmutex, an outage or a refusal: tell the
+ * policy, then pause (*pause: 0 at first, doubled to a second) so that the
+ * caller asks again -- a refusal fixed on the server heals the program. */
+void rm_take_ask_again(int r, rm_take_ns *pause);
+
 #endif

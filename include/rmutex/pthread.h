@@ -102,6 +102,42 @@
  * ENOTSUP (shared through Redis already).  Nothing a program shares
  * between threads stays process-local without a word.
  *
+ * Semaphores (<semaphore.h>, included here): a sem_t initialized by
+ * sem_init in a symbol (a global or static variable, an element of a
+ * static array) becomes an rsem (rmutex.h) named by that symbol
+ * ("<program>:<symbol>+<offset>"); one in heap or stack memory has no
+ * name every process would agree on -- two heap semaphores made at one
+ * call site are not one semaphore, as two mutexes may be one lock -- so it
+ * stays glibc's and the process says so once on stderr, unless it is
+ * named: rmutex_pthread_sem_init_named(&s, "shop:slots", value).  The
+ * first process to use a name gives it its value; the others join it; the
+ * value outlives the processes (sem_unlink or rsem_unlink start it
+ * anew).  sem_open(name, ...) with a name
+ * ("/jobs") is the rsem of that name without its slash ("jobs"): O_CREAT,
+ * O_EXCL (EEXIST), no O_CREAT (ENOENT) as POSIX says, one sem_t per name
+ * in a process; sem_close and sem_unlink as POSIX's.  Permits a process
+ * takes are leased and come back if it dies (docs/semaphore.md); a post
+ * by a process that holds none adds one.  Return codes are POSIX's (-1 and
+ * errno); Redis trouble is waited through as for mutexes (sem_trywait
+ * says EAGAIN, the timed forms ETIMEDOUT).  sem_post from a signal
+ * handler: see rmutex_pthread_sem_post (below).  pshared != 0 is ENOTSUP.
+ *
+ * Barriers: a pthread_barrier_t in a symbol becomes an rbarrier (rmutex.h)
+ * named by the symbol, for count members in every process together (each
+ * process initializes it with the same count); a heap or stack one stays
+ * glibc's, said once, unless named with rmutex_pthread_barrier_init_named.
+ * When a member process dies while others wait, pthread_barrier_wait
+ * returns EOWNERDEAD to the others (and says so once on stderr) instead of
+ * waiting for ever; the next generation starts fresh.
+ *
+ * Once: pthread_once with PTHREAD_ONCE_INIT stays per process, as the
+ * program wrote it: a once-routine almost always initializes its own
+ * process's memory (a table, a key, a seed), which every process needs.
+ * One that must run once across every process (make a shared schema) is
+ * named: static pthread_once_t schema = RMUTEX_PTHREAD_ONCE_INIT_NAMED("shop:schema");
+ * pthread_once then runs its routine once for all processes (ronce,
+ * rmutex.h): if its runner dies, another process runs it.
+ *
  * Other extensions: rmutex_pthread_mutexattr_setfair(), _setlease(),
  * _setcache() (as rmutexattr_setfair/setlease/setcache).  Lock caching for
  * every mutex of the program: RMUTEX_CACHE=1 in the environment (a mutex
@@ -138,6 +174,7 @@
 #define RMUTEX_PTHREAD_H
 
 #include <pthread.h>
+#include <semaphore.h>
 #include <stdint.h>
 #include <time.h>
 
@@ -200,6 +237,24 @@ typedef struct rmutex_pthread_rwlockattr {
     unsigned long rm_lease_ms_;
 } rmutex_pthread_rwlockattr_t;
 
+typedef struct rmutex_pthread_sem {
+    rsem_t rm_sem_;             /* the distributed semaphore */
+    uintptr_t rm_local_only_;   /* 1: no name (heap or stack memory): rm_local_ alone */
+    sem_t rm_local_;            /* glibc's, for that case */
+    uintptr_t rm_opened_;       /* sem_open's: the process's open count */
+} rmutex_pthread_sem_t;
+
+typedef struct rmutex_pthread_barrier {
+    rbarrier_t rm_barrier_;       /* the distributed barrier */
+    uintptr_t rm_local_only_;     /* 1: no name: rm_local_ alone */
+    pthread_barrier_t rm_local_;  /* glibc's, for that case */
+} rmutex_pthread_barrier_t;
+
+typedef struct rmutex_pthread_once {
+    ronce_t rm_once_;             /* named: once for every process */
+    pthread_once_t rm_local_;     /* not named: glibc's, once per process */
+} rmutex_pthread_once_t;
+
 /* ---- static initializers ------------------------------------------------ */
 
 #define RMUTEX_PTHREAD_STR2_(x) #x
@@ -237,6 +292,8 @@ typedef struct rmutex_pthread_rwlockattr {
     { RRWLOCK_INITIALIZER_NP(name, kind, 0), 0, { { __PTHREAD_RWLOCK_INITIALIZER(kind) } } }
 #define RMUTEX_PTHREAD_RWLOCK_INITIALIZER_NAMED(name) \
     RMUTEX_PTHREAD_RWLOCK_INITIALIZER_NAMED_NP(name, PTHREAD_RWLOCK_DEFAULT_NP)
+
+#define RMUTEX_PTHREAD_ONCE_INIT_NAMED(name) { RONCE_INIT(name), 0 }
 
 /* ---- the functions the macros below lead to ------------------------------ */
 
@@ -321,6 +378,40 @@ int rmutex_pthread_spin_destroy(rmutex_pthread_spinlock_t *s);
 int rmutex_pthread_spin_lock(rmutex_pthread_spinlock_t *s);
 int rmutex_pthread_spin_trylock(rmutex_pthread_spinlock_t *s);
 int rmutex_pthread_spin_unlock(rmutex_pthread_spinlock_t *s);
+
+/* Semaphores: sem_init names one in a symbol by the symbol, else it stays
+ * process-local (said once); _named gives it a name.  -1 and errno, as
+ * POSIX's. */
+int rmutex_pthread_sem_init(rmutex_pthread_sem_t *s, int pshared, unsigned value);
+int rmutex_pthread_sem_init_named(rmutex_pthread_sem_t *s, const char *name, unsigned value);
+int rmutex_pthread_sem_destroy(rmutex_pthread_sem_t *s);
+int rmutex_pthread_sem_wait(rmutex_pthread_sem_t *s);
+int rmutex_pthread_sem_trywait(rmutex_pthread_sem_t *s);
+int rmutex_pthread_sem_timedwait(rmutex_pthread_sem_t *s, const struct timespec *abstime);
+int rmutex_pthread_sem_clockwait(rmutex_pthread_sem_t *s, clockid_t clock,
+                                 const struct timespec *abstime);
+/* A post from a signal handler that interrupted this library (a wait of
+ * the same thread, the common case of a handler that wakes a sem_wait)
+ * only hands the post to a library thread, with async-signal-safe calls;
+ * one that interrupted other code posts over the network from the handler
+ * (do not post from a handler that may interrupt malloc: use
+ * rsem_post_signal, rmutex.h). */
+int rmutex_pthread_sem_post(rmutex_pthread_sem_t *s);
+int rmutex_pthread_sem_getvalue(rmutex_pthread_sem_t *s, int *value);
+rmutex_pthread_sem_t *rmutex_pthread_sem_open(const char *name, int oflag, ...);
+int rmutex_pthread_sem_close(rmutex_pthread_sem_t *s);
+int rmutex_pthread_sem_unlink(const char *name);
+
+/* Barriers: named by their symbol, else process-local (said once); _named
+ * gives one a name.  pthread_barrier_wait: 0, PTHREAD_BARRIER_SERIAL_THREAD,
+ * or EOWNERDEAD when a member died and broke the generation (said once). */
+int rmutex_pthread_barrier_init(rmutex_pthread_barrier_t *b, const pthread_barrierattr_t *attr,
+                                unsigned count);
+int rmutex_pthread_barrier_init_named(rmutex_pthread_barrier_t *b, const char *name, unsigned count);
+int rmutex_pthread_barrier_destroy(rmutex_pthread_barrier_t *b);
+int rmutex_pthread_barrier_wait(rmutex_pthread_barrier_t *b);
+
+int rmutex_pthread_once(rmutex_pthread_once_t *once, void (*routine)(void));
 
 #ifdef __cplusplus
 }
@@ -424,6 +515,31 @@ int rmutex_pthread_spin_unlock(rmutex_pthread_spinlock_t *s);
 #define pthread_spin_lock rmutex_pthread_spin_lock
 #define pthread_spin_trylock rmutex_pthread_spin_trylock
 #define pthread_spin_unlock rmutex_pthread_spin_unlock
+
+#define sem_t rmutex_pthread_sem_t
+#undef SEM_FAILED
+#define SEM_FAILED ((rmutex_pthread_sem_t *)0)
+#define sem_init rmutex_pthread_sem_init
+#define sem_destroy rmutex_pthread_sem_destroy
+#define sem_wait rmutex_pthread_sem_wait
+#define sem_trywait rmutex_pthread_sem_trywait
+#define sem_timedwait rmutex_pthread_sem_timedwait
+#define sem_clockwait rmutex_pthread_sem_clockwait
+#define sem_post rmutex_pthread_sem_post
+#define sem_getvalue rmutex_pthread_sem_getvalue
+#define sem_open rmutex_pthread_sem_open
+#define sem_close rmutex_pthread_sem_close
+#define sem_unlink rmutex_pthread_sem_unlink
+
+#define pthread_barrier_t rmutex_pthread_barrier_t
+#define pthread_barrier_init rmutex_pthread_barrier_init
+#define pthread_barrier_destroy rmutex_pthread_barrier_destroy
+#define pthread_barrier_wait rmutex_pthread_barrier_wait
+
+#define pthread_once_t rmutex_pthread_once_t
+#undef PTHREAD_ONCE_INIT
+#define PTHREAD_ONCE_INIT { RONCE_INIT(0), 0 }
+#define pthread_once rmutex_pthread_once
 
 #endif /* RMUTEX_PTHREAD_NO_MACROS */
 

@@ -19,7 +19,7 @@
 --                                       grant, kept a minute: a wait or post
 --                                       asked again after a lost reply
 --                                       learns it went; undo gives it back
--- ARGV  1 op: wait | post | getvalue | cancel | undo | release | unlink
+-- ARGV  1 op: wait | post | getvalue | cancel | undo | release | unlink | open
 --       2 the caller's process uuid   3 the initial value (the name is new)
 --       4 n (permits)   5 permit lease ms   6 waiter lease ms
 --       7 flags: 't' try, 'f' fair, 'c' consume (reclaim off: no lease, no
@@ -35,6 +35,9 @@
 --            of a lost lease (EPERM); own: how many of the process's own it
 --            gave back; {2, 0, value}: past the maximum (nothing changed)
 --   getvalue value;  cancel, undo, release 1 or 0;  unlink keys deleted
+--   open     (sem_open; n = 1 create, + 2 exclusive) 0 opened (made with the
+--            initial value if new and n says create); 1 it exists (n = 3);
+--            2 there is none (n = 0)
 --
 -- Accounting.  A wait that takes n adds n to N[uuid] and sets L[uuid] (one
 -- lease per process and name, renewed by its watchdog: renew.lua 's').  A
@@ -139,6 +142,16 @@ local function unqueue(m)
   local was = redis.call('zrem', Q, m)
   redis.call('zrem', A, m)
   return was
+end
+
+if op == 'open' then
+  if redis.call('hexists', S, 'value') == 1 then
+    if n == 3 then return 1 end
+    return 0
+  end
+  if n % 2 == 0 then return 2 end
+  redis.call('hset', S, 'value', initial)
+  return 0
 end
 
 if op == 'unlink' then

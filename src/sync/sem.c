@@ -361,29 +361,36 @@ static struct rm_sem *get(rsem_t *s, int *err)
     return h;
 }
 
-RMUTEX_API int rsem_init(rsem_t *s, const char *name, unsigned value, const rsemattr_t *attr)
+static int init_handle(rsem_t *s, const char *name, unsigned value, const rsemattr_t *attr,
+                       struct rm_sem **out)
 {
-    struct rm_entry e;
-    rm_entry_enter(&e);
     int fair, reclaim, r;
     unsigned long lease;
     if (!s) {
         rm_detail("the semaphore is NULL");
-        return rm_entry_leave(&e, EINVAL);
+        return EINVAL;
     }
-    if ((r = rm_semattr_read(attr, &fair, &lease, &reclaim))) return rm_entry_leave(&e, r);
+    if ((r = rm_semattr_read(attr, &fair, &lease, &reclaim))) return r;
     struct rm_sem *h;
-    if ((r = create(name, value, fair, lease, reclaim, &h))) return rm_entry_leave(&e, r);
+    if ((r = create(name, value, fair, lease, reclaim, &h))) return r;
     if ((r = poster_ensure())) {
         handle_free(h);
-        return rm_entry_leave(&e, r);
+        return r;
     }
     s->rm_name_ = NULL;
     s->rm_value_ = value;
     s->rm_flags_ = 0;
     memset(s->rm_reserved_, 0, sizeof s->rm_reserved_);
     __atomic_store_n(&s->rm_state_, h, __ATOMIC_RELEASE);
-    return rm_entry_leave(&e, 0);
+    if (out) *out = h;
+    return 0;
+}
+
+RMUTEX_API int rsem_init(rsem_t *s, const char *name, unsigned value, const rsemattr_t *attr)
+{
+    struct rm_entry e;
+    rm_entry_enter(&e);
+    return rm_entry_leave(&e, init_handle(s, name, value, attr, NULL));
 }
 
 RMUTEX_API int rsem_destroy(rsem_t *s)
@@ -739,8 +746,7 @@ static int wait_common(rsem_t *s, unsigned n, struct rm_wait *w, int cancel_stat
     }
     if (!r) RM_COUNT(acquisitions);
     finish(&x, r, unknown);
-    if (r == EBUSY) r = EAGAIN; /* (the try forms: sem_trywait's code) */
-    return r;
+    return r; /* EBUSY for a try: as rmutex_trylock's (the POSIX wrappers say EAGAIN) */
 }
 
 RMUTEX_API int rsem_wait(rsem_t *s)
@@ -872,7 +878,88 @@ static int post_entry(rsem_t *s, unsigned n)
 RMUTEX_API int rsem_post(rsem_t *s) { return post_entry(s, 1); }
 RMUTEX_API int rsem_post_n(rsem_t *s, unsigned n) { return post_entry(s, n); }
 
-/* ---- the value, unlink ---- */
+/* ---- sem_open's round trip, the value, unlink ---- */
+
+static int ask_open(struct rm_sem *h, unsigned value, int flags)
+{
+    struct rm_thread *self = rm_thread_self();
+    struct rm_endpoint *ep;
+    int r;
+    if ((r = rm_session_enter(&ep))) return r;
+    struct sem_req q;
+    req_make(&q, h->ns, ep, "open", self->owner, uuid_len(self), value, (unsigned)flags, 0, "", 0, 0);
+    redisReply *reply;
+    r = rm_call_retried(ep, RM_SCRIPT_SEM, NKEYS, NARGS, q.argv, q.lens, &reply);
+    rm_session_leave();
+    if (r) return r;
+    if (reply->type != REDIS_REPLY_INTEGER) {
+        rm_detail("unexpected reply from sem.lua");
+        r = EIO;
+    } else if (reply->integer == 1) {
+        rm_detail("the semaphore %s exists already", h->ns->keys.name);
+        r = EEXIST;
+    } else if (reply->integer == 2) {
+        rm_detail("there is no semaphore called %s", h->ns->keys.name);
+        r = ENOENT;
+    }
+    freeReplyObject(reply);
+    return r;
+}
+
+RMUTEX_API int rsem_open(rsem_t *s, const char *name, unsigned value, const rsemattr_t *attr,
+                         int flags)
+{
+    struct rm_entry e;
+    rm_entry_enter(&e);
+    if ((flags & ~(RSEM_CREATE | RSEM_EXCL)) || flags == RSEM_EXCL) {
+        rm_detail("rsem_open's flags are RSEM_CREATE, optionally with RSEM_EXCL");
+        return rm_entry_leave(&e, EINVAL);
+    }
+    struct rm_sem *h;
+    int r = init_handle(s, name, value, attr, &h);
+    if (!r && (r = ask_open(h, value, flags))) {
+        __atomic_store_n(&s->rm_state_, NULL, __ATOMIC_RELEASE);
+        handle_free(h);
+    }
+    return rm_entry_leave(&e, r);
+}
+
+RMUTEX_API int rsem_post_signal(rsem_t *s)
+{
+    int saved = errno, r = rm_sem_post_deferred(s);
+    errno = saved;
+    return r;
+}
+
+RMUTEX_API int rsem_hold_deadline(rsem_t *s, struct timespec *deadline)
+{
+    struct rm_entry e;
+    rm_entry_enter(&e);
+    int r;
+    struct rm_sem *h = get(s, &r);
+    if (!h) return rm_entry_leave(&e, r);
+    if (!deadline) {
+        rm_detail("the output pointer is NULL");
+        return rm_entry_leave(&e, EINVAL);
+    }
+    struct rm_semname *ns = h->ns;
+    pthread_mutex_lock(&ns->mu);
+    /* One lease for all the process's permits of the name (ns->wd lives
+     * while the process holds some: read under ns->mu). */
+    int held = ns->held > 0, watched = held && ns->wd, lost = watched && rm_watchdog_lost(ns->wd);
+    rm_nsec until = watched && !lost ? rm_watchdog_valid_until(ns->wd) : 0;
+    pthread_mutex_unlock(&ns->mu);
+    if (!watched || lost) {
+        rm_detail(!held ? "this process holds no permit of %s"
+                        : lost ? "this process's permit lease of %s was lost"
+                               : "the permits of %s have a fixed lease, which nobody renews",
+                  ns->keys.name);
+        return rm_entry_leave(&e, EPERM);
+    }
+    deadline->tv_sec = (time_t)(until / 1000000000);
+    deadline->tv_nsec = (long)(until % 1000000000);
+    return rm_entry_leave(&e, 0);
+}
 
 RMUTEX_API int rsem_getvalue(rsem_t *s, int *value)
 {

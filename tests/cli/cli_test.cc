@@ -220,6 +220,54 @@ TEST_F(Cli, TwoSharedRunsHoldTogetherAndAnExclusiveRunWaitsForBoth)
     EXPECT_FALSE(redis().exists(n));
 }
 
+/* --permits 2: two runs hold a permit each, a third waits until one ends,
+ * -n is a conflict meanwhile (GNU parallel's sem, across machines). */
+TEST_F(Cli, PermitsLetNRunsInAtOnceAndTheNextWaits)
+{
+    std::string n = lock_name();
+    auto holder = [&](const std::string &tag) {
+        return cli({ "run", "--permits", "2", n, "--", "sh", "-c",
+                     "touch " + file(tag) + "; while [ ! -e " + file("go") + " ]; do sleep 0.01; done" });
+    };
+    auto h1 = holder("p1"), h2 = holder("p2");
+    ASSERT_TRUE(wait_until([&] { return access(file("p1").c_str(), F_OK) == 0 && access(file("p2").c_str(), F_OK) == 0; },
+                           ms(10000)))
+        << "two permits did not let two runs in: " << h1->err() << h2->err();
+    auto third = cli({ "run", "--permits", "2", n, "--", "sh", "-c", "touch " + file("p3") });
+    EXPECT_FALSE(wait_until_unscaled([&] { return access(file("p3").c_str(), F_OK) == 0; }, ms(700)))
+        << "a third run went in beside two holders of two permits";
+    EXPECT_EQ(1, exit_code({ "run", "-n", "--permits", "2", n, "true" })) << "-n: a conflict";
+    EXPECT_EQ(3, exit_code({ "run", "-w", "0.3", "-E", "3", "--permits", "2", n, "true" }))
+        << "-w: a timeout is the -E code";
+    go();
+    EXPECT_EQ(0, h1->wait(ms(10000)));
+    EXPECT_EQ(0, h2->wait(ms(10000)));
+    EXPECT_TRUE(wait_until([&] { return access(file("p3").c_str(), F_OK) == 0; }, ms(10000))) << third->err();
+    EXPECT_EQ(0, third->wait(ms(10000)));
+    rsem_t s;
+    ASSERT_EQ(0, rsem_init(&s, n.c_str(), 2, nullptr));
+    int v = -1;
+    EXPECT_EQ(0, rsem_getvalue(&s, &v));
+    EXPECT_EQ(2, v) << "every permit came back";
+    EXPECT_EQ(0, rsem_destroy(&s));
+}
+
+/* A run killed with SIGKILL gives its permit back within one lease: the
+ * waiting run goes in then. */
+TEST_F(Cli, AKilledPermitHoldersPermitComesBackWithinItsLease)
+{
+    std::string n = lock_name();
+    auto holder = cli({ "run", "--lease", "2s", "--kill-after", "0.2s", "--permits", "1", n, "--", "sh", "-c",
+                        "touch " + file("in") + "; sleep 60" });
+    ASSERT_TRUE(wait_until([&] { return access(file("in").c_str(), F_OK) == 0; }, ms(10000))) << holder->err();
+    auto next = cli({ "run", "--permits", "1", n, "--", "sh", "-c", "touch " + file("next") });
+    holder->kill(SIGKILL);
+    auto t0 = Clock::now();
+    EXPECT_TRUE(wait_until([&] { return access(file("next").c_str(), F_OK) == 0; }, ms(10000))) << next->err();
+    EXPECT_LT(elapsed_ms(t0), scaled(ms(2000 + 1500)).count()) << "later than one lease";
+    EXPECT_EQ(0, next->wait(ms(10000)));
+}
+
 TEST_F(Cli, UsageErrorsAre64AndTakeNoLock)
 {
     std::string n = lock_name(), err;
@@ -233,6 +281,9 @@ TEST_F(Cli, UsageErrorsAre64AndTakeNoLock)
     EXPECT_EQ(64, exit_code({ "run", "--lease", "2s", "--kill-after", "5s", n, "true" }))
         << "a grace longer than the lease leaves the renewals no room";
     EXPECT_EQ(64, exit_code({ "run", "a{b", "true" })) << "a name the library refuses";
+    EXPECT_EQ(64, exit_code({ "run", "--permits", "0", n, "true" }));
+    EXPECT_EQ(64, exit_code({ "run", "--permits", "two", n, "true" }));
+    EXPECT_EQ(64, exit_code({ "run", "--permits", "2", "--robust", n, "true" }));
     EXPECT_EQ(0, redis().cmd({ "DBSIZE" }).integer());
 }
 

@@ -17,7 +17,6 @@
 
 #include "harness.h"
 extern "C" {
-#include "sem.h" /* rm_sem_post_deferred */
 }
 
 namespace {
@@ -119,7 +118,7 @@ TEST_F(Sem, EveryReturnCodeOfTheApiTable)
     EXPECT_EQ(0, value(&s));
     EXPECT_RC(EINVAL, rsem_timedwait(&s, &bad)) << "tv_nsec >= 1e9 when it would block";
     EXPECT_RC(ETIMEDOUT, rsem_timedwait(&s, &past));
-    EXPECT_RC(EAGAIN, rsem_trywait(&s));
+    EXPECT_RC(EBUSY, rsem_trywait(&s)) << "no permit free: as rmutex_trylock";
     struct timespec soon = abs_after(CLOCK_MONOTONIC, 200);
     auto t0 = Clock::now();
     EXPECT_RC(ETIMEDOUT, rsem_clockwait(&s, CLOCK_MONOTONIC, &soon));
@@ -155,7 +154,7 @@ TEST_F(Sem, EveryReturnCodeOfTheApiTable)
     static rsem_t st = RSEM_INITIALIZER("rmt:sem:static", 1);
     rsem_unlink("rmt:sem:static");
     EXPECT_RC(0, rsem_trywait(&st));
-    EXPECT_RC(EAGAIN, rsem_trywait(&st));
+    EXPECT_RC(EBUSY, rsem_trywait(&st));
     EXPECT_RC(0, rsem_post(&st));
 
     /* A key of another type under the name. */
@@ -470,7 +469,7 @@ TEST_F(Sem, ACancelledWaiterLeavesNoQueueEntryBehind)
 }
 
 rsem_t *alarm_sem;
-void on_alarm(int) { rm_sem_post_deferred(alarm_sem); }
+void on_alarm(int) { rsem_post_signal(alarm_sem); }
 
 TEST_F(Sem, APostFromASignalHandlerWakesAWaiterAndAPostBeforeExitIsNotLost)
 {
@@ -493,14 +492,68 @@ TEST_F(Sem, APostFromASignalHandlerWakesAWaiterAndAPostBeforeExitIsNotLost)
     EXPECT_EQ(1, value(&s));
 
     pid_t kid = fork_run([&] {
-        rm_sem_post_deferred(&s);
-        rm_sem_post_deferred(&s);
+        rsem_post_signal(&s);
+        rsem_post_signal(&s);
         exit(0); /* at once: the exit hook must make the posts */
         return 0;
     });
     auto st = wait_exit(kid, ms(5000));
     EXPECT_TRUE(st && WIFEXITED(*st));
     EXPECT_EQ(3, value(&s)) << "posts pending at exit were lost";
+    EXPECT_RC(0, rsem_destroy(&s));
+}
+
+/* rsem_open, sem_open's call: O_CREAT makes a new name with its value and
+ * joins an existing one as it is; O_CREAT|O_EXCL is EEXIST on an existing
+ * one; without O_CREAT a missing name is ENOENT -- and a failed open
+ * leaves the handle uninitialized. */
+TEST_F(Sem, OpenCreatesJoinsAndAnswersEexistAndEnoentAsSemOpen)
+{
+    std::string name = lock_name();
+    rsem_t a, b, c;
+    EXPECT_RC(ENOENT, rsem_open(&a, name.c_str(), 0, nullptr, 0));
+    EXPECT_RC(EINVAL, rsem_trywait(&a)) << "a failed open left a handle";
+    EXPECT_FALSE(redis().exists("rmutex_sem:{" + name + "}")) << "a plain open made the name";
+    EXPECT_RC(EINVAL, rsem_open(&a, name.c_str(), 2, nullptr, RSEM_EXCL)) << "EXCL without CREATE";
+    EXPECT_RC(EINVAL, rsem_open(&a, name.c_str(), 2, nullptr, 8));
+    ASSERT_RC(0, rsem_open(&a, name.c_str(), 2, nullptr, RSEM_CREATE | RSEM_EXCL));
+    EXPECT_EQ(2, value(&a));
+    EXPECT_RC(EEXIST, rsem_open(&b, name.c_str(), 5, nullptr, RSEM_CREATE | RSEM_EXCL));
+    ASSERT_RC(0, rsem_open(&b, name.c_str(), 5, nullptr, RSEM_CREATE));
+    EXPECT_EQ(2, value(&b)) << "an existing name keeps its value";
+    ASSERT_RC(0, rsem_open(&c, name.c_str(), 0, nullptr, 0));
+    EXPECT_RC(0, rsem_trywait(&c));
+    EXPECT_EQ(1, value(&a));
+    EXPECT_RC(0, rsem_post(&c));
+    for (rsem_t *s : { &a, &b, &c }) EXPECT_RC(0, rsem_destroy(s));
+    redis().cmd({ "SET", "rmutex_sem:{" + name + "x}", "wrong" });
+    EXPECT_RC(EINVAL, rsem_open(&a, (name + "x").c_str(), 1, nullptr, RSEM_CREATE)) << rmutex_detail();
+}
+
+/* rsem_hold_deadline: a process that holds permits sees its lease's end,
+ * renewed by the watchdog; one that holds none, EPERM. */
+TEST_F(Sem, HoldDeadlineIsTheProcesssPermitLeaseWhileItHoldsOne)
+{
+    std::string name = lock_name();
+    rsem_t s;
+    init(&s, name, 2);
+    struct timespec d;
+    EXPECT_RC(EPERM, rsem_hold_deadline(&s, &d)) << "nothing held";
+    EXPECT_RC(EINVAL, rsem_hold_deadline(&s, nullptr));
+    ASSERT_RC(0, rsem_wait(&s));
+    ASSERT_RC(0, rsem_hold_deadline(&s, &d));
+    struct timespec now;
+    clock_gettime(CLOCK_MONOTONIC, &now);
+    double left = double(d.tv_sec - now.tv_sec) + double(d.tv_nsec - now.tv_nsec) / 1e9;
+    EXPECT_GT(left, 0.5);
+    EXPECT_LE(left, 1.6) << "more than the 1.5 s lease ahead";
+    struct timespec first = d;
+    EXPECT_TRUE(wait_until([&] {
+        return rsem_hold_deadline(&s, &d) == 0 && (d.tv_sec > first.tv_sec + 1 ||
+                                                   (d.tv_sec > first.tv_sec && d.tv_nsec >= first.tv_nsec));
+    }, ms(4000))) << "the watchdog did not move the lease on";
+    ASSERT_RC(0, rsem_post(&s));
+    EXPECT_RC(EPERM, rsem_hold_deadline(&s, &d)) << "all given back";
     EXPECT_RC(0, rsem_destroy(&s));
 }
 
