@@ -995,4 +995,82 @@ TEST_F(ClusterTest, AForkedChildLocksWithoutReinitialising)
     EXPECT_RC(0, fork_and_lock_in_child(name("fork")));
 }
 
+/* Semaphores, barriers and once on a cluster: on names spread over every
+ * primary, each keeps all its keys in its name's slot (on that slot's
+ * owner), a fair semaphore's waiter is woken through sharded pub/sub by a
+ * post, a barrier's generations fill and once runs once -- and after the
+ * warm-up, nothing is redirected. */
+TEST_F(ClusterTest, SemaphoresBarriersAndOnceKeepTheirKeysInTheirSlotAndWakeThroughShardedPubSub)
+{
+    const int N = 12;
+    std::vector<std::string> names;
+    for (int i = 0; i < N; i++) names.push_back(name("sbo" + std::to_string(i) + "/"));
+    std::vector<rsem_t> sems(N);
+    std::vector<rbarrier_t> barriers(N);
+    std::vector<ronce_t> onces(N);
+    rsemattr_t fair;
+    ASSERT_RC(0, rsemattr_init(&fair));
+    ASSERT_RC(0, rsemattr_setfair(&fair, 1));
+    for (int i = 0; i < N; i++) {
+        ASSERT_RC(0, rsem_init(&sems[i], names[i].c_str(), 1, &fair));
+        ASSERT_RC(0, rbarrier_init(&barriers[i], names[i].c_str(), 2, nullptr));
+        ronce_t once = RONCE_INIT(names[i].c_str());
+        onces[i] = once;
+    }
+    rsemattr_destroy(&fair);
+    static std::atomic<int> ran{0};
+    std::vector<int> per(3, 0);
+    auto round = [&](int i, bool check) {
+        const std::string &n = names[i];
+        int slot = cluster->slot(n), owner = cluster->owner(slot);
+        ASSERT_GE(owner, 0);
+        ASSERT_RC(0, rsem_wait(&sems[i]));
+        std::atomic<int> got{-1};
+        std::thread waiter([&] { got = rsem_wait(&sems[i]); });
+        auto queued = [&] {
+            return cluster->client(owner).cmd({"ZCARD", "rmutex_sem_queue:{" + n + "}"}).integer() == 1;
+        };
+        ASSERT_TRUE(wait_until(queued, ms(3000))) << n << ": the waiter did not queue";
+        std::set<std::pair<int, std::string>> seen;
+        for (auto &k : keys_naming(n)) seen.insert(k);
+        ASSERT_RC(0, rsem_post(&sems[i]));
+        waiter.join();
+        EXPECT_RC(0, got.load()) << n;
+        EXPECT_RC(0, rsem_post(&sems[i]));
+        int serial = 0;
+        for (int g = 0; g < 2; g++) {
+            std::atomic<int> other{-2};
+            std::thread member([&] { other = rbarrier_wait(&barriers[i]); });
+            int mine = rbarrier_wait(&barriers[i]);
+            member.join();
+            serial += (mine == RBARRIER_SERIAL_THREAD) + (other == RBARRIER_SERIAL_THREAD);
+            EXPECT_TRUE((mine == 0 || mine == RBARRIER_SERIAL_THREAD) && (other == 0 || other == RBARRIER_SERIAL_THREAD))
+                << n << ": " << mine << ", " << other;
+        }
+        EXPECT_EQ(2, serial) << n << ": one serial member per generation";
+        EXPECT_RC(0, ronce(&onces[i], [] { ran++; }));
+        for (auto &k : keys_naming(n)) seen.insert(k);
+        if (!check) return;
+        per[owner]++;
+        for (auto &k : seen) {
+            EXPECT_EQ(owner, k.first) << k.second << " is not on the owner of " << n << "'s slot";
+            EXPECT_EQ(slot, cluster->slot(k.second)) << k.second << " is outside the slot of " << n;
+        }
+    };
+    for (int i = 0; i < N / 2 && !HasFailure(); i++) round(i, false);
+    ASSERT_FALSE(HasFailure());
+    rmutex_stats_t before = stats();
+    for (int i = N / 2; i < N && !HasFailure(); i++) round(i, true);
+    rmutex_stats_t after = stats();
+    EXPECT_EQ(0u, after.redirects_moved - before.redirects_moved);
+    EXPECT_EQ(0u, after.redirects_ask - before.redirects_ask);
+    EXPECT_EQ(N, ran.load()) << "each once ran once";
+    for (int i = 0; i < N; i++) {
+        EXPECT_RC(0, rsem_destroy(&sems[i]));
+        EXPECT_RC(0, rbarrier_destroy(&barriers[i]));
+        EXPECT_RC(0, rsem_unlink(names[i].c_str()));
+        EXPECT_RC(0, ronce_reset(names[i].c_str()));
+    }
+}
+
 } // namespace

@@ -135,6 +135,40 @@ static void do_rwfence(void *p)
     *(int *)p = rrwlock_fence(&rw, &tok);
 }
 
+/* Semaphores, barriers and once (their names: the rwlock's; other keys). */
+static rsem_t sem;
+static rbarrier_t bar;
+static ronce_t once_ctl;
+static void do_seminit(void *p) { *(int *)p = rsem_init(&sem, name, 1, NULL); }
+static void do_semwait(void *p) { *(int *)p = rsem_wait(&sem); }
+static void do_semtrywait(void *p) { *(int *)p = rsem_trywait(&sem); }
+static void do_sempost(void *p) { *(int *)p = rsem_post(&sem); }
+static void do_semclockwait(void *p)
+{
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    t.tv_sec += 5;
+    *(int *)p = rsem_clockwait(&sem, CLOCK_MONOTONIC, &t);
+}
+static void do_semgetvalue(void *p)
+{
+    int v;
+    *(int *)p = rsem_getvalue(&sem, &v);
+}
+static void do_semdestroy(void *p) { *(int *)p = rsem_destroy(&sem); }
+static void do_semunlink(void *p) { *(int *)p = rsem_unlink(name); }
+static void do_barinit(void *p) { *(int *)p = rbarrier_init(&bar, name, 1, NULL); }
+static void do_barwait(void *p) { *(int *)p = rbarrier_wait(&bar); }
+static void do_bardestroy(void *p) { *(int *)p = rbarrier_destroy(&bar); }
+static void once_routine(void) {}
+static void do_once(void *p)
+{
+    ronce_t fresh = RONCE_INIT(name);
+    once_ctl = fresh;
+    *(int *)p = ronce(&once_ctl, once_routine);
+}
+static void do_oncereset(void *p) { *(int *)p = ronce_reset(name); }
+
 struct phase {
     const char *name;
     size_t worst;
@@ -307,6 +341,20 @@ static void *rw_all_calls(void *p)
     run(ph, "rrwlock_unlock", do_rwunlock, 0);
     run(ph, "rrwlock_unlock (nothing held)", do_rwunlock, EPERM);
     run(ph, "rrwlock_destroy", do_rwdestroy, 0);
+    run(ph, "rsem_init", do_seminit, 0);
+    run(ph, "rsem_wait", do_semwait, 0);
+    run(ph, "rsem_trywait (none free)", do_semtrywait, EBUSY);
+    run(ph, "rsem_post", do_sempost, 0);
+    run(ph, "rsem_clockwait", do_semclockwait, 0);
+    run(ph, "rsem_getvalue", do_semgetvalue, 0);
+    run(ph, "rsem_post", do_sempost, 0);
+    run(ph, "rsem_destroy", do_semdestroy, 0);
+    run(ph, "rsem_unlink", do_semunlink, 0);
+    run(ph, "rbarrier_init", do_barinit, 0);
+    run(ph, "rbarrier_wait", do_barwait, RBARRIER_SERIAL_THREAD);
+    run(ph, "rbarrier_destroy", do_bardestroy, 0);
+    run(ph, "ronce", do_once, 0);
+    run(ph, "ronce_reset", do_oncereset, 0);
     return NULL;
 }
 
