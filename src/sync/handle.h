@@ -58,6 +58,8 @@ struct rm_mutex {
     int type;                /* RMUTEX_NORMAL / RECURSIVE / ERRORCHECK */
     int robust, fair;
     int cache;               /* keep the Redis hold after the last unlock (cache.c) */
+    int detect;              /* an ERRORCHECK mutex's wait that closes a cycle of
+                                waits gives up with EDEADLK (deadlock.c) */
     unsigned long lease_ms;  /* 0: default lease, renewed by the watchdog */
     const struct rm_lock_ops *ops;
     unsigned users;          /* threads inside a call through it; under lock->mu */

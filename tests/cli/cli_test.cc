@@ -1065,9 +1065,10 @@ TEST_F(Cli, StatusOfAMutexKeepsItsLinesAndFields)
     std::regex key("\"([a-z_]+)\":");
     for (std::sregex_iterator i(top.begin(), top.end(), key), e; i != e; ++i)
         keys.push_back((*i)[1]);
+    /* (The announced waiters came later, appended: "waiters", a list.) */
     EXPECT_EQ((std::vector<std::string>{ "name", "state", "owner", "holder", "held_ms", "cached", "ttl_ms",
                                          "fence", "owner_died", "not_recoverable", "queue_length", "queue",
-                                         "subscribers", "server_time_ms" }),
+                                         "subscribers", "server_time_ms", "waiters" }),
               keys) << out;
     h->kill(SIGTERM);
     h->wait(ms(5000));
