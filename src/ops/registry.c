@@ -28,7 +28,23 @@
  * registry key: in a cluster, not the lock's), for a lock's holder and for
  * each reader of a read-write lock it describes (a process's reads are one
  * watchdog entry, announced as "held:<lock>" like a hold).  RMUTEX_ANNOUNCE=0 in the
- * environment turns announcing off; holds then show by owner id only. */
+ * environment turns announcing off; holds then show by owner id only.
+ *
+ * Waits.  A thread that waits (wait.c's acquisition loop, a condition
+ * wait) lists a record on its own stack here: the lock's name, the kind of
+ * wait, its owner id, when it began -- a list under a mutex of this file's,
+ * no Redis call.  The entry lists, as "wait:<owner>" = "<server ms it
+ * began>|<kind>|<d or ->|<name>", the waits that have lasted announce_wait
+ * (100 ms): the waiting thread pokes the watchdog to be due when its wait
+ * reaches that age, and the build, finding it gone by then, sends nothing
+ * -- a wait shorter than the delay costs no call.  The entry is rewritten
+ * when something is new (a hold, a wait old enough, an announced wait that
+ * ended: poked RM_REGISTRY_WAIT_GONE_MS after it ends) and renewed every
+ * period while the process holds or waits; else the build answers "not
+ * yet" (the watchdog's call->again) or, with nothing held and nothing
+ * waited for, dormant.  A wait's start is kept by announce.lua once
+ * written, so every reader (deadlock.c) sees the same moment.  Read by
+ * rmutex_waits (waits.c) and deadlock.c (whois.lua with a thread). */
 #include "registry.h"
 #include "script.h"
 #include "watchdog.h"

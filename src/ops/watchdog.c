@@ -73,7 +73,10 @@
  * (with the lock held: the holder registry lists the holds of now,
  * rm_watchdog_each_hold_locked) and sent with the renewals of its node.
  * The holder registry's announcements are one (registry.c): its hook,
- * told of every new hold (rm_watchdog_on_hold), makes or pokes it.
+ * told of every new hold (rm_watchdog_on_hold), makes or pokes it, and so
+ * does a waiting thread (rm_watchdog_periodic_poke) for the moment its wait
+ * is to be announced; a build with nothing new to send says when to look
+ * again (call->again) or goes dormant.
  *
  * Entries are a tagged union: what every kind has (the list, the call's
  * arguments, the schedule), then each kind's own (KIND_HOLD, KIND_WAITER,

@@ -487,7 +487,7 @@ TEST_F(Cli, HelpTheManPageAndTheCompletionNameTheSameOptions)
     ASSERT_FALSE(completion.empty());
     for (size_t p; (p = man.find("\\-")) != std::string::npos;) man.replace(p, 2, "-");
     std::string help;
-    for (std::string sub : { "", "run", "unlock", "status", "wait", "list" }) {
+    for (std::string sub : { "", "run", "unlock", "status", "wait", "list", "deadlocks" }) {
         std::string out;
         EXPECT_EQ(0, exit_code(sub.empty() ? std::vector<std::string>{ "--help" }
                                            : std::vector<std::string>{ sub, "--help" },
