@@ -601,6 +601,192 @@ RMUTEX_API int rrwlock_fence(rrwlock_t *l, uint64_t *token);
 RMUTEX_API int rrwlock_hold_deadline(rrwlock_t *l, struct timespec *deadline);
 
 /* ------------------------------------------------------------------------
+ * Counting semaphores (rsem_t): POSIX's semaphore, across processes, with
+ * permits that come back when the process holding them dies.  Thread-safe.
+ *
+ * The value lives in Redis under the name (keys rmutex_sem:{NAME}...).  The
+ * first process that uses a name gives it its initial value; a process
+ * that initializes an existing name joins it, its value as it is (as
+ * sem_open without O_EXCL).  rsem_unlink removes it.
+ *
+ * Permits are leased to the process that took them: the watchdog renews
+ * one lease per name and process, whatever the number of its permits, and
+ * a process that dies (kill -9) gives its permits back within one lease;
+ * its waiters are woken then.  A post by a process that holds permits of
+ * the name gives one of them back; a post by a process that holds none
+ * adds a permit (any thread may post, as POSIX says).  So a semaphore that
+ * counts a resource (at most N jobs at once) is exact whoever dies; one
+ * used to signal between processes (one posts, another waits and never
+ * posts) should not reclaim: rsemattr_setreclaim(attr, 0), then taken
+ * permits are consumed, as POSIX's.
+ *
+ * Return codes: 0 or a positive errno:
+ *   EAGAIN     trywait forms: no permit free (or Redis unreachable)
+ *   ETIMEDOUT  timed forms: the time passed
+ *   EOVERFLOW  a post past RSEM_VALUE_MAX
+ *   EPERM      a post that gives back a permit this process's lease lost
+ *              (the server has given it back already: nothing is added)
+ *   EBUSY      destroy while a thread of the process waits on the handle
+ *   EINVAL, EACCES, ENOMEM, RMUTEX_ENOREPLICAS  as for mutexes
+ * ---------------------------------------------------------------------- */
+
+#define RSEM_VALUE_MAX 2147483647u
+
+/* A semaphore: caller-owned storage of a fixed size (64 bytes). */
+typedef struct rsem {
+    const char *rm_name_;  /* the static initializer's name */
+    unsigned rm_value_;    /* the static initializer's initial value */
+    int rm_flags_;
+    void *rm_state_;
+    void *rm_reserved_[5];
+} rsem_t;
+
+typedef struct rsemattr {
+    unsigned rm_magic_;
+    int rm_fair_;
+    unsigned long rm_lease_ms_;
+    int rm_reclaim_;
+    int rm_spare_;
+    unsigned long rm_reserved_[5];
+} rsemattr_t;
+
+/* static rsem_t jobs = RSEM_INITIALIZER("jobs", 4); */
+#define RSEM_INITIALIZER(name, value) { (name), (value), 0, 0, { 0, 0, 0, 0, 0 } }
+
+/* Attributes: fair (1: waiters are served in arrival order, and a waiter
+ * for n permits is not passed by later waiters for fewer; 0, the default:
+ * whoever asks when permits are free); a fixed lease of taken permits in ms
+ * (0, the default: renewed by the watchdog); reclaim (1, the default: a
+ * dead process's permits come back; 0: taken permits are consumed). */
+RMUTEX_API int rsemattr_init(rsemattr_t *attr);
+RMUTEX_API int rsemattr_destroy(rsemattr_t *attr);
+RMUTEX_API int rsemattr_setfair(rsemattr_t *attr, int fair);
+RMUTEX_API int rsemattr_getfair(const rsemattr_t *attr, int *fair);
+RMUTEX_API int rsemattr_setlease(rsemattr_t *attr, unsigned long lease_ms);
+RMUTEX_API int rsemattr_getlease(const rsemattr_t *attr, unsigned long *lease_ms);
+RMUTEX_API int rsemattr_setreclaim(rsemattr_t *attr, int reclaim);
+RMUTEX_API int rsemattr_getreclaim(const rsemattr_t *attr, int *reclaim);
+
+/* Initialize s as the semaphore called name (the rules of mutex names),
+ * with value permits if the name is new (value <= RSEM_VALUE_MAX, else
+ * EINVAL).  attr may be NULL.  No I/O. */
+RMUTEX_API int rsem_init(rsem_t *s, const char *name, unsigned value, const rsemattr_t *attr);
+
+/* Forget s in this process (EBUSY while a thread waits on it).  The
+ * permits the process holds stay held, and leased, until posted. */
+RMUTEX_API int rsem_destroy(rsem_t *s);
+
+/* Take one permit: as sem_wait, sem_trywait, sem_timedwait (an absolute
+ * CLOCK_REALTIME time) and sem_clockwait (CLOCK_REALTIME or
+ * CLOCK_MONOTONIC).  None times out when a permit is free at once. */
+RMUTEX_API int rsem_wait(rsem_t *s);
+RMUTEX_API int rsem_trywait(rsem_t *s);
+RMUTEX_API int rsem_timedwait(rsem_t *s, const struct timespec *abstime);
+RMUTEX_API int rsem_clockwait(rsem_t *s, clockid_t clock, const struct timespec *abstime);
+
+/* Take n permits at once (1 <= n <= RSEM_VALUE_MAX), all or none, before
+ * abstime on clock (abstime NULL: no limit; a past abstime: a try). */
+RMUTEX_API int rsem_wait_n(rsem_t *s, unsigned n, clockid_t clock, const struct timespec *abstime);
+
+/* Give one permit back (or add one), and wake a waiter: as sem_post. */
+RMUTEX_API int rsem_post(rsem_t *s);
+RMUTEX_API int rsem_post_n(rsem_t *s, unsigned n);
+
+/* The permits free now (after giving back those of dead processes). */
+RMUTEX_API int rsem_getvalue(rsem_t *s, int *value);
+
+/* Remove the semaphore called name from Redis (as sem_unlink): the next
+ * process that uses the name starts it anew.  ENOENT if there is none. */
+RMUTEX_API int rsem_unlink(const char *name);
+
+/* ------------------------------------------------------------------------
+ * Barriers (rbarrier_t): pthread_barrier_t across processes, cyclic.
+ *
+ * count members (threads, in any processes) meet at rbarrier_wait; the
+ * last to arrive ends the generation: every member returns, exactly one
+ * of them RBARRIER_SERIAL_THREAD and the others 0, and the next
+ * generation starts.  A process that has initialized the barrier is one
+ * of its participants (its lease renewed by the watchdog) until it
+ * destroys it; when a participant process dies while a generation is open
+ * (or a waiting member's lease runs out), the generation is broken: every
+ * member waiting in it returns EOWNERDEAD within one lease, and the
+ * barrier starts a fresh generation.  A timed wait that gives up breaks
+ * its generation the same way (ETIMEDOUT for itself).
+ * ---------------------------------------------------------------------- */
+
+#define RBARRIER_SERIAL_THREAD (-1) /* PTHREAD_BARRIER_SERIAL_THREAD */
+
+typedef struct rbarrier {
+    const char *rm_name_;
+    unsigned rm_count_;
+    int rm_flags_;
+    void *rm_state_;
+    void *rm_reserved_[5];
+} rbarrier_t;
+
+typedef struct rbarrierattr {
+    unsigned rm_magic_;
+    int rm_spare_;
+    unsigned long rm_lease_ms_;
+    unsigned long rm_reserved_[6];
+} rbarrierattr_t;
+
+/* Attributes: the lease of a participant in ms (0, the default: the
+ * watchdog's). */
+RMUTEX_API int rbarrierattr_init(rbarrierattr_t *attr);
+RMUTEX_API int rbarrierattr_destroy(rbarrierattr_t *attr);
+RMUTEX_API int rbarrierattr_setlease(rbarrierattr_t *attr, unsigned long lease_ms);
+RMUTEX_API int rbarrierattr_getlease(const rbarrierattr_t *attr, unsigned long *lease_ms);
+
+/* Initialize b as the barrier called name for count members (count 0:
+ * EINVAL).  Every process must give the same count: a different one is
+ * EINVAL here when live participants have another, else at its first
+ * wait.  Joins the participants (one round trip: EAGAIN when Redis does
+ * not answer it in time). */
+RMUTEX_API int rbarrier_init(rbarrier_t *b, const char *name, unsigned count,
+                             const rbarrierattr_t *attr);
+
+/* Leave the participants and forget b: EBUSY while a thread waits on it. */
+RMUTEX_API int rbarrier_destroy(rbarrier_t *b);
+
+/* Wait for the generation to fill: 0 or RBARRIER_SERIAL_THREAD when it
+ * did; EOWNERDEAD when it was broken; ETIMEDOUT (timed form, an absolute
+ * time on clock: CLOCK_REALTIME or CLOCK_MONOTONIC). */
+RMUTEX_API int rbarrier_wait(rbarrier_t *b);
+RMUTEX_API int rbarrier_clockwait(rbarrier_t *b, clockid_t clock, const struct timespec *abstime);
+
+/* ------------------------------------------------------------------------
+ * Once (ronce_t): pthread_once across processes.  The routine runs once
+ * per name, in one thread of one process; callers in every process return
+ * after it has finished.  Its runner holds a lease while it runs (renewed
+ * by the watchdog): if the runner's process dies, or the thread is
+ * cancelled, another caller runs the routine.  Done stays done in Redis
+ * (key rmutex_once:{NAME}) until ronce_reset.
+ * ---------------------------------------------------------------------- */
+
+typedef struct ronce {
+    const char *rm_name_;
+    int rm_done_;          /* this process has seen it done */
+    int rm_spare_;
+    void *rm_reserved_[6];
+} ronce_t;
+
+/* static ronce_t schema = RONCE_INIT("schema"); */
+#define RONCE_INIT(name) { (name), 0, 0, { 0, 0, 0, 0, 0, 0 } }
+
+/* Run routine unless it has run under once's name (or is running: then
+ * wait until it has).  Returns 0 once it has run, here or anywhere;
+ * EINVAL (NULL, a bad name), EDEADLK (called from inside its own routine:
+ * glibc's pthread_once deadlocks), EACCES (refused), ENOMEM.  While Redis is
+ * unreachable the call waits, as rmutex_lock does.  A process that has
+ * seen it done answers from once itself, with no round trip. */
+RMUTEX_API int ronce(ronce_t *once, void (*routine)(void));
+
+/* Forget that the routine of name has run (it runs again at the next
+ * ronce of a process that has not seen it done).  ENOENT if it has not. */
+RMUTEX_API int ronce_reset(const char *name);
+
+/* ------------------------------------------------------------------------
  * Process-wide settings.  Thread-safe.  After fork(): the child keeps the
  * parent's settings and opens its own connections.
  * ---------------------------------------------------------------------- */

@@ -15,7 +15,8 @@ inline const std::vector<std::string> &acl_rule()
 {
     static const std::vector<std::string> rule = {
         "resetkeys", "~*", "resetchannels", "&redisson_lock__channel:*", "&rmutex_fair_channel:*",
-        "&rmutex_cond_channel:*", "&redisson_rwlock:*",
+        "&rmutex_cond_channel:*", "&redisson_rwlock:*", "&rmutex_sem:*",
+        "&rmutex_barrier:*", "&rmutex_once:*",
         "-@all", "+evalsha", "+eval", "+subscribe", "+unsubscribe", "+ping", "+client|setname",
         "+select", "+wait",
         /* called by the scripts */

@@ -5,8 +5,9 @@
  * three moments that concern every module at once:
  *
  * rmutex_shutdown(): refused while a call is in progress or a hold is
- * kept; else the caches nobody is inside are given back, the watchdog
- * stops, and the session destroys the endpoint.
+ * kept; else the caches nobody is inside are given back, the barriers'
+ * participant entries are forgotten (their next wait renews again), the
+ * watchdog stops, and the session destroys the endpoint.
  *
  * fork(): this file registers the pthread_atfork handlers, in a
  * constructor, so they exist before any state does.  prepare takes every
@@ -37,8 +38,10 @@
 #include "lock.h"
 #include "mutex.h"
 #include "endpoint.h"
+#include "barrier.h"
 #include "registry.h"
 #include "rwlock.h"
+#include "sem.h"
 #include "session.h"
 #include "sub.h"
 #include "watchdog.h"
@@ -54,6 +57,7 @@ static void at_exit(struct rm_endpoint *ep)
     rm_cache_release_all(ep, deadline, 0);
     rm_mutex_release_all_at_exit(ep);
     rm_rwlock_release_all_at_exit(ep, deadline);
+    rm_sem_release_all_at_exit(ep, deadline);
 }
 
 static int busy(void) { return atomic_load(&rm_counters.held) != 0; }
@@ -65,6 +69,7 @@ int rm_runtime_shutdown(void)
     if (!ep) return r;
     /* Caches nobody is inside (held is 0) are given back first. */
     rm_cache_release_all(ep, rm_call_deadline(), 1);
+    rm_barrier_shutdown();
     rm_watchdog_stop();
     rm_session_stop_end();
     return 0;
@@ -77,6 +82,7 @@ static void fork_prepare(void)
     rm_session_atfork(-1);
     rm_mutex_atfork(-1);
     rm_rwlock_atfork(-1);
+    rm_sem_atfork(-1);
     rm_lock_atfork(-1);
     rm_watchdog_atfork(-1);
     rm_registry_atfork(-1);
@@ -91,6 +97,7 @@ static void fork_parent(void)
     rm_registry_atfork(0);
     rm_watchdog_atfork(0);
     rm_lock_atfork(0);
+    rm_sem_atfork(0);
     rm_rwlock_atfork(0);
     rm_mutex_atfork(0);
     rm_session_atfork(0);
@@ -105,6 +112,7 @@ static void fork_child(void)
     rm_registry_atfork(1);
     rm_watchdog_atfork(1);
     rm_lock_atfork(1);
+    rm_sem_atfork(1);
     rm_rwlock_atfork(1);
     rm_mutex_atfork(1);
     rm_stats_reset();

@@ -73,6 +73,21 @@ static const char *const rw_prefixes[] = {
 };
 #define NRW (sizeof rw_prefixes / sizeof rw_prefixes[0])
 
+static const char *const sem_prefixes[] = {
+    "rmutex_sem", "rmutex_sem_leases", "rmutex_sem_held", "rmutex_sem_queue", "rmutex_sem_alive",
+    "rmutex_sem_seq", "rmutex_sem_lost", "rmutex_sem_grant",
+};
+#define NSEM (sizeof sem_prefixes / sizeof sem_prefixes[0])
+/* (The channel of a barrier, of a once, is its state key's name: another
+ * namespace.) */
+static const char *const barrier_prefixes[] = {
+    "rmutex_barrier", "rmutex_barrier_parts", "rmutex_barrier_arrivals",
+};
+#define NBARRIER (sizeof barrier_prefixes / sizeof barrier_prefixes[0])
+
+static const char *const once_prefixes[] = { "rmutex_once", "rmutex_once_run" };
+#define NONCE (sizeof once_prefixes / sizeof once_prefixes[0])
+
 /* Check name (what names it: "lock", "condition") and derive its keys:
  * out[0] the bare name, out[i + 1] "prefixes[i]:{name}" (or ":name" when
  * the name brings its own tag), all in one allocation, *buf. */
@@ -164,6 +179,46 @@ int rm_keys_rwlock(const char *name, struct rm_rw_keys *k)
     size_t len = strlen(name);
     k->tag_len = memchr(name, '{', len) ? len : len + 2;
     k->tagged = memchr(name, '{', len) != NULL;
+    return 0;
+}
+
+int rm_keys_sem(const char *name, struct rm_sem_keys *k)
+{
+    const char *out[NSEM + 1];
+    int r = derive("semaphore", name, sem_prefixes, NSEM, out, &k->buf, &k->slot);
+    if (r) return r;
+    k->name = out[0];
+    k->sem = out[1];
+    k->leases = out[2];
+    k->held = out[3];
+    k->queue = out[4];
+    k->alive = out[5];
+    k->seq = out[6];
+    k->lost = out[7];
+    k->grant = out[8];
+    return 0;
+}
+
+int rm_keys_barrier(const char *name, struct rm_barrier_keys *k)
+{
+    const char *out[NBARRIER + 1];
+    int r = derive("barrier", name, barrier_prefixes, NBARRIER, out, &k->buf, &k->slot);
+    if (r) return r;
+    k->name = out[0];
+    k->state = k->channel = out[1];
+    k->parts = out[2];
+    k->arrived = out[3];
+    return 0;
+}
+
+int rm_keys_once(const char *name, struct rm_once_keys *k)
+{
+    const char *out[NONCE + 1];
+    int r = derive("once", name, once_prefixes, NONCE, out, &k->buf, &k->slot);
+    if (r) return r;
+    k->name = out[0];
+    k->done = k->channel = out[1];
+    k->run = out[2];
     return 0;
 }
 

@@ -66,10 +66,49 @@ struct rm_rw_keys {
 int rm_keys_rwlock(const char *name, struct rm_rw_keys *k);
 void rm_keys_rw_free(struct rm_rw_keys *k);
 
+/* A semaphore's keys (sem.lua), by the same rules. */
+struct rm_sem_keys {
+    const char *name;    /* the semaphore's name */
+    const char *sem;     /* rmutex_sem:{NAME}: hash value; also the channel's name */
+    const char *leases;  /* rmutex_sem_leases:{NAME}: zset process -> permit lease */
+    const char *held;    /* rmutex_sem_held:{NAME}: hash process -> permits held */
+    const char *queue;   /* rmutex_sem_queue:{NAME}: zset waiter -> ticket */
+    const char *alive;   /* rmutex_sem_alive:{NAME}: zset waiter -> liveness deadline */
+    const char *seq;     /* rmutex_sem_seq:{NAME}: ticket counter */
+    const char *lost;    /* rmutex_sem_lost:{NAME}: hash process -> permits given back */
+    const char *grant;   /* rmutex_sem_grant:{NAME}: + ":<id>", a wait's grant */
+    int slot;
+    char *buf;
+};
+int rm_keys_sem(const char *name, struct rm_sem_keys *k);
+
 /* The keys of a process's read holds (uuid): its hash of holds and
  * Redisson's timeout key of its anchor, into holds and timeout (size bytes
  * each).  Returns the bytes needed, 0 when they do not fit. */
 size_t rm_keys_rw_process(const struct rm_rw_keys *k, const char *uuid, size_t uuid_len,
                           char *holds, char *timeout, size_t size);
+
+/* A barrier's keys (barrier.lua), by the same rules. */
+struct rm_barrier_keys {
+    const char *name;    /* the barrier's name */
+    const char *state;   /* rmutex_barrier:{NAME}: hash count, gen, the outcomes */
+    const char *parts;   /* rmutex_barrier_parts:{NAME}: zset process -> lease deadline */
+    const char *arrived; /* rmutex_barrier_arrivals:{NAME}: zset arrival -> generation */
+    const char *channel; /* rmutex_barrier:{NAME}: "* <generation> d|b" as one ends */
+    int slot;
+    char *buf;
+};
+int rm_keys_barrier(const char *name, struct rm_barrier_keys *k);
+
+/* A once's keys (once.lua), by the same rules. */
+struct rm_once_keys {
+    const char *name;    /* the once's name */
+    const char *done;    /* rmutex_once:{NAME}: "done", no TTL, once the routine ran */
+    const char *run;     /* rmutex_once_run:{NAME}: zset runner -> lease deadline */
+    const char *channel; /* rmutex_once:{NAME}: "* done", "* free" */
+    int slot;
+    char *buf;
+};
+int rm_keys_once(const char *name, struct rm_once_keys *k);
 
 #endif

@@ -10,7 +10,9 @@
 --       call TRYAGAIN.)
 --   'w' a queued waiter (fair lock: KEYS alive, queue, seq; condition
 --       variable: alive, wait, state); ARGV waiter, lease ms.  Its liveness
---       deadline moves to server time + lease while it is queued.
+--       deadline moves to server time + lease while it is queued.  Also a
+--       barrier's participant process (KEYS parts, state, arrivals; ARGV
+--       its uuid) and a once's runner (KEYS run three times).
 --   'v' a read-write lock's queued waiter: the same with a fourth key kept
 --       alive (KEYS alive, queue, seq, writers).
 --   'r' a process's read holds of a read-write lock (rwlock.lua): KEYS
@@ -22,6 +24,13 @@
 --       be kept alive by us): its lease in the readers zset (and that
 --       zset's TTL), its holds' hash, Redisson's timeout key of its anchor,
 --       and the lock hash's TTL when shorter.
+--   's' a process's permits of a semaphore (sem.lua): KEYS leases, lost,
+--       value hash; ARGV the process's uuid, lease ms, the semaphore's
+--       name (unused here: the watchdog's lost-lock callback names it).  Renewed while its
+--       lease has not passed.  Gone (lost) when the server gave its
+--       permits back (the lost hash has it) or the semaphore is gone (an
+--       unlink, a flush); a process that holds none now, its permits all
+--       posted meanwhile, is neither: 1, nothing renewed.
 -- Returns one integer per entry: 1 renewed, 0 gone (a hold: lost; a waiter:
 -- granted or dequeued).  A key of the wrong type counts as gone instead of
 -- failing the batch.
@@ -79,6 +88,17 @@ for i = 1, tonumber(ARGV[1]) do
       redis.call('pexpire', holds, 2 * lease)
       redis.call('set', timeout, '1', 'px', lease)
       if redis.call('pttl', lock) < lease then redis.call('pexpire', lock, lease) end
+      out[i] = 1
+    end
+  elseif kind == 's' then
+    local leases, lost, sem, who, lease = KEYS[k], KEYS[k + 1], KEYS[k + 2], ARGV[a + 1], tonumber(ARGV[a + 2])
+    k, a = k + 3, a + 4
+    local score = redis.pcall('zscore', leases, who)
+    if type(score) == 'string' and tonumber(score) > now then
+      redis.call('zadd', leases, now + lease, who)
+      out[i] = 1
+    elseif type(score) ~= 'string' and redis.pcall('hexists', lost, who) == 0 and
+           redis.pcall('exists', sem) == 1 then
       out[i] = 1
     end
   else

@@ -131,6 +131,7 @@ struct rm_watchdog_entry {
             rm_nsec acquired; /* when the acquiring call was sent */
             int parked;       /* a parked cache's hold: taking it over is allowed */
             int by_name;      /* a read-write lock's: the callback gets m NULL */
+            int name_arg;     /* the argv the callback names (a semaphore's: its name) */
             rmutex_t *m;      /* for the lost-lock callback (NULL: nobody to tell) */
         } hold;
         struct {              /* KIND_WAITER */
@@ -375,7 +376,7 @@ size_t rm_watchdog_each_hold_locked(const struct rm_endpoint *ep, size_t max,
     size_t n = 0;
     for (struct rm_watchdog_entry *e = wd.head; e && n < max; e = e->next) {
         if (e->kind != KIND_HOLD || e->ep != ep || e->lost || e->cancelled) continue;
-        if (fn) fn(arg, e->argv[0], e->lens[0], e->u.hold.acquired);
+        if (fn) fn(arg, e->argv[e->u.hold.name_arg], e->lens[e->u.hold.name_arg], e->u.hold.acquired);
         n++;
     }
     return n;
@@ -470,6 +471,27 @@ struct rm_watchdog_entry *rm_watchdog_reads(struct rm_endpoint *ep, const char *
     if (!e) return NULL;
     hold_init(e, ep, 'r', 4, lease_ms, valid_until, due, NULL, 1);
     /* (The registry names the process by uuid: an owner "<uuid>:<thread>".) */
+    char owner[128];
+    int n = snprintf(owner, sizeof owner, "%.*s:0", (int)uuid_len, uuid);
+    return add_hold(e, owner, n > 0 && (size_t)n < sizeof owner ? (size_t)n : 0);
+}
+
+struct rm_watchdog_entry *rm_watchdog_permits(struct rm_endpoint *ep, const char *name,
+                                              const char *leases, const char *lost,
+                                              const char *sem, const char *uuid,
+                                              size_t uuid_len, unsigned long lease_ms,
+                                              rm_nsec valid_until, rm_nsec due)
+{
+    char lease[RM_CONN_UINT];
+    /* (renew.lua reads KEYS leases, lost, sem and ARGV uuid, lease, name:
+     * the name is there for the lost-lock callback only.) */
+    const char *argv[] = { leases, lost, sem, uuid, lease, name };
+    size_t lens[] = { strlen(leases), strlen(lost), strlen(sem), uuid_len,
+                      rm_conn_uint(lease, lease_ms), strlen(name) };
+    struct rm_watchdog_entry *e = entry_new(6, argv, lens);
+    if (!e) return NULL;
+    hold_init(e, ep, 's', 3, lease_ms, valid_until, due, NULL, 1);
+    e->u.hold.name_arg = 5;
     char owner[128];
     int n = snprintf(owner, sizeof owner, "%.*s:0", (int)uuid_len, uuid);
     return add_hold(e, owner, n > 0 && (size_t)n < sizeof owner ? (size_t)n : 0);
@@ -899,7 +921,7 @@ static void settle_locked(struct rm_watchdog_entry **e, const int *res, size_t n
         rmutex_t *m = x->u.hold.m; /* (a cached hold's changes with its user: rm_watchdog_set_user) */
         x->cb_running = 1;
         pthread_mutex_unlock(&wd.mu);
-        cb(m, x->argv[0], cb_arg);
+        cb(m, x->argv[x->u.hold.name_arg], cb_arg);
         pthread_mutex_lock(&wd.mu);
         x->cb_running = 0;
         pthread_cond_broadcast(&wd.cb_done);

@@ -36,6 +36,17 @@ struct rm_watchdog_entry *rm_watchdog_reads(struct rm_endpoint *ep, const char *
                                             size_t uuid_len, unsigned long lease_ms,
                                             rm_nsec valid_until, rm_nsec due);
 
+/* Start renewing a process's permits of a semaphore (sem.lua: its lease in
+ * the leases zset; lost and sem, the lost hash and the value hash, tell a
+ * loss from permits all posted), one renewal whatever their number: lost
+ * (the callback, with m NULL and the semaphore's name) when the server
+ * gave them back. */
+struct rm_watchdog_entry *rm_watchdog_permits(struct rm_endpoint *ep, const char *name,
+                                              const char *leases, const char *lost,
+                                              const char *sem, const char *uuid,
+                                              size_t uuid_len, unsigned long lease_ms,
+                                              rm_nsec valid_until, rm_nsec due);
+
 /* Start keeping a queued waiter (a fair lock's, a condition's, a
  * read-write lock's) alive: its liveness deadline in the zset alive is
  * pushed to server time + lease_ms every lease_ms/3, while it is there;

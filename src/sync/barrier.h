@@ -1,0 +1,11 @@
+/* barrier.h -- barriers (barrier.c): what the library's shutdown does to
+ * them.  The entry points are public (rbarrier_* in rmutex.h). */
+#ifndef RM_BARRIER_H
+#define RM_BARRIER_H
+
+/* rmutex_shutdown, before the watchdog stops (it frees its entries): the
+ * participant leases' entries are cancelled and forgotten; each name's
+ * next wait makes a new one, its last destroy still leaves. */
+void rm_barrier_shutdown(void);
+
+#endif
