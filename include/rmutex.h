@@ -219,8 +219,9 @@ RMUTEX_API int rmutexattr_getcache(const rmutexattr_t *attr, int *cache);
  * not announce_wait=0), on this library's mutexes and write locks; not
  * Redisson's clients, read holds, a thread queued behind its own
  * process's thread at a non-fair mutex, semaphores, barriers.  Ignored for
- * the other types.  See docs/observability.md.  Returns 0 or EINVAL, as
- * for the type. */
+ * the other types.  The URL option deadlock_detect=1 turns it on for every
+ * ERRORCHECK mutex (the header swap's too).  See docs/observability.md.
+ * Returns 0 or EINVAL, as for the type. */
 RMUTEX_API int rmutexattr_setdeadlock_detect(rmutexattr_t *attr, int detect);
 RMUTEX_API int rmutexattr_getdeadlock_detect(const rmutexattr_t *attr, int *detect);
 

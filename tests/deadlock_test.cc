@@ -41,13 +41,15 @@ class Deadlocks : public RedisTest {
         return st >= 0 && WIFEXITED(st) ? WEXITSTATUS(st) : -1;
     }
 
-    /* A child that holds first (and will wait for second at go()). */
+    /* A child that holds first (and will wait for second at go()); its
+     * URL's options: options (default: the test's). */
     std::unique_ptr<Child> chain(const std::string &first, const std::string &second,
-                                 const std::vector<std::string> &opts = {})
+                                 const std::vector<std::string> &opts = {},
+                                 const std::string &options = "lease=3000")
     {
         std::vector<std::string> args{ "chain", first, second };
         args.insert(args.end(), opts.begin(), opts.end());
-        auto c = std::make_unique<Child>(args, url());
+        auto c = std::make_unique<Child>(args, url_with(options));
         auto l = c->expect_line("first ", ms(10000));
         EXPECT_TRUE(l && field(*l, "rc") == "0") << (l ? *l : "no answer");
         return c;
@@ -147,6 +149,22 @@ TEST_F(Deadlocks, DetectingErrorcheckMutexGivesUpWithEdeadlkAndTheOtherWaitsOn)
     EXPECT_NE(l->find("cycle"), std::string::npos) << *l;
     /* b does not detect: it waits on (for l1, still a's). */
     EXPECT_FALSE(b->poll_line(ms(500)));
+    exit_and_hand_over(*a, *b);
+}
+
+/* The setting does for every ERRORCHECK mutex what the attribute does for
+ * one (the header swap's mutexes have no such attribute). */
+TEST_F(Deadlocks, DeadlockDetectSettingMakesEveryErrorcheckMutexDetect)
+{
+    std::string l1 = lock_name("l1"), l2 = lock_name("l2");
+    auto a = chain(l1, l2, { "--type=2" }, "lease=3000&deadlock_detect=1"),
+         b = chain(l2, l1, { "--type=0" }, "lease=3000&deadlock_detect=1");
+    a->write_line("go");
+    b->write_line("go");
+    auto l = a->expect_line("second ", ms(10000));
+    ASSERT_TRUE(l) << "the ERRORCHECK mutex never gave up its wait";
+    EXPECT_EQ(std::to_string(EDEADLK), field(*l, "rc")) << *l;
+    EXPECT_FALSE(b->poll_line(ms(500))) << "a NORMAL mutex gave up";
     exit_and_hand_over(*a, *b);
 }
 

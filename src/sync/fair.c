@@ -285,7 +285,7 @@ static int queue_for(struct rm_mutex *mx, struct rm_thread *self, struct rm_endp
         }
     }
     int unknown;
-    const struct rm_wait_subject subject = { ep, RM_REGISTRY_WAIT_FAIR, mx->detect };
+    const struct rm_wait_subject subject = { ep, RM_REGISTRY_WAIT_FAIR, rm_handle_detects(mx) };
     int r = rm_wait_acquire(w, &steps, &x, mx->keys.lock, "held, or others are queued for it",
                             &self->rng, o, &unknown, &subject);
     if (x.alive) rm_watchdog_cancel(x.alive);
