@@ -163,6 +163,8 @@ static struct {
     int gone;         /* an announced wait ended since the last call was built */
     int fresh;        /* a new hold since then (the watchdog's lock) */
     rm_nsec regular;  /* the next renewal of the entry is due (the watchdog's lock) */
+    int said_waits;   /* the call on the wire lists waits or takes one out */
+    int failures;     /* such calls unanswered in a row */
 } waits = { .mu = PTHREAD_MUTEX_INITIALIZER };
 
 static rm_nsec announce_delay(void) { return RM_MSEC(RM_SETTING(announce_wait_ms)); }
@@ -294,6 +296,7 @@ static int announce_build(void *arg, struct rm_endpoint *ep, const char *key, si
     add_number(&b, (long long)holds);
     rm_watchdog_each_hold_locked(ep, holds, add_hold, &b);
     add_waits_locked(&b, ep, wc.n);
+    waits.said_waits = wc.n || waits.gone;
     waits.gone = waits.fresh = 0;
     pthread_mutex_unlock(&waits.mu);
     *call = (struct rm_watchdog_call){ RM_SCRIPT_ANNOUNCE, 1, (int)b.k, b.argv, b.lens, mem, 0 };
@@ -303,7 +306,7 @@ static int announce_build(void *arg, struct rm_endpoint *ep, const char *key, si
 
 /* Answered or not (unreachable, or an ACL without the registry): again at
  * the next period (or sooner, for a wait that becomes old enough before
- * it); nothing depends on it. */
+ * it, or one that ended meanwhile); nothing depends on it. */
 static rm_nsec announce_done(void *arg, int answered, rm_nsec sent, rm_nsec now)
 {
     RM_UNUSED(arg);
@@ -312,7 +315,12 @@ static rm_nsec announce_done(void *arg, int answered, rm_nsec sent, rm_nsec now)
     pthread_mutex_lock(&waits.mu);
     for (const struct rm_registry_wait *w = waits.head; w; w = w->next)
         if (!w->announced) next = rm_clock_min(next, rm_clock_max(now, w->since + announce_delay()));
-    if (waits.gone) next = now;
+    if (waits.gone) next = now; /* a wait ended while the call was on the wire */
+    /* Unanswered: what it said of waits is sent again at the next period
+     * (an ended wait it took out must not wait for the entry to lapse) --
+     * for as long as the entry would live anyway, not forever. */
+    if (answered) waits.failures = 0;
+    else if (waits.said_waits && ++waits.failures < 6) waits.gone = 1;
     pthread_mutex_unlock(&waits.mu);
     return next;
 }
@@ -384,6 +392,7 @@ void rm_registry_atfork(int who)
         waits.head = NULL;
         waits.gone = waits.fresh = 0;
         waits.regular = 0;
+        waits.said_waits = waits.failures = 0;
     }
     pthread_mutex_unlock(&waits.mu);
 }
