@@ -38,6 +38,7 @@
 
 #include <hiredis/hiredis.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 enum { MAX_CHAIN = 16 };
@@ -85,22 +86,28 @@ static int wait_of(struct rm_endpoint *ep, const char *owner, struct member *m, 
     return r;
 }
 
-int rm_deadlock_closed(struct rm_endpoint *ep, const char *lock, const char *owner, rm_nsec waited)
-{
+/* What one look needs (on the heap: the caller's stack may be small,
+ * RMUTEX_STACK_NEED). */
+struct look {
     struct member chain[MAX_CHAIN + 1];
     char at[RMUTEX_NAME_MAX + 1], holder[64];
+};
+
+/* 1 when owner's wait closes a cycle it is the one to break (see the
+ * header), with x's chain filled. */
+static int closes(struct rm_endpoint *ep, const char *lock, const char *owner, struct look *x)
+{
+    struct member *chain = x->chain;
     /* Our own wait as the registry has it: every member judges the same
      * numbers (a wait's moment is written once: announce.lua). */
-    if (waited < rm_deadlock_threshold() || wait_of(ep, owner, &chain[0], at, sizeof at) ||
-        strcmp(at, lock))
-        return 0;
+    if (wait_of(ep, owner, &chain[0], x->at, sizeof x->at) || strcmp(x->at, lock)) return 0;
     int n = 1;
     for (;;) {
-        if (rm_inspect_holder(ep, at, holder, sizeof holder)) return 0;
-        if (!strcmp(holder, owner)) break; /* back at us: a cycle */
+        if (rm_inspect_holder(ep, x->at, x->holder, sizeof x->holder)) return 0;
+        if (!strcmp(x->holder, owner)) break; /* back at us: a cycle */
         for (int i = 1; i < n; i++)
-            if (!strcmp(chain[i].owner, holder)) return 0; /* a cycle without us */
-        if (n > MAX_CHAIN || wait_of(ep, holder, &chain[n], at, sizeof at)) return 0;
+            if (!strcmp(chain[i].owner, x->holder)) return 0; /* a cycle without us */
+        if (n > MAX_CHAIN || wait_of(ep, x->holder, &chain[n], x->at, sizeof x->at)) return 0;
         n++;
     }
     long long threshold = rm_deadlock_threshold() / RM_MSEC(1);
@@ -119,4 +126,14 @@ int rm_deadlock_closed(struct rm_endpoint *ep, const char *lock, const char *own
               lock, n, n > 1 ? chain[1].owner : owner, n > 2 ? chain[2].owner : "",
               n > 3 ? ", ..." : "");
     return 1;
+}
+
+int rm_deadlock_closed(struct rm_endpoint *ep, const char *lock, const char *owner, rm_nsec waited)
+{
+    if (waited < rm_deadlock_threshold()) return 0;
+    struct look *x = malloc(sizeof *x);
+    if (!x) return 0; /* (looked for again in a second) */
+    int r = closes(ep, lock, owner, x);
+    free(x);
+    return r;
 }
