@@ -59,6 +59,7 @@ int cmd_unlock(int argc, char **argv);
 int cmd_status(int argc, char **argv);
 int cmd_wait(int argc, char **argv);
 int cmd_list(int argc, char **argv);
+int cmd_deadlocks(int argc, char **argv);
 
 /* A process holding a lock (a mutex's holder, a read-write lock's writer
  * or one of its readers) as rmutex_inspect tells it: its owner id and
@@ -84,6 +85,33 @@ void holder_name(const struct holder *h, char *buf, size_t size);
 struct progress;
 struct progress *progress_start(const char *name, const char *queue);
 void progress_stop(struct progress *p);
+
+/* s as a JSON string on stdout (escaped as JSON needs). */
+void json_str(const char *s);
+
+/* A process's fields ("host":..,"pid":..,"exe":..,"cmd":..), and a
+ * wait's (its thread, kind, time, detection, then its process's), without
+ * braces. */
+void json_process(const char *host, long pid, const char *exe, const char *cmd);
+void json_wait(const rmutex_waitinfo_t *w);
+
+/* A duration for people: 850ms, 12.3s, 4m05s, 2h07m, 3d04h. */
+void span(int64_t ms, char *buf, size_t size);
+
+/* The announced waits (rmutex_waits) for name (NULL: all), copied into an
+ * array.  0 or rmutex_waits's error (nothing to free then). */
+struct waits {
+    rmutex_waitinfo_t *w;
+    size_t n, cap;
+};
+int waits_collect(const char *name, struct waits *ws);
+void waits_free(struct waits *ws);
+
+/* A waiting thread's process as a struct holder (for holder_name). */
+struct holder waiter_process(const rmutex_waitinfo_t *w);
+
+/* "mutex", "fair", "read", "write", "cond". */
+const char *wait_kind_name(char kind);
 
 /* CLOCK_MONOTONIC now, in ns. */
 int64_t mono_ns(void);

@@ -224,3 +224,93 @@ void holder_name(const struct holder *h, char *buf, size_t size)
     snprintf(buf, size, "pid %ld on %s%s%s%s", h->pid, h->host, *prog ? " (" : "", prog,
              *prog ? ")" : "");
 }
+
+/* s as a JSON string (the names and ids are printable; escape what JSON
+ * needs). */
+void json_str(const char *s)
+{
+    putchar('"');
+    for (; *s; s++) {
+        unsigned char c = (unsigned char)*s;
+        if (c == '"' || c == '\\') printf("\\%c", c);
+        else if (c < 0x20) printf("\\u%04x", c);
+        else putchar(c);
+    }
+    putchar('"');
+}
+
+/* A duration for people: 850ms, 12.3s, 4m05s, 2h07m, 3d04h. */
+void span(int64_t ms, char *buf, size_t size)
+{
+    int64_t s = ms / 1000;
+    if (ms < 1000) snprintf(buf, size, "%lldms", (long long)ms);
+    else if (s < 60) snprintf(buf, size, "%.1fs", (double)ms / 1000);
+    else if (s < 3600) snprintf(buf, size, "%lldm%02llds", (long long)(s / 60), (long long)(s % 60));
+    else if (s < 86400) snprintf(buf, size, "%lldh%02lldm", (long long)(s / 3600), (long long)(s / 60 % 60));
+    else snprintf(buf, size, "%lldd%02lldh", (long long)(s / 86400), (long long)(s / 3600 % 24));
+}
+
+void json_process(const char *host, long pid, const char *exe, const char *cmd)
+{
+    printf("\"host\":");
+    json_str(host);
+    printf(",\"pid\":%ld,\"exe\":", pid);
+    json_str(exe);
+    printf(",\"cmd\":");
+    json_str(cmd);
+}
+
+void json_wait(const rmutex_waitinfo_t *w)
+{
+    printf("\"owner\":");
+    json_str(w->owner);
+    printf(",\"kind\":\"%s\",\"waited_ms\":%lld,\"detect\":%s,", wait_kind_name(w->kind),
+           (long long)w->waited_ms, w->detect ? "true" : "false");
+    json_process(w->host, w->pid, w->exe, w->cmd);
+}
+
+static int collect_one(const rmutex_waitinfo_t *w, void *arg)
+{
+    struct waits *ws = arg;
+    if (ws->n == ws->cap) {
+        size_t cap = ws->cap ? 2 * ws->cap : 16;
+        rmutex_waitinfo_t *a = realloc(ws->w, cap * sizeof *a);
+        if (!a) return ENOMEM;
+        ws->w = a;
+        ws->cap = cap;
+    }
+    ws->w[ws->n++] = *w;
+    return 0;
+}
+
+int waits_collect(const char *name, struct waits *ws)
+{
+    memset(ws, 0, sizeof *ws);
+    int r = rmutex_waits(name, collect_one, ws);
+    if (r) waits_free(ws);
+    return r;
+}
+
+void waits_free(struct waits *ws)
+{
+    free(ws->w);
+    memset(ws, 0, sizeof *ws);
+}
+
+struct holder waiter_process(const rmutex_waitinfo_t *w)
+{
+    struct holder h = { w->owner, w->pid != 0, w->pid, w->host, w->exe, w->cmd, w->lib, -1 };
+    return h;
+}
+
+const char *wait_kind_name(char kind)
+{
+    switch (kind) {
+    case RMUTEX_WAIT_MUTEX: return "mutex";
+    case RMUTEX_WAIT_FAIR: return "fair";
+    case RMUTEX_WAIT_READ: return "read";
+    case RMUTEX_WAIT_WRITE: return "write";
+    case RMUTEX_WAIT_COND: return "cond";
+    default: return "?";
+    }
+}

@@ -6,10 +6,11 @@
  *   rmutex [--url URL] status [--json] NAME...
  *   rmutex [--url URL] wait [-w DURATION] [-E N] [--held|--free] NAME
  *   rmutex [--url URL] list [--json] [PATTERN]
+ *   rmutex [--url URL] deadlocks [--json]
  *   rmutex -V|--version, rmutex [COMMAND] -h|--help
  *
  * The library does the locking; this file only parses the global options
- * and hands over to the subcommand's file (run.c, unlock.c, status.c),
+ * and hands over to the subcommand's file (run.c, unlock.c, status.c, deadlocks.c),
  * which use what common.c has.  A password belongs in RMUTEX_URL rather
  * than on the command line, where ps(1) shows it: --url with one gets a
  * warning. */
@@ -26,6 +27,7 @@ static void usage(FILE *f)
           "       rmutex [GLOBAL OPTIONS] status [--json] NAME...\n"
           "       rmutex [GLOBAL OPTIONS] wait [-w DURATION] [-E N] [--held|--free] NAME\n"
           "       rmutex [GLOBAL OPTIONS] list [--json] [PATTERN]\n"
+          "       rmutex [GLOBAL OPTIONS] deadlocks [--json]\n"
           "Locks held in Redis, shared by every machine that uses the same name and Redis:\n"
           "run a command under one, break one, look at them.  COMMAND --help for each.\n"
           "Global options:\n"
@@ -73,6 +75,7 @@ int main(int argc, char **argv)
     if (!strcmp(argv[i], "status")) return cmd_status(argc - i, argv + i);
     if (!strcmp(argv[i], "wait")) return cmd_wait(argc - i, argv + i);
     if (!strcmp(argv[i], "list")) return cmd_list(argc - i, argv + i);
+    if (!strcmp(argv[i], "deadlocks")) return cmd_deadlocks(argc - i, argv + i);
     err("unknown command '%s'", argv[i]);
     usage(stderr);
     return EXIT_USAGE;

@@ -26,7 +26,15 @@
  * writer or its readers (each with its process: struct holder, the same
  * lines as a mutex's holder, indented), its queue's kinds; its JSON is the
  * mutex's fields, then its own.  A mutex's lines and JSON are as they
- * were before read-write locks. */
+ * were before read-write locks.
+ *
+ * Waiters: status and list also read the announced waits (rmutex_waits:
+ * a SCAN of every primary for the processes' registry entries, once per
+ * command for list, once per name for status).  status lists a lock's
+ * waiters -- in its fair queue's order for those at its head, then by how
+ * long they have waited -- each with its thread, process and wait; its
+ * JSON gains "waiters".  list adds "N waiting".  Only waits longer than
+ * the announce delay (100 ms) of processes that announce are there. */
 #include "cli.h"
 
 #include <errno.h>
@@ -35,29 +43,82 @@
 #include <string.h>
 #include <time.h>
 
-/* s as a JSON string (the names and ids are printable; escape what JSON
- * needs). */
-static void json_str(const char *s)
+/* The waiters of one lock, in order: those in its fair queue's head (a
+ * fair mutex's, a read-write lock's) in its order, then the others by how
+ * long they have waited, longest first. */
+struct ordered {
+    const rmutex_waitinfo_t **w;
+    size_t n;
+};
+
+struct ranked {
+    const rmutex_waitinfo_t *w;
+    unsigned rank;
+};
+
+static unsigned queue_rank(const rmutex_lockinfo_t *in, const char *owner)
 {
-    putchar('"');
-    for (; *s; s++) {
-        unsigned char c = (unsigned char)*s;
-        if (c == '"' || c == '\\') printf("\\%c", c);
-        else if (c < 0x20) printf("\\u%04x", c);
-        else putchar(c);
-    }
-    putchar('"');
+    size_t n = strlen(owner);
+    for (unsigned i = 0; i < in->queue_shown; i++)
+        if (!strncmp(in->queue[i], owner, n) && (in->queue[i][n] == '|' || !in->queue[i][n]))
+            return i;
+    return RMUTEX_INSPECT_QUEUE;
 }
 
-/* A duration for people: 850ms, 12.3s, 4m05s, 2h07m, 3d04h. */
-static void span(int64_t ms, char *buf, size_t size)
+static int by_rank(const void *a, const void *b)
 {
-    int64_t s = ms / 1000;
-    if (ms < 1000) snprintf(buf, size, "%lldms", (long long)ms);
-    else if (s < 60) snprintf(buf, size, "%.1fs", (double)ms / 1000);
-    else if (s < 3600) snprintf(buf, size, "%lldm%02llds", (long long)(s / 60), (long long)(s % 60));
-    else if (s < 86400) snprintf(buf, size, "%lldh%02lldm", (long long)(s / 3600), (long long)(s / 60 % 60));
-    else snprintf(buf, size, "%lldd%02lldh", (long long)(s / 86400), (long long)(s / 3600 % 24));
+    const struct ranked *x = a, *y = b;
+    if (x->rank != y->rank) return x->rank < y->rank ? -1 : 1;
+    return x->w->waited_ms > y->w->waited_ms ? -1 : x->w->waited_ms < y->w->waited_ms;
+}
+
+/* ws's waits for name, ordered for in (o->w malloc'ed; n 0 on failure). */
+static void order_waiters(const char *name, const rmutex_lockinfo_t *in, const struct waits *ws,
+                          struct ordered *o)
+{
+    o->n = 0;
+    o->w = NULL;
+    struct ranked *r = ws && ws->n ? malloc(ws->n * sizeof *r) : NULL;
+    if (!r) return;
+    size_t n = 0;
+    for (size_t i = 0; i < ws->n; i++)
+        if (!strcmp(ws->w[i].name, name)) r[n].w = &ws->w[i], r[n].rank = queue_rank(in, ws->w[i].owner), n++;
+    qsort(r, n, sizeof *r, by_rank);
+    if (n && (o->w = malloc(n * sizeof *o->w))) {
+        for (size_t i = 0; i < n; i++) o->w[i] = r[i].w;
+        o->n = n;
+    }
+    free(r);
+}
+
+static void json_waiters(const struct ordered *o)
+{
+    printf(",\"waiters\":[");
+    for (size_t i = 0; i < o->n; i++) {
+        printf("%s{", i ? "," : "");
+        json_wait(o->w[i]);
+        printf("}");
+    }
+    printf("]");
+}
+
+static void print_waiters(const struct ordered *o, int queued)
+{
+    if (!o->n) return;
+    printf("  waiters  %zu announced (%s):\n", o->n,
+           queued ? "in queue order" : "longest wait first");
+    for (size_t i = 0; i < o->n; i++) {
+        const rmutex_waitinfo_t *w = o->w[i];
+        char who[400], t[32];
+        struct holder h = waiter_process(w);
+        holder_name(&h, who, sizeof who);
+        span(w->waited_ms, t, sizeof t);
+        printf("    %zu. %s  %s, %s for %s\n", i + 1, w->owner, who,
+               w->kind == RMUTEX_WAIT_READ    ? "to read"
+               : w->kind == RMUTEX_WAIT_WRITE ? "to write"
+                                              : "waiting",
+               t);
+    }
 }
 
 /* The holder registry's description of h: an object, or null. */
@@ -67,12 +128,8 @@ static void json_holder(const struct holder *h)
         printf("null");
         return;
     }
-    printf("{\"host\":");
-    json_str(h->host);
-    printf(",\"pid\":%ld,\"exe\":", h->pid);
-    json_str(h->exe);
-    printf(",\"cmd\":");
-    json_str(h->cmd);
+    printf("{");
+    json_process(h->host, h->pid, h->exe, h->cmd);
     printf(",\"lib\":");
     json_str(h->lib);
     printf("}");
@@ -104,7 +161,7 @@ static void json_rwlock(const rmutex_lockinfo_t *in)
     printf("],\"queued_readers\":%u,\"queued_writers\":%u", in->queued_readers, in->queued_writers);
 }
 
-static void print_json(const char *name, const rmutex_lockinfo_t *in)
+static void print_json(const char *name, const rmutex_lockinfo_t *in, const struct ordered *o)
 {
     int rw = in->kind == RMUTEX_KIND_RWLOCK;
     struct holder h = HOLDER_OF(in);
@@ -136,6 +193,7 @@ static void print_json(const char *name, const rmutex_lockinfo_t *in)
     printf("],\"subscribers\":%u,\"server_time_ms\":%lld", in->subscribers,
            (long long)in->server_time_ms);
     if (rw) json_rwlock(in);
+    if (o) json_waiters(o);
     printf("}\n");
 }
 
@@ -170,7 +228,7 @@ static void print_readers(const rmutex_lockinfo_t *in)
     if (in->readers > in->readers_shown) printf("  reader   ... %u more\n", in->readers - in->readers_shown);
 }
 
-static void print_human(const char *name, const rmutex_lockinfo_t *in)
+static void print_human(const char *name, const rmutex_lockinfo_t *in, const struct ordered *o)
 {
     int rw = in->kind == RMUTEX_KIND_RWLOCK;
     struct holder h = HOLDER_OF(in);
@@ -205,6 +263,7 @@ static void print_human(const char *name, const rmutex_lockinfo_t *in)
         printf("%s\n", in->queue_len > in->queue_shown ? ", ..." : "");
     }
     printf("  waiting  %u subscribed\n", in->subscribers);
+    print_waiters(o, in->queue_len > 0);
 }
 
 static void status_usage(FILE *f)
@@ -243,8 +302,17 @@ int cmd_status(int argc, char **argv)
             code = 4;
             continue;
         }
-        if (json) print_json(argv[i], &in);
-        else print_human(argv[i], &in);
+        /* Its waiters, from the registry (a failure there leaves them out:
+         * the lock's own state was read). */
+        struct waits ws = { 0 };
+        struct ordered o;
+        if (waits_collect(argv[i], &ws))
+            say("status: %s: the waiters could not be read: %s", argv[i], rmutex_detail());
+        order_waiters(argv[i], &in, &ws, &o);
+        if (json) print_json(argv[i], &in, &o);
+        else print_human(argv[i], &in, &o);
+        free(o.w);
+        waits_free(&ws);
         if (!in.held && code == 0) code = 3;
     }
     if (!names) {
@@ -324,12 +392,21 @@ int cmd_wait(int argc, char **argv)
     }
 }
 
-/* One line per lock (or one JSON object, as status --json gives). */
+struct listing {
+    int json;
+    struct waits waits; /* every announced wait */
+};
+
+/* One line per lock (or one JSON object, as status --json gives), with
+ * how many announced waits it has. */
 static int list_one(const char *name, const rmutex_lockinfo_t *in, void *arg)
 {
-    int json = *(int *)arg;
-    if (json) {
-        print_json(name, in);
+    const struct listing *x = arg;
+    struct ordered o;
+    order_waiters(name, in, &x->waits, &o);
+    if (x->json) {
+        print_json(name, in, &o);
+        free(o.w);
         return 0;
     }
     char who[160], held[32] = "?";
@@ -350,7 +427,9 @@ static int list_one(const char *name, const rmutex_lockinfo_t *in, void *arg)
                in->mode == RMUTEX_RW_WRITE ? "written" : "held", held, who, (double)in->ttl_ms / 1000);
     }
     if (in->queue_len) printf("\t%u queued", in->queue_len);
+    if (o.n) printf("\t%zu waiting", o.n);
     putchar('\n');
+    free(o.w);
     return 0;
 }
 
@@ -367,14 +446,14 @@ static void list_usage(FILE *f)
 
 int cmd_list(int argc, char **argv)
 {
-    int json = 0;
+    struct listing x = { 0 };
     const char *pattern = NULL;
     for (int i = 1; i < argc; i++) {
         if (wants_help(argv[i])) {
             list_usage(stdout);
             return 0;
         } else if (!strcmp(argv[i], "--json")) {
-            json = 1;
+            x.json = 1;
         } else if (argv[i][0] == '-' && argv[i][1]) {
             err("list: unknown option %s", argv[i]);
             return EXIT_USAGE;
@@ -387,6 +466,9 @@ int cmd_list(int argc, char **argv)
     }
     int r = configure();
     if (r) return r;
-    r = rmutex_list(pattern ? pattern : "*", list_one, &json);
+    if (waits_collect(NULL, &x.waits))
+        say("list: the waiters could not be read: %s", rmutex_detail());
+    r = rmutex_list(pattern ? pattern : "*", list_one, &x);
+    waits_free(&x.waits);
     return r ? redis_failed("list", NULL, r) : 0;
 }

@@ -95,7 +95,8 @@ enum {
 enum { RMUTEX_STALLED = 0, RMUTEX_ROBUST = 1 };
 
 /* Flags for RMUTEX_INITIALIZER_NP. */
-enum { RMUTEX_FLAG_ROBUST = 0x100, RMUTEX_FLAG_FAIR = 0x200, RMUTEX_FLAG_CACHE = 0x400 };
+enum { RMUTEX_FLAG_ROBUST = 0x100, RMUTEX_FLAG_FAIR = 0x200, RMUTEX_FLAG_CACHE = 0x400,
+       RMUTEX_FLAG_DEADLOCK_DETECT = 0x800 };
 
 /* Static initializers.  The name must stay valid until the first call that
  * uses the mutex (a string literal is the usual case); it is copied then.
@@ -204,6 +205,25 @@ RMUTEX_API int rmutexattr_getlease(const rmutexattr_t *attr, unsigned long *leas
  * Returns 0 or EINVAL, as for the type. */
 RMUTEX_API int rmutexattr_setcache(rmutexattr_t *attr, int cache);
 RMUTEX_API int rmutexattr_getcache(const rmutexattr_t *attr, int *cache);
+
+/* Distributed deadlock detection for an ERRORCHECK mutex (opt-in; also
+ * the flag RMUTEX_FLAG_DEADLOCK_DETECT of RMUTEX_INITIALIZER_NP): a
+ * rmutex_lock (or timed lock) of it returns EDEADLK when its wait closes a
+ * cycle of waits across processes -- this thread waits for a lock held by
+ * a thread that waits for ... a lock this thread holds -- every wait of
+ * which has lasted twice the announce_wait setting and one announcement
+ * period (the default lease / 3), instead of waiting forever; of the
+ * cycle's detecting threads the youngest wait gives up (rmutex_detail
+ * names the cycle).  It sees what the holder registry shows: waits longer
+ * than announce_wait, of processes that announce (not RMUTEX_ANNOUNCE=0,
+ * not announce_wait=0), on this library's mutexes and write locks; not
+ * Redisson's clients, read holds, a thread queued behind its own
+ * process's thread at a non-fair mutex, semaphores, barriers.  Ignored for
+ * the other types.  The URL option deadlock_detect=1 turns it on for every
+ * ERRORCHECK mutex (the header swap's too).  See docs/observability.md.
+ * Returns 0 or EINVAL, as for the type. */
+RMUTEX_API int rmutexattr_setdeadlock_detect(rmutexattr_t *attr, int detect);
+RMUTEX_API int rmutexattr_getdeadlock_detect(const rmutexattr_t *attr, int *detect);
 
 /* ------------------------------------------------------------------------
  * Mutexes.
@@ -1012,6 +1032,40 @@ RMUTEX_API int rmutex_inspect(const char *name, rmutex_lockinfo_t *info, size_t 
 typedef int (*rmutex_list_fn)(const char *name, const rmutex_lockinfo_t *info, void *arg);
 RMUTEX_API int rmutex_list(const char *pattern, rmutex_list_fn fn, void *arg);
 
+/* One thread's wait, as its process announces it in the holder registry:
+ * a wait (for a mutex, a fair mutex, a read or write of a read-write lock,
+ * a condition variable) that has lasted longer than the announce_wait
+ * setting (100 ms), while it lasts (an ended wait drops out within about
+ * 50 ms; its process's entry within two leases of its death). */
+typedef struct rmutex_waitinfo {
+    char owner[64];           /* the waiting thread's owner id, "<uuid>:<thread>" */
+    char name[RMUTEX_NAME_MAX + 1]; /* the lock's (or condition variable's) name */
+    char kind;                /* RMUTEX_WAIT_MUTEX, _FAIR, _READ, _WRITE, _COND */
+    int detect;               /* its mutex gives up on a deadlock
+                                 (rmutexattr_setdeadlock_detect) */
+    int64_t waited_ms;        /* how long it has waited, by server time */
+    /* Its process, as rmutex_lockinfo_t's holder_* fields say a holder's. */
+    long pid;
+    char host[64];
+    char exe[256];
+    char cmd[256];
+    char lib[16];
+} rmutex_waitinfo_t;
+
+enum {
+    RMUTEX_WAIT_MUTEX = 'm', RMUTEX_WAIT_FAIR = 'f', RMUTEX_WAIT_READ = 'r',
+    RMUTEX_WAIT_WRITE = 'w', RMUTEX_WAIT_COND = 'c'
+};
+
+/* Visit the announced waits: fn(wait, arg) for each wait for name (NULL:
+ * every wait), in no particular order; a nonzero return from fn stops the
+ * walk and is returned.  Like rmutex_list it SCANs every primary (for the
+ * processes' registry entries, rmutex_client:{<uuid>}), for operators
+ * (`rmutex status`, `rmutex deadlocks`).  Returns 0, fn's value, or as
+ * rmutex_list. */
+typedef int (*rmutex_waits_fn)(const rmutex_waitinfo_t *wait, void *arg);
+RMUTEX_API int rmutex_waits(const char *name, rmutex_waits_fn fn, void *arg);
+
 /* Stop this process's rmutex threads and close its connections; the next
  * call starts them again, and rmutex_configure() may be called again.
  * Returns 0, or EBUSY if a thread holds or waits for a mutex (nothing is
@@ -1077,6 +1131,10 @@ typedef struct rmutex_stats {
     uint64_t holds_checked;      /* holds checked at once after a connection to their
                                     server dropped (a restart is found within about a
                                     second of the server answering, not at lease/3) */
+    uint64_t announcements;      /* holder-registry calls (announce.lua): who the process
+                                    is, what it holds, which of its waits last */
+    uint64_t waits_announced;    /* waits listed in the registry (they lasted longer than
+                                    announce_wait) */
 } rmutex_stats_t;
 
 /* Copy the counters into *out.  size is sizeof(rmutex_stats_t) as the

@@ -30,6 +30,8 @@ inline const std::vector<std::string> &acl_rule()
         "+hkeys", "+pubsub|numsub", "+hmget", "+scan",
         /* and by the read-write locks' */
         "+hdel", "+hlen",
+        /* and by rmutex_waits (rmutex status's waiters, rmutex deadlocks) */
+        "+hgetall",
     };
     return rule;
 }

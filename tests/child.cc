@@ -18,6 +18,13 @@
  *       Print "trylock rc=<rc>", unlock if it got it, exit.
  *   rw NAME r|w [--robust] [--lease=MS] [--prefer-reader] [--hold-ms=MS]
  *       The read-write lock NAME for reading (r) or writing (w), as hold.
+ *   chain FIRST SECOND [hold's options, --detect]
+ *       Lock FIRST, print "first rc=<rc> pid=<pid>"; at a "go" line lock
+ *       SECOND (same options) and print "second rc=<rc> detail=<detail>";
+ *       "exit" or end of stdin: exit(0).  Two of them make a deadlock.
+ *   churn NAME THREADS MS HOLD_MS [hold's options]
+ *       THREADS threads lock, hold HOLD_MS ms, unlock NAME for MS ms; print
+ *       "ready" first and "done acquisitions=<n> errors=<n>" at the end.
  *   counter NAME HOST PORT KEY THREADS ITERS [--nolock] [--password=PW]
  *       THREADS threads each do ITERS times, under NAME (unless --nolock):
  *       GET KEY -> sched_yield() -> SET KEY value+1, on their own hiredis
@@ -198,6 +205,50 @@ int cmd_rw(const char *name, int argc, char **argv)
     exit(0);
 }
 
+int cmd_chain(const char *first, const char *second, int argc, char **argv)
+{
+    static rmutex_t a, b;
+    if (!init_from_args(&a, first, argc, argv, false) || !init_from_args(&b, second, argc, argv, false))
+        return 2;
+    say("first rc=" + std::to_string(rmutex_lock(&a)) + " pid=" + std::to_string(getpid()));
+    std::string line;
+    while (read_line(&line)) {
+        if (line == "go") {
+            int rc = rmutex_lock(&b);
+            say("second rc=" + std::to_string(rc) + " detail=" + rmutex_detail());
+        } else if (line == "exit") {
+            exit(0);
+        }
+    }
+    exit(0);
+}
+
+int cmd_churn(const char *name, int argc, char **argv)
+{
+    static rmutex_t m;
+    if (!init_from_args(&m, name, argc, argv, false)) return 2;
+    int threads = atoi(argv[3]), hold_ms = atoi(argv[5]);
+    auto until = std::chrono::steady_clock::now() + std::chrono::milliseconds(atoi(argv[4]));
+    std::atomic<long> acquisitions{ 0 }, errors{ 0 };
+    say("ready");
+    std::vector<std::thread> ts;
+    for (int t = 0; t < threads; t++)
+        ts.emplace_back([&] {
+            while (std::chrono::steady_clock::now() < until) {
+                if (rmutex_lock(&m) != 0) {
+                    errors++;
+                    continue;
+                }
+                acquisitions++;
+                std::this_thread::sleep_for(std::chrono::milliseconds(hold_ms));
+                if (rmutex_unlock(&m) != 0) errors++;
+            }
+        });
+    for (auto &t : ts) t.join();
+    say("done acquisitions=" + std::to_string(acquisitions.load()) + " errors=" + std::to_string(errors.load()));
+    return 0;
+}
+
 } // namespace
 
 int main(int argc, char **argv)
@@ -210,6 +261,10 @@ int main(int argc, char **argv)
         return cmd_counter(argc, argv);
     if (argc >= 4 && strcmp(argv[1], "rw") == 0)
         return cmd_rw(argv[2], argc, argv);
+    if (argc >= 4 && strcmp(argv[1], "chain") == 0)
+        return cmd_chain(argv[2], argv[3], argc, argv);
+    if (argc >= 6 && strcmp(argv[1], "churn") == 0)
+        return cmd_churn(argv[2], argc, argv);
     say("error usage: hold|trylock|counter ...");
     return 2;
 }

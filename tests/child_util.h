@@ -93,6 +93,7 @@ inline bool init_from_args(rmutex_t *m, const char *name, int argc, char **argv,
     rmutexattr_setrobust(&a, flag(argc, argv, "--robust") ? RMUTEX_ROBUST : RMUTEX_STALLED);
     rmutexattr_setlease(&a, strtoul(opt(argc, argv, "--lease", "0").c_str(), nullptr, 10));
     rmutexattr_setcache(&a, flag(argc, argv, "--cache"));
+    rmutexattr_setdeadlock_detect(&a, flag(argc, argv, "--detect"));
     rmutexattr_setfair(&a, (fair_by_default || flag(argc, argv, "--fair")) && !flag(argc, argv, "--nonfair"));
     int rc = rmutex_init(m, name, &a);
     rmutexattr_destroy(&a);

@@ -85,6 +85,7 @@ static void fork_prepare(void)
     rm_sem_atfork(-1);
     rm_lock_atfork(-1);
     rm_watchdog_atfork(-1);
+    rm_registry_atfork(-1);
     struct rm_endpoint *ep = rm_session_endpoint();
     if (ep) rm_endpoint_atfork(ep, -1);
 }
@@ -93,6 +94,7 @@ static void fork_parent(void)
 {
     struct rm_endpoint *ep = rm_session_endpoint();
     if (ep) rm_endpoint_atfork(ep, 0);
+    rm_registry_atfork(0);
     rm_watchdog_atfork(0);
     rm_lock_atfork(0);
     rm_sem_atfork(0);
@@ -107,6 +109,7 @@ static void fork_child(void)
     rm_cache_atfork_child();
     struct rm_endpoint *ep = rm_session_endpoint();
     if (ep) rm_endpoint_atfork(ep, 1);
+    rm_registry_atfork(1);
     rm_watchdog_atfork(1);
     rm_lock_atfork(1);
     rm_sem_atfork(1);

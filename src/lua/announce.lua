@@ -1,26 +1,51 @@
--- announce.lua: who this process is, for `rmutex status` (the holder
+-- announce.lua: who this process is, what it holds and what its threads
+-- wait for, for `rmutex status` and `rmutex deadlocks` (the holder
 -- registry; the watchdog calls it, see registry.c).
 --
 -- KEYS[1] rmutex_client:{<process-uuid>}   a hash, rewritten whole each call
 -- ARGV[1] ms the entry lives (two leases: it lapses with the holds)
 -- ARGV[2] n, then n field/value pairs about the process (host, pid, exe,
 --         cmd, lib, start)
--- then, to the end, pairs <lock key>, <ms it has been held>: stored as
--- "held:<lock key>" = server ms of the acquisition, so that the reader
--- needs no clock of the writer's.
--- Returns 1.
+-- then h, the number of holds, and h pairs <lock key>, <ms it has been
+-- held>: stored as "held:<lock key>" = server ms of the acquisition, so
+-- that the reader needs no clock of the writer's;
+-- then, to the end, triples <owner id>, <ms it has waited>,
+-- "<kind>|<d or ->|<lock name>": stored as "wait:<owner id>" =
+-- "<server ms the wait began>|<kind>|<d or ->|<lock name>" -- the moment
+-- already stored for the same wait is kept, so that it never moves and
+-- every reader (deadlock.c's choice of which wait gives up) sees the same.
+-- With neither holds nor waits the entry is deleted.  Returns 1.
 if redis.replicate_commands then redis.replicate_commands() end
 --!include clock.lua
 local reg, n = KEYS[1], tonumber(ARGV[2])
-local fields = {'announced', clock()}
+local now = clock()
+local fields = {'announced', now}
 for i = 3, 2 + 2 * n do
   fields[#fields + 1] = ARGV[i]
 end
-for i = 3 + 2 * n, #ARGV - 1, 2 do
+local at = 3 + 2 * n
+local holds = tonumber(ARGV[at])
+for i = at + 1, at + 2 * holds - 1, 2 do
   fields[#fields + 1] = 'held:' .. ARGV[i]
-  fields[#fields + 1] = clock() - tonumber(ARGV[i + 1])
+  fields[#fields + 1] = now - tonumber(ARGV[i + 1])
+end
+local listed = holds
+for i = at + 1 + 2 * holds, #ARGV - 2, 3 do
+  local field = 'wait:' .. ARGV[i]
+  local since = now - tonumber(ARGV[i + 1])
+  local old = redis.call('hget', reg, field)
+  if old then
+    local bar = string.find(old, '|', 1, true)
+    if bar and string.sub(old, bar + 1) == ARGV[i + 2] then
+      since = tonumber(string.sub(old, 1, bar - 1))
+    end
+  end
+  fields[#fields + 1] = field
+  fields[#fields + 1] = since .. '|' .. ARGV[i + 2]
+  listed = listed + 1
 end
 redis.call('del', reg)
+if listed == 0 then return 1 end
 redis.call('hset', reg, unpack(fields))
 redis.call('pexpire', reg, ARGV[1])
 return 1

@@ -35,6 +35,7 @@
 #include "call.h"
 #include "conn.h"
 #include "endpoint.h"
+#include "inspect.h"
 #include "internal.h"
 #include "keys.h"
 #include "node.h"
@@ -214,6 +215,31 @@ static int inspect(struct rm_endpoint *ep, const char *name, rmutex_lockinfo_t *
     return r;
 }
 
+size_t rm_inspect_thread_of(const char *owner, char *buf, size_t size)
+{
+    static const char write[] = ":write";
+    const char *bar = strchr(owner, '|');
+    size_t n = bar ? (size_t)(bar - owner) : strlen(owner);
+    if (n > sizeof write - 1 && !memcmp(owner + n - (sizeof write - 1), write, sizeof write - 1))
+        n -= sizeof write - 1;
+    if (!n || n >= size || (n > 2 && !memcmp(owner + n - 2, ":0", 2))) return 0;
+    memcpy(buf, owner, n);
+    buf[n] = 0;
+    return n;
+}
+
+int rm_inspect_holder(struct rm_endpoint *ep, const char *name, char *buf, size_t size)
+{
+    rmutex_lockinfo_t *info = malloc(sizeof *info); /* (see rmutex_inspect) */
+    if (!info) return ENOMEM;
+    int r = inspect(ep, name, info);
+    if (!r && (!info->held || info->mode == RMUTEX_RW_READ ||
+               !rm_inspect_thread_of(info->owner, buf, size)))
+        r = ENOENT;
+    free(info);
+    return r;
+}
+
 RMUTEX_API int rmutex_inspect(const char *name, rmutex_lockinfo_t *out, size_t size)
 {
     struct rm_entry e;
@@ -256,26 +282,28 @@ static int looks_like_lock(const rmutex_lockinfo_t *in)
     return 1;
 }
 
-/* One SCAN page on n from *cursor (updated; "0" at the end): the hash
- * keys it names into *out (an array reply, freed by the caller). */
-static int scan_page(struct rm_node *n, char *cursor, size_t cursor_size, const char *pattern,
-                     redisReply **out)
+int rm_inspect_node_call(struct rm_node *n, int argc, const char **argv, redisReply **out)
 {
     rm_nsec deadline = rm_call_deadline();
     struct rm_conn *c;
     int r = rm_pool_get(&n->pool, deadline, 0, &c);
     if (r) return r;
-    const char *argv[] = { "SCAN", cursor, "MATCH", pattern, "COUNT", "500", "TYPE", "hash" };
-    size_t lens[8];
-    for (int i = 0; i < 8; i++) lens[i] = strlen(argv[i]);
-    redisReply *reply;
-    r = rm_conn_call(c, 8, argv, lens, deadline, &reply);
+    size_t lens[16];
+    for (int i = 0; i < argc && i < 16; i++) lens[i] = strlen(argv[i]);
+    r = rm_conn_call(c, argc, argv, lens, deadline, out);
     rm_pool_put(&n->pool, c, r == 0);
     if (r) return r;
-    if ((r = rm_conn_reply_status(reply))) {
-        freeReplyObject(reply);
-        return r;
-    }
+    if ((r = rm_conn_reply_status(*out))) freeReplyObject(*out);
+    return r;
+}
+
+int rm_inspect_scan_page(struct rm_node *n, char *cursor, size_t cursor_size, const char *pattern,
+                         redisReply **out)
+{
+    const char *argv[] = { "SCAN", cursor, "MATCH", pattern, "COUNT", "500", "TYPE", "hash" };
+    redisReply *reply;
+    int r = rm_inspect_node_call(n, 8, argv, &reply);
+    if (r) return r;
     if (reply->type != REDIS_REPLY_ARRAY || reply->elements != 2 ||
         reply->element[0]->type != REDIS_REPLY_STRING || reply->element[1]->type != REDIS_REPLY_ARRAY ||
         reply->element[0]->len >= cursor_size) {
@@ -301,7 +329,7 @@ static int list_node(struct rm_endpoint *ep, struct rm_node *n, const char *patt
     int r = 0;
     do {
         redisReply *page;
-        if ((r = scan_page(n, cursor, sizeof cursor, pattern, &page))) break;
+        if ((r = rm_inspect_scan_page(n, cursor, sizeof cursor, pattern, &page))) break;
         redisReply *keys = page->element[1];
         for (size_t i = 0; !r && i < keys->elements; i++) {
             const redisReply *key = keys->element[i];
@@ -317,24 +345,48 @@ static int list_node(struct rm_endpoint *ep, struct rm_node *n, const char *patt
     return r;
 }
 
-RMUTEX_API int rmutex_list(const char *pattern, rmutex_list_fn fn, void *arg)
+int rm_inspect_each_primary(int (*fn)(struct rm_endpoint *ep, struct rm_node *n, void *arg),
+                            void *arg)
 {
-    struct rm_entry e;
-    rm_entry_enter(&e);
-    if (!fn) {
-        rm_detail("the callback is NULL");
-        return rm_entry_leave(&e, EINVAL);
-    }
-    if (!pattern) pattern = "*";
     struct rm_endpoint *ep;
     int r = rm_session_enter(&ep);
-    if (r) return rm_entry_leave(&e, r);
+    if (r) return r;
     enum { MAX = 1024 }; /* Redis Cluster's own bound on primaries */
     struct rm_node **primaries = malloc(MAX * sizeof *primaries);
     int count = primaries ? rm_endpoint_primaries(ep, primaries, MAX, rm_call_deadline()) : 0;
     r = !primaries ? ENOMEM : !count ? ETIMEDOUT : 0;
-    for (int i = 0; !r && i < count; i++) r = list_node(ep, primaries[i], pattern, fn, arg);
+    for (int i = 0; !r && i < count; i++) r = fn(ep, primaries[i], arg);
     free(primaries);
     rm_session_leave();
-    return rm_entry_leave(&e, r < 0 ? ETIMEDOUT : r);
+    return r < 0 ? ETIMEDOUT : r;
+}
+
+struct listing {
+    const char *pattern;
+    rmutex_list_fn fn;
+    void *arg;
+};
+
+static int list_primary(struct rm_endpoint *ep, struct rm_node *n, void *arg)
+{
+    struct listing *x = arg;
+    return list_node(ep, n, x->pattern, x->fn, x->arg);
+}
+
+int rm_inspect_walk(int has_callback, int (*fn)(struct rm_endpoint *ep, struct rm_node *n, void *arg),
+                    void *arg)
+{
+    struct rm_entry e;
+    rm_entry_enter(&e);
+    if (!has_callback) {
+        rm_detail("the callback is NULL");
+        return rm_entry_leave(&e, EINVAL);
+    }
+    return rm_entry_leave(&e, rm_inspect_each_primary(fn, arg));
+}
+
+RMUTEX_API int rmutex_list(const char *pattern, rmutex_list_fn fn, void *arg)
+{
+    struct listing x = { pattern ? pattern : "*", fn, arg };
+    return rm_inspect_walk(fn != NULL, list_primary, &x);
 }

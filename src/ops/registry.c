@@ -28,7 +28,23 @@
  * registry key: in a cluster, not the lock's), for a lock's holder and for
  * each reader of a read-write lock it describes (a process's reads are one
  * watchdog entry, announced as "held:<lock>" like a hold).  RMUTEX_ANNOUNCE=0 in the
- * environment turns announcing off; holds then show by owner id only. */
+ * environment turns announcing off; holds then show by owner id only.
+ *
+ * Waits.  A thread that waits (wait.c's acquisition loop, a condition
+ * wait) lists a record on its own stack here: the lock's name, the kind of
+ * wait, its owner id, when it began -- a list under a mutex of this file's,
+ * no Redis call.  The entry lists, as "wait:<owner>" = "<server ms it
+ * began>|<kind>|<d or ->|<name>", the waits that have lasted announce_wait
+ * (100 ms): the waiting thread pokes the watchdog to be due when its wait
+ * reaches that age, and the build, finding it gone by then, sends nothing
+ * -- a wait shorter than the delay costs no call.  The entry is rewritten
+ * when something is new (a hold, a wait old enough, an announced wait that
+ * ended: poked RM_REGISTRY_WAIT_GONE_MS after it ends) and renewed every
+ * period while the process holds or waits; else the build answers "not
+ * yet" (the watchdog's call->again) or, with nothing held and nothing
+ * waited for, dormant.  A wait's start is kept by announce.lua once
+ * written, so every reader (deadlock.c) sees the same moment.  Read by
+ * rmutex_waits (waits.c) and deadlock.c (whois.lua with a thread). */
 #include "registry.h"
 #include "script.h"
 #include "watchdog.h"
@@ -119,6 +135,8 @@ int rm_registry_describe(struct rm_registry_text *t, const char **argv, size_t *
  * lives six times that). */
 static rm_nsec announce_period(void) { return RM_MSEC(RM_SETTING(lease_ms)) / 3; }
 
+unsigned long rm_registry_period_ms(void) { return RM_SETTING(lease_ms) / 3; }
+
 /* This process's description, made once per process (a forked child makes
  * its own: another pid, another start), under the watchdog's lock. */
 static struct {
@@ -136,6 +154,21 @@ static void describe_once(void)
     me.pid = getpid();
 }
 
+/* The waits of this process's threads (their records are on their
+ * stacks), and what the announcements know of them.  mu is taken under
+ * the watchdog's lock (build, done), never the other way round. */
+static struct {
+    pthread_mutex_t mu;
+    struct rm_registry_wait *head;
+    int gone;         /* an announced wait ended since the last call was built */
+    int fresh;        /* a new hold since then (the watchdog's lock) */
+    rm_nsec regular;  /* the next renewal of the entry is due (the watchdog's lock) */
+    int said_waits;   /* the call on the wire lists waits or takes one out */
+    int failures;     /* such calls unanswered in a row */
+} waits = { .mu = PTHREAD_MUTEX_INITIALIZER };
+
+static rm_nsec announce_delay(void) { return RM_MSEC(RM_SETTING(announce_wait_ms)); }
+
 /* The call being built: its arguments and where the next text goes. */
 struct building {
     const char **argv;
@@ -147,17 +180,26 @@ struct building {
 
 enum { NUM = 24 }; /* room for a number */
 
+static void add_text(struct building *b, const char *text, size_t len)
+{
+    memcpy(b->p, text, len); /* a copy: the hold or wait may end while the call is on the wire */
+    b->argv[b->k] = b->p, b->lens[b->k++] = len;
+    b->p += len;
+}
+
+static void add_number(struct building *b, long long v)
+{
+    b->argv[b->k] = b->p;
+    b->lens[b->k++] = (size_t)snprintf(b->p, NUM, "%lld", v);
+    b->p += NUM;
+}
+
 static void add_hold(void *arg, const char *lock, size_t len, rm_nsec acquired)
 {
     struct building *b = arg;
     if (b->k + 2 > b->max) return;
-    memcpy(b->p, lock, len); /* a copy: the hold may end while the call is on the wire */
-    b->argv[b->k] = b->p, b->lens[b->k++] = len;
-    b->p += len;
-    rm_nsec held = b->now > acquired ? b->now - acquired : 0;
-    b->argv[b->k] = b->p;
-    b->lens[b->k++] = (size_t)snprintf(b->p, NUM, "%lld", (long long)(held / RM_MSEC(1)));
-    b->p += NUM;
+    add_text(b, lock, len);
+    add_number(b, (b->now > acquired ? b->now - acquired : 0) / RM_MSEC(1));
 }
 
 static void add_length(void *arg, const char *lock, size_t len, rm_nsec acquired)
@@ -167,42 +209,120 @@ static void add_length(void *arg, const char *lock, size_t len, rm_nsec acquired
     *(size_t *)arg += len;
 }
 
-/* announce.lua's call with the holds of now: KEYS[1] the registry key;
- * ARGV the time it lives, the pairs about the process, then each hold's
- * lock key and how long it has been held (ms).  0 when there are no
- * holds: the entry stays dormant, and the one in Redis lapses. */
+/* A wait old enough to be announced, on ep, now. */
+static int wait_shown(const struct rm_registry_wait *w, const struct rm_endpoint *ep, rm_nsec now)
+{
+    return w->ep == ep && w->since + announce_delay() <= now;
+}
+
+/* The waits to announce (waits.mu held): how many, their text's length,
+ * whether one of them is new, and when the next one becomes old enough. */
+struct wait_count {
+    size_t n, text;
+    int fresh;
+    rm_nsec next;
+};
+
+static void count_waits_locked(const struct rm_endpoint *ep, rm_nsec now, struct wait_count *c)
+{
+    *c = (struct wait_count){ .next = RM_FOREVER };
+    for (const struct rm_registry_wait *w = waits.head; w && c->n < RM_REGISTRY_HOLDS; w = w->next) {
+        if (w->ep != ep) continue;
+        if (!wait_shown(w, ep, now)) {
+            c->next = rm_clock_min(c->next, w->since + announce_delay());
+            continue;
+        }
+        c->n++;
+        c->text += strlen(w->owner) + strlen(w->lock) + 8;
+        if (!w->announced) c->fresh = 1;
+    }
+}
+
+/* Each wait's triple: owner, ms it has lasted, "<kind>|<d or ->|<lock>". */
+static void add_waits_locked(struct building *b, const struct rm_endpoint *ep, size_t n)
+{
+    for (struct rm_registry_wait *w = waits.head; w && n; w = w->next) {
+        if (!wait_shown(w, ep, b->now) || b->k + 3 > b->max) continue;
+        add_text(b, w->owner, strlen(w->owner));
+        add_number(b, (b->now - w->since) / RM_MSEC(1));
+        b->argv[b->k] = b->p;
+        b->lens[b->k++] = (size_t)sprintf(b->p, "%c|%c|%s", w->kind, w->detect ? 'd' : '-', w->lock);
+        b->p += b->lens[b->k - 1] + 1;
+        if (!w->announced) RM_COUNT(waits_announced);
+        w->announced = 1;
+        n--;
+    }
+}
+
+/* announce.lua's call with the holds and waits of now: KEYS[1] the
+ * registry key; ARGV the time it lives, the pairs about the process, the
+ * number of holds, each hold's lock key and how long it has been held
+ * (ms), then each wait's triple.  Sent when something is new (a hold, a
+ * wait old enough, a wait that ended) or the last one is due for renewal;
+ * else 0, again when the next wait becomes old enough or the renewal is
+ * due -- or dormant, with nothing held and nothing waited for (the entry
+ * in Redis lapses). */
 static int announce_build(void *arg, struct rm_endpoint *ep, const char *key, size_t key_len,
                           rm_nsec now, struct rm_watchdog_call *call)
 {
     RM_UNUSED(arg);
     size_t keys = 0;
     size_t holds = rm_watchdog_each_hold_locked(ep, RM_REGISTRY_HOLDS, add_length, &keys);
-    if (!holds) return 0;
+    struct wait_count wc;
+    pthread_mutex_lock(&waits.mu);
+    count_waits_locked(ep, now, &wc);
+    int send = waits.gone || wc.fresh || waits.fresh || ((holds || wc.n) && now >= waits.regular);
+    if (!send) {
+        call->again = holds || wc.n ? rm_clock_min(waits.regular, wc.next)
+                                    : wc.next == RM_FOREVER ? 0 : wc.next;
+        pthread_mutex_unlock(&waits.mu);
+        return 0;
+    }
     describe_once();
-    size_t argc = 3 + 2 * (size_t)me.pairs + 2 * holds;
-    size_t text = (2 + holds) * NUM + keys;
+    size_t argc = 4 + 2 * (size_t)me.pairs + 2 * holds + 3 * wc.n;
+    size_t text = (3 + holds + wc.n) * NUM + keys + wc.text;
     char *mem = malloc(argc * (sizeof(char *) + sizeof(size_t)) + text);
-    if (!mem) return 0;
+    if (!mem) {
+        pthread_mutex_unlock(&waits.mu);
+        call->again = now + announce_period();
+        return 0;
+    }
     struct building b = { (const char **)mem, (size_t *)(mem + argc * sizeof(char *)), 0, argc,
                           mem + argc * (sizeof(char *) + sizeof(size_t)), now };
     b.argv[b.k] = key, b.lens[b.k++] = key_len;
-    b.argv[b.k] = b.p;
-    b.lens[b.k++] = (size_t)snprintf(b.p, NUM, "%lld", (long long)(6 * announce_period() / RM_MSEC(1)));
-    b.p += NUM;
-    b.argv[b.k] = b.p, b.lens[b.k++] = (size_t)snprintf(b.p, NUM, "%d", me.pairs);
-    b.p += NUM;
+    add_number(&b, 6 * announce_period() / RM_MSEC(1));
+    add_number(&b, me.pairs);
     for (int i = 0; i < 2 * me.pairs; i++) b.argv[b.k] = me.argv[i], b.lens[b.k++] = me.lens[i];
+    add_number(&b, (long long)holds);
     rm_watchdog_each_hold_locked(ep, holds, add_hold, &b);
-    *call = (struct rm_watchdog_call){ RM_SCRIPT_ANNOUNCE, 1, (int)b.k, b.argv, b.lens, mem };
+    add_waits_locked(&b, ep, wc.n);
+    waits.said_waits = wc.n || waits.gone;
+    waits.gone = waits.fresh = 0;
+    pthread_mutex_unlock(&waits.mu);
+    *call = (struct rm_watchdog_call){ RM_SCRIPT_ANNOUNCE, 1, (int)b.k, b.argv, b.lens, mem, 0 };
+    RM_COUNT(announcements);
     return 1;
 }
 
 /* Answered or not (unreachable, or an ACL without the registry): again at
- * the next period; nothing depends on it. */
+ * the next period (or sooner, for a wait that becomes old enough before
+ * it, or one that ended meanwhile); nothing depends on it. */
 static rm_nsec announce_done(void *arg, int answered, rm_nsec sent, rm_nsec now)
 {
     RM_UNUSED(arg);
-    return (answered ? sent : now) + announce_period();
+    waits.regular = (answered ? sent : now) + announce_period();
+    rm_nsec next = waits.regular;
+    pthread_mutex_lock(&waits.mu);
+    for (const struct rm_registry_wait *w = waits.head; w; w = w->next)
+        if (!w->announced) next = rm_clock_min(next, rm_clock_max(now, w->since + announce_delay()));
+    if (waits.gone) next = now; /* a wait ended while the call was on the wire */
+    /* Unanswered: what it said of waits is sent again at the next period
+     * (an ended wait it took out must not wait for the entry to lapse) --
+     * for as long as the entry would live anyway, not forever. */
+    if (answered) waits.failures = 0;
+    else if (waits.said_waits && ++waits.failures < 6) waits.gone = 1;
+    pthread_mutex_unlock(&waits.mu);
+    return next;
 }
 
 static const struct rm_watchdog_periodic announce = { announce_build, announce_done };
@@ -210,6 +330,7 @@ static const struct rm_watchdog_periodic announce = { announce_build, announce_d
 void rm_registry_hold_added(struct rm_endpoint *ep, const char *owner, size_t owner_len)
 {
     if (!rm_registry_enabled()) return;
+    waits.fresh = 1;
     rm_nsec now = rm_clock_now();
     struct rm_watchdog_entry *a = rm_watchdog_periodic_find_locked(ep, &announce);
     if (a) {
@@ -224,6 +345,77 @@ void rm_registry_hold_added(struct rm_endpoint *ep, const char *owner, size_t ow
     if (n) rm_watchdog_periodic_locked(ep, key, n, &announce, NULL, now);
 }
 
+/* Make the announcement of w's process due by due. */
+static void poke(const struct rm_registry_wait *w, rm_nsec due)
+{
+    char key[128];
+    size_t n = rm_registry_key(w->owner, key, sizeof key);
+    if (n) rm_watchdog_periodic_poke(w->ep, key, n, &announce, due);
+}
+
+void rm_registry_wait_begin(struct rm_registry_wait *w)
+{
+    w->since = 0;
+    w->announced = 0;
+    if (!rm_registry_enabled() || !announce_delay()) return;
+    w->since = rm_clock_now();
+    pthread_mutex_lock(&waits.mu);
+    w->prev = NULL;
+    w->next = waits.head;
+    if (waits.head) waits.head->prev = w;
+    waits.head = w;
+    pthread_mutex_unlock(&waits.mu);
+    poke(w, w->since + announce_delay());
+}
+
+void rm_registry_wait_end(struct rm_registry_wait *w)
+{
+    if (!w->since) return;
+    pthread_mutex_lock(&waits.mu);
+    if (w->prev) w->prev->next = w->next;
+    else waits.head = w->next;
+    if (w->next) w->next->prev = w->prev;
+    int announced = w->announced;
+    if (announced) waits.gone = 1;
+    pthread_mutex_unlock(&waits.mu);
+    w->since = 0;
+    if (announced) poke(w, rm_clock_now() + RM_MSEC(RM_REGISTRY_WAIT_GONE_MS));
+}
+
+void rm_registry_atfork(int who)
+{
+    if (who < 0) {
+        pthread_mutex_lock(&waits.mu);
+        return;
+    }
+    if (who > 0) { /* the child: the parent's waiting threads are not here */
+        waits.head = NULL;
+        waits.gone = waits.fresh = 0;
+        waits.regular = 0;
+        waits.said_waits = waits.failures = 0;
+    }
+    pthread_mutex_unlock(&waits.mu);
+}
+
+int rm_registry_parse_wait(const char *text, size_t len, struct rm_registry_waitfield *out)
+{
+    char *end;
+    char num[NUM];
+    const char *bar = memchr(text, '|', len);
+    if (!bar || (size_t)(bar - text) >= sizeof num || len - (size_t)(bar - text) < 5 ||
+        bar[2] != '|' || bar[4] != '|')
+        return -1;
+    memcpy(num, text, (size_t)(bar - text));
+    num[bar - text] = 0;
+    out->since_ms = strtoll(num, &end, 10);
+    if (end == num || *end) return -1;
+    out->kind = bar[1];
+    out->detect = bar[3] == 'd';
+    out->lock = bar + 5;
+    out->lock_len = len - (size_t)(bar + 5 - text);
+    return 0;
+}
+
 static void copy(char *dst, size_t n, const redisReply *r)
 {
     if (r->type == REDIS_REPLY_STRING) snprintf(dst, n, "%.*s", (int)r->len, r->str);
@@ -234,7 +426,7 @@ void rm_registry_read(const redisReply *r, int64_t server_time_ms,
                       const struct rm_registry_fields *f)
 {
     *f->held_ms = -1;
-    if (r->type != REDIS_REPLY_ARRAY || r->elements != 6) return;
+    if (r->type != REDIS_REPLY_ARRAY || r->elements < 6) return;
     redisReply **e = r->element;
     if (e[1]->type != REDIS_REPLY_STRING) return; /* no entry */
     *f->known = 1;

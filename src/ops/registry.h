@@ -5,6 +5,7 @@
 
 #include <stddef.h>
 
+#include "clock.h"
 #include "internal.h"
 
 struct redisReply;
@@ -39,6 +40,44 @@ int rm_registry_describe(struct rm_registry_text *t, const char **argv, size_t *
 struct rm_endpoint;
 void rm_registry_hold_added(struct rm_endpoint *ep, const char *owner, size_t owner_len);
 
+/* ---- waiters (a wait longer than the announce_wait setting) ---- */
+
+/* One thread's wait, kept by the waiting thread (on its stack) between
+ * rm_registry_wait_begin and rm_registry_wait_end.  The caller fills ep,
+ * owner (the thread's owner id, "<uuid>:<tid>"), lock (the lock's name),
+ * kind (RM_REGISTRY_WAIT_*) and detect (the thread breaks a deadlock it
+ * closes: rmutexattr_setdeadlock_detect); the rest is the registry's. */
+struct rm_registry_wait {
+    struct rm_endpoint *ep;
+    const char *owner, *lock;
+    char kind;
+    int detect;
+    rm_nsec since;     /* when the wait began */
+    int announced;     /* a call that lists it was built */
+    struct rm_registry_wait *next, *prev;
+};
+#define RM_REGISTRY_WAIT_MUTEX 'm'
+#define RM_REGISTRY_WAIT_FAIR 'f'
+#define RM_REGISTRY_WAIT_READ 'r'
+#define RM_REGISTRY_WAIT_WRITE 'w'
+#define RM_REGISTRY_WAIT_COND 'c'
+
+/* The wait w begins: listed in this process (no Redis call), announced
+ * with the process's entry once it has lasted announce_wait ms.  Nothing
+ * when announcing is off (RMUTEX_ANNOUNCE=0, announce_wait=0). */
+void rm_registry_wait_begin(struct rm_registry_wait *w);
+/* It ends: unlisted; if it was announced, the entry is rewritten soon
+ * (RM_REGISTRY_WAIT_GONE_MS) without it. */
+void rm_registry_wait_end(struct rm_registry_wait *w);
+#define RM_REGISTRY_WAIT_GONE_MS 50
+
+/* How long a process's entry goes between two announcements while it
+ * holds or waits (the default lease / 3), in ms. */
+unsigned long rm_registry_period_ms(void);
+
+/* fork(): -1 lock, 0 unlock, 1 child: no waits. */
+void rm_registry_atfork(int who);
+
 /* Where rm_registry_read puts what it read: the holder_* fields and
  * held_ms of a rmutex_lockinfo_t or of a rmutex_readerinfo_t
  * (RM_REGISTRY_FIELDS(p) makes it for either). */
@@ -58,5 +97,17 @@ struct rm_registry_fields {
  * them unknown (known 0, held_ms -1) when the reply says nothing. */
 void rm_registry_read(const struct redisReply *r, int64_t server_time_ms,
                       const struct rm_registry_fields *f);
+
+/* A wait as announce.lua stores it ("wait:<owner>" = "<server ms it
+ * began>|<kind>|<d or ->|<lock name>"), parsed: 0, or -1 when text is not
+ * one. */
+struct rm_registry_waitfield {
+    long long since_ms;
+    char kind;
+    int detect;
+    const char *lock;  /* into text */
+    size_t lock_len;
+};
+int rm_registry_parse_wait(const char *text, size_t len, struct rm_registry_waitfield *out);
 
 #endif

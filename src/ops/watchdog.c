@@ -73,7 +73,10 @@
  * (with the lock held: the holder registry lists the holds of now,
  * rm_watchdog_each_hold_locked) and sent with the renewals of its node.
  * The holder registry's announcements are one (registry.c): its hook,
- * told of every new hold (rm_watchdog_on_hold), makes or pokes it.
+ * told of every new hold (rm_watchdog_on_hold), makes or pokes it, and so
+ * does a waiting thread (rm_watchdog_periodic_poke) for the moment its wait
+ * is to be announced; a build with nothing new to send says when to look
+ * again (call->again) or goes dormant.
  *
  * Entries are a tagged union: what every kind has (the list, the call's
  * arguments, the schedule), then each kind's own (KIND_HOLD, KIND_WAITER,
@@ -354,6 +357,17 @@ void rm_watchdog_poke_locked(struct rm_watchdog_entry *e, rm_nsec due)
     if (due < wd.planned) wake_locked();
 }
 
+void rm_watchdog_periodic_poke(struct rm_endpoint *ep, const char *key, size_t key_len,
+                               const struct rm_watchdog_periodic *fns, rm_nsec due)
+{
+    pthread_once(&cv_once, init_cvs);
+    pthread_mutex_lock(&wd.mu);
+    struct rm_watchdog_entry *e = rm_watchdog_periodic_find_locked(ep, fns);
+    if (e) rm_watchdog_poke_locked(e, due);
+    else rm_watchdog_periodic_locked(ep, key, key_len, fns, NULL, due);
+    pthread_mutex_unlock(&wd.mu);
+}
+
 size_t rm_watchdog_each_hold_locked(const struct rm_endpoint *ep, size_t max,
                                     void (*fn)(void *arg, const char *lock, size_t len,
                                                rm_nsec acquired),
@@ -376,7 +390,8 @@ static int periodic_build_locked(struct rm_watchdog_entry *e, rm_nsec now)
     if (e->u.periodic.fns->build(e->u.periodic.arg, e->ep, e->argv[0], e->lens[0], now,
                                  &e->u.periodic.call))
         return 1;
-    e->next_due = RM_FOREVER;
+    e->next_due = e->u.periodic.call.again ? e->u.periodic.call.again : RM_FOREVER;
+    e->window = 0;
     return 0;
 }
 
@@ -1124,7 +1139,10 @@ static void *wd_main(void *arg)
                     if (!a || !b) break;
                     cap = nc;
                 }
-                if (e->kind == KIND_PERIODIC && !periodic_build_locked(e, now)) continue;
+                if (e->kind == KIND_PERIODIC && !periodic_build_locked(e, now)) {
+                    if (e->next_due < next) next = e->next_due; /* not yet: again later */
+                    continue;
+                }
                 node = at;
                 routed = 1;
                 e->inflight = 1;

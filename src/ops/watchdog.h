@@ -117,13 +117,14 @@ struct rm_watchdog_call {
     const char **argv;
     size_t *lens;
     void *mem;
+    rm_nsec again; /* build returned 0: due again then (0: dormant until poked) */
 };
 
 /* What a periodic entry's owner does.  build: with the watchdog's lock
  * held -- it may list the holds (rm_watchdog_each_hold_locked), must not
  * block nor call in here otherwise -- fill *call for ep now (key: the
  * entry's key, KEYS[1]), or return 0 to send nothing and stay dormant
- * until poked.  done: the call was answered (answered = 1) or not, sent
+ * until poked (or until call->again, when it sets that).  done: the call was answered (answered = 1) or not, sent
  * at sent; return when it is due again. */
 struct rm_watchdog_periodic {
     int (*build)(void *arg, struct rm_endpoint *ep, const char *key, size_t key_len, rm_nsec now,
@@ -147,6 +148,12 @@ struct rm_watchdog_entry *rm_watchdog_periodic_locked(struct rm_endpoint *ep, co
                                                       const struct rm_watchdog_periodic *fns,
                                                       void *arg, rm_nsec due);
 void rm_watchdog_poke_locked(struct rm_watchdog_entry *e, rm_nsec due);
+
+/* Without the watchdog's lock (a waiting thread, registry.c): make the
+ * periodic entry of fns on ep (routed by key) due by due at the latest,
+ * creating it if it is not there. */
+void rm_watchdog_periodic_poke(struct rm_endpoint *ep, const char *key, size_t key_len,
+                               const struct rm_watchdog_periodic *fns, rm_nsec due);
 
 /* For build: fn(arg, lock key, length, when it was acquired) for each hold
  * of ep that is not lost, at most max (fn NULL: count only).  Returns how

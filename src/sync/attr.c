@@ -1,4 +1,5 @@
-/* attr.c -- rmutexattr_*: type, robustness, fairness, caching and lease, checked
+/* attr.c -- rmutexattr_*: type, robustness, fairness, caching, deadlock
+ * detection and lease, checked
  * on the first line of each setter (musl style).  No Redis here. */
 #include "attr.h"
 #include "internal.h"
@@ -83,6 +84,16 @@ RMUTEX_API int rmutexattr_setcache(rmutexattr_t *a, int cache)
 RMUTEX_API int rmutexattr_getcache(const rmutexattr_t *a, int *cache)
 {
     return get_flag(a, RMUTEX_FLAG_CACHE, cache);
+}
+
+RMUTEX_API int rmutexattr_setdeadlock_detect(rmutexattr_t *a, int detect)
+{
+    return set_flag(a, RMUTEX_FLAG_DEADLOCK_DETECT, detect);
+}
+
+RMUTEX_API int rmutexattr_getdeadlock_detect(const rmutexattr_t *a, int *detect)
+{
+    return get_flag(a, RMUTEX_FLAG_DEADLOCK_DETECT, detect);
 }
 
 RMUTEX_API int rmutexattr_setlease(rmutexattr_t *a, unsigned long lease_ms)

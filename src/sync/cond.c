@@ -61,6 +61,7 @@
 #include "lock.h"
 #include "mutex.h"
 #include "session.h"
+#include "registry.h"
 #include "script.h"
 #include "sub.h"
 #include "thread.h"
@@ -291,6 +292,7 @@ struct waiting {
     int joined;               /* 1 on the channel, -1 polling */
     struct rm_waiter waiter;
     struct rm_watchdog_entry *alive;
+    struct rm_registry_wait announced; /* in the holder registry while it sleeps */
 };
 
 /* Ask Redis how the waiter stands: 1 released, 0 waiting, 2 unknown (its
@@ -310,6 +312,7 @@ static int check(struct waiting *wt, rm_nsec deadline)
  * waiter had been released (used up now).  Returns the retake's result. */
 static int finish(struct waiting *wt, int pass_on, int *released)
 {
+    rm_registry_wait_end(&wt->announced);
     if (wt->alive) rm_watchdog_cancel(wt->alive);
     if (wt->joined > 0) rm_sub_leave(&wt->waiter);
     struct cond_req q;
@@ -458,6 +461,10 @@ static int wait_common(rcond_t *c, rmutex_t *m, struct rm_wait *w, int cancel_st
     if (rm_mutex_wait_release(wt->mx, wt->self, wt->ep, &wt->depth))
         rm_log("%s: the mutex's hold was lost before the wait let go of it", wt->cs->keys.name);
 
+    wt->announced = (struct rm_registry_wait){ .ep = wt->ep, .owner = wt->self->owner,
+                                               .lock = wt->cs->keys.name,
+                                               .kind = RM_REGISTRY_WAIT_COND };
+    rm_registry_wait_begin(&wt->announced);
     int released;
     pthread_cleanup_push(cancelled, wt);
     released = sleep_until_released(wt, w, cancel_state);

@@ -83,6 +83,7 @@
 #include "fair.h"
 #include "endpoint.h"
 #include "pool.h"
+#include "registry.h"
 #include "script.h"
 #include "sub.h"
 #include "watchdog.h"
@@ -284,8 +285,9 @@ static int queue_for(struct rm_mutex *mx, struct rm_thread *self, struct rm_endp
         }
     }
     int unknown;
+    const struct rm_wait_subject subject = { ep, RM_REGISTRY_WAIT_FAIR, rm_handle_detects(mx) };
     int r = rm_wait_acquire(w, &steps, &x, mx->keys.lock, "held, or others are queued for it",
-                            &self->rng, o, &unknown);
+                            &self->rng, o, &unknown, &subject);
     if (x.alive) rm_watchdog_cancel(x.alive);
     if (x.joined > 0) rm_sub_leave(&x.waiter);
     /* Queued, or maybe granted without knowing: leave and pass it on. */

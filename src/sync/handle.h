@@ -58,11 +58,21 @@ struct rm_mutex {
     int type;                /* RMUTEX_NORMAL / RECURSIVE / ERRORCHECK */
     int robust, fair;
     int cache;               /* keep the Redis hold after the last unlock (cache.c) */
+    int detect;              /* an ERRORCHECK mutex's wait that closes a cycle of
+                                waits gives up with EDEADLK (deadlock.c) */
     unsigned long lease_ms;  /* 0: default lease, renewed by the watchdog */
     const struct rm_lock_ops *ops;
     unsigned users;          /* threads inside a call through it; under lock->mu */
     struct rm_mutex *all_next, *all_prev; /* every handle (mutex.c) */
 };
+
+/* Whether a wait through mx gives up with EDEADLK when it closes a cycle
+ * of waits (deadlock.c): an ERRORCHECK mutex that asks, or every one with
+ * the setting deadlock_detect=1. */
+static inline int rm_handle_detects(const struct rm_mutex *mx)
+{
+    return mx->detect || (mx->type == RMUTEX_ERRORCHECK && RM_SETTING(deadlock_detect));
+}
 
 /* The lease of a hold of mx, in ms. */
 static inline unsigned long rm_handle_lease(const struct rm_mutex *mx)

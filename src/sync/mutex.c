@@ -75,7 +75,8 @@ static int create(rmutex_t *m, const char *name, int kind, unsigned long lease_m
         rm_detail("unknown mutex type %d", type);
         return EINVAL;
     }
-    if (kind & ~(0xff | RMUTEX_FLAG_ROBUST | RMUTEX_FLAG_FAIR | RMUTEX_FLAG_CACHE)) {
+    if (kind & ~(0xff | RMUTEX_FLAG_ROBUST | RMUTEX_FLAG_FAIR | RMUTEX_FLAG_CACHE |
+                 RMUTEX_FLAG_DEADLOCK_DETECT)) {
         rm_detail("unknown mutex flags 0x%x", kind);
         return EINVAL;
     }
@@ -99,6 +100,7 @@ static int create(rmutex_t *m, const char *name, int kind, unsigned long lease_m
     mx->robust = !!(kind & RMUTEX_FLAG_ROBUST);
     mx->fair = !!(kind & RMUTEX_FLAG_FAIR);
     mx->cache = !!(kind & RMUTEX_FLAG_CACHE);
+    mx->detect = (kind & RMUTEX_FLAG_DEADLOCK_DETECT) && type == RMUTEX_ERRORCHECK;
     mx->lease_ms = lease_ms;
     mx->ops = mx->fair ? &rm_fair_ops : &rm_nonfair_ops;
     all_add(mx);

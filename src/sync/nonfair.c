@@ -59,6 +59,7 @@
 #include "nonfair.h"
 #include "endpoint.h"
 #include "pool.h"
+#include "registry.h"
 #include "script.h"
 #include "sub.h"
 #include "watchdog.h"
@@ -237,8 +238,9 @@ static int acquire(struct rm_mutex *mx, struct rm_thread *self, struct rm_endpoi
 {
     struct acquiring x = { .mx = mx, .me = me, .ep = ep, .try_only = w->mode == RM_WAIT_TRY };
     int unknown;
+    const struct rm_wait_subject subject = { ep, RM_REGISTRY_WAIT_MUTEX, rm_handle_detects(mx) };
     int r = rm_wait_acquire(w, &steps, &x, mx->keys.lock, "held by another thread or process",
-                            &self->rng, g, &unknown);
+                            &self->rng, g, &unknown, &subject);
     /* Giving up after a lost reply: the lock may be ours without our
      * knowing; let the watchdog release that acquisition, if it happened. */
     if (r && unknown) {

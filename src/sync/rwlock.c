@@ -68,6 +68,7 @@
 #include "sub.h"
 #include "thread.h"
 #include "token.h"
+#include "registry.h"
 #include "wait.h"
 #include "watchdog.h"
 
@@ -639,10 +640,12 @@ static int lock_common(rrwlock_t *l, struct rm_wait *w, int writer)
                                                  x.match, strlen(x.match)) ? -1 : 1;
         struct rm_outcome o = { 0 };
         int unknown;
+        const struct rm_wait_subject subject = {
+            ep, writer ? RM_REGISTRY_WAIT_WRITE : RM_REGISTRY_WAIT_READ, 0 };
         r = rm_wait_acquire(w, &steps, &x, ns->keys.lock,
                             writer ? "held (read or written), or others wait ahead"
                                    : "held by a writer, or a writer waits ahead",
-                            &self->rng, &o, &unknown);
+                            &self->rng, &o, &unknown, &subject);
         if (x.alive) rm_watchdog_cancel(x.alive);
         if (x.joined > 0) rm_sub_leave(&x.waiter);
         if (r) {

@@ -737,7 +737,7 @@ static int wait_common(rsem_t *s, unsigned n, struct rm_wait *w, int cancel_stat
     pthread_cleanup_push(cancelled, &x);
     r = rm_wait_acquire(w, &steps, &x, ns->keys.name,
                         h->fair ? "short of permits, or others wait ahead" : "short of permits",
-                        &self->rng, &o, &unknown);
+                        &self->rng, &o, &unknown, NULL);
     pthread_cleanup_pop(0);
     if (!r && h->reclaim && count_up(h, ep, self, n, &o)) {
         undo(&x, 0);

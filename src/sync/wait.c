@@ -12,10 +12,20 @@
  * attempt, try again after a lost or unsent request, stop or wait when
  * busy, attempt again -- the algorithm gives its attempt and its wait as
  * steps, and cleans up after itself (a queue place, a subscription, an
- * acquisition that may have happened unknown to it). */
+ * acquisition that may have happened unknown to it).
+ *
+ * A call that waits is listed in the holder registry while it waits
+ * (rm_registry_wait_begin: a record on this stack, no Redis call; the
+ * watchdog announces it once it has lasted announce_wait ms), and one
+ * whose mutex asks for deadlock detection looks for a cycle of waits
+ * through its lock once it has waited rm_deadlock_threshold, then once a
+ * second (deadlock.c): its waits are cut at the next look. */
 #include "wait.h"
 #include "call.h"
+#include "deadlock.h"
 #include "internal.h"
+#include "registry.h"
+#include "thread.h"
 
 #include <errno.h>
 
@@ -130,11 +140,22 @@ rm_nsec rm_wait_queue_bound(unsigned long rank, long long pttl, unsigned long wa
     return rank < (unsigned long)(last_resort / bound) ? bound * (rm_nsec)(rank + 1) : last_resort;
 }
 
+/* Waits of a detecting call: when to look for a deadlock next. */
+static rm_nsec next_look(const struct rm_wait_subject *subject, const struct rm_registry_wait *rw,
+                         rm_nsec now)
+{
+    if (!subject || !subject->detect || !rw->since) return RM_FOREVER;
+    rm_nsec first = rw->since + rm_deadlock_threshold();
+    return first > now ? first : now + RM_MSEC(1000);
+}
+
 int rm_wait_acquire(struct rm_wait *w, const struct rm_acquire_steps *s, void *ctx,
                     const char *lock, const char *why_busy, uint32_t *rng, struct rm_outcome *o,
-                    int *unknown)
+                    int *unknown, const struct rm_wait_subject *subject)
 {
     struct rm_attempts at = { 0 };
+    struct rm_registry_wait rw = { 0 };
+    rm_nsec look = RM_FOREVER;
     int busy = 0, r;
     for (int first = 1;; first = 0) {
         /* Busy until the deadline: no attempt whose reply could not come
@@ -161,10 +182,24 @@ int rm_wait_acquire(struct rm_wait *w, const struct rm_acquire_steps *s, void *c
         if ((r = rm_wait_busy(w, lock, why_busy))) break;
         busy = 1;
         rm_wait_begin(&at);
-        if ((r = s->wait(ctx, o, w->deadline))) break;
+        if (subject && !rw.ep) {
+            struct rm_thread *self = rm_thread_self();
+            rw = (struct rm_registry_wait){ .ep = subject->ep, .owner = self->owner, .lock = lock,
+                                            .kind = subject->kind, .detect = subject->detect };
+            rm_registry_wait_begin(&rw);
+            look = next_look(subject, &rw, rm_clock_now());
+        }
+        if (look <= rm_clock_now()) {
+            if (rm_deadlock_closed(subject->ep, lock, rw.owner, rm_clock_now() - rw.since)) {
+                r = EDEADLK;
+                break;
+            }
+            look = next_look(subject, &rw, rm_clock_now());
+        }
+        if ((r = s->wait(ctx, o, rm_clock_min(w->deadline, look)))) break;
     }
     *unknown = at.unknown;
+    if (rw.ep) rm_registry_wait_end(&rw);
     rm_wait_end(&at, r);
     return r;
 }
-

@@ -77,6 +77,17 @@ struct rm_acquire_steps {
     int (*wait)(void *ctx, const struct rm_outcome *o, rm_nsec deadline);
 };
 
+/* What an acquiring call waits for, for the holder registry (a wait
+ * longer than announce_wait is announced: registry.c) and, with detect
+ * (an ERRORCHECK mutex's rmutexattr_setdeadlock_detect), for deadlock
+ * detection (deadlock.c).  kind: RM_REGISTRY_WAIT_*. */
+struct rm_endpoint;
+struct rm_wait_subject {
+    struct rm_endpoint *ep;
+    char kind;
+    int detect;
+};
+
 /* The acquisition loop of every lock algorithm: attempt; on no answer, try
  * again with rm_wait_failed's rule; on busy, stop as w says (EBUSY for
  * trylock, ETIMEDOUT at the deadline: the detail says lock is held,
@@ -84,10 +95,14 @@ struct rm_acquire_steps {
  * at or past its deadline.  Returns 0 (acquired: o as the last attempt
  * left it), ENOTRECOVERABLE, RMUTEX_ENOREPLICAS or the code it gave up
  * with; *unknown: the last attempt's reply was lost (the lock may be the
- * caller's without its knowing: the algorithm cleans up). */
+ * caller's without its knowing: the algorithm cleans up).  subject (may
+ * be NULL: nobody is told) says what the wait is for: once it has waited,
+ * the call is listed in the registry until it ends; with detect, it gives
+ * up with EDEADLK when its wait closes a cycle of waits that has lasted
+ * rm_deadlock_threshold (it then looks once a second). */
 int rm_wait_acquire(struct rm_wait *w, const struct rm_acquire_steps *s, void *ctx,
                     const char *lock, const char *why_busy, uint32_t *rng, struct rm_outcome *o,
-                    int *unknown);
+                    int *unknown, const struct rm_wait_subject *subject);
 
 /* The call is about to wait: count it in stats.waiting (once). */
 void rm_wait_begin(struct rm_attempts *a);

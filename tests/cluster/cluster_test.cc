@@ -1073,4 +1073,73 @@ TEST_F(ClusterTest, SemaphoresBarriersAndOnceKeepTheirKeysInTheirSlotAndWakeThro
     }
 }
 
+/* ---- waits and deadlocks across the primaries ---------------------------------- */
+
+#ifdef RMUTEX_CLI
+class ClusterDeadlocks : public ClusterTest {
+  protected:
+    /* Three names, one on each primary; and each member's registry key
+     * lands wherever its process's uuid hashes. */
+    std::vector<std::string> spread(const std::string &stem)
+    {
+        std::vector<std::string> names(3);
+        for (int k = 0, found = 0; found < 3 && k < 1000; k++) {
+            std::string n = name(stem + std::to_string(k));
+            int o = cluster->owner(cluster->slot(n));
+            if (names[o].empty()) names[o] = n, found++;
+        }
+        return names;
+    }
+    std::unique_ptr<Child> chain(const std::string &first, const std::string &second,
+                                 const std::vector<std::string> &opts = {})
+    {
+        std::vector<std::string> args{ "chain", first, second };
+        args.insert(args.end(), opts.begin(), opts.end());
+        auto c = std::make_unique<Child>(args, cluster->url(options()));
+        auto l = c->expect_line("first ", ms(10000));
+        EXPECT_TRUE(l && field(*l, "rc") == "0") << (l ? *l : "no answer");
+        return c;
+    }
+    /* rmutex deadlocks on the cluster: its exit code, its output. */
+    int deadlocks(std::string *out)
+    {
+        Child c(std::vector<std::string>{ RMUTEX_CLI, "deadlocks" },
+                std::map<std::string, std::string>{ { "RMUTEX_URL", cluster->url(options()) } });
+        out->clear();
+        while (auto l = c.read_line(ms(20000))) *out += *l + "\n";
+        int st = c.wait(ms(20000));
+        return st >= 0 && WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+    }
+};
+
+/* The registry entries and the locks of a cycle are spread over every
+ * primary: rmutex deadlocks walks them all and finds it. */
+TEST_F(ClusterDeadlocks, AThreeProcessCycleAcrossThePrimariesIsFound)
+{
+    auto n = spread("cyc");
+    ASSERT_FALSE(n[0].empty() || n[1].empty() || n[2].empty());
+    auto a = chain(n[0], n[1]), b = chain(n[1], n[2]), c = chain(n[2], n[0]);
+    for (auto *p : { a.get(), b.get(), c.get() }) p->write_line("go");
+    std::string out;
+    ASSERT_TRUE(wait_until([&] { return deadlocks(&out) == 1; }, ms(10000))) << out;
+    EXPECT_NE(out.find("3 threads"), std::string::npos) << out;
+    for (auto *p : { a.get(), b.get(), c.get() })
+        EXPECT_NE(out.find("pid " + std::to_string(p->pid()) + " on "), std::string::npos) << out;
+}
+
+/* A detecting ERRORCHECK mutex follows the chain through locks and
+ * registry entries on different primaries, and gives up. */
+TEST_F(ClusterDeadlocks, ADetectingMutexBreaksACycleAcrossThePrimaries)
+{
+    auto n = spread("brk");
+    ASSERT_FALSE(n[0].empty() || n[1].empty() || n[2].empty());
+    auto a = chain(n[0], n[1]), b = chain(n[1], n[2]), c = chain(n[2], n[0], { "--type=2", "--detect" });
+    for (auto *p : { a.get(), b.get(), c.get() }) p->write_line("go");
+    auto l = c->expect_line("second ", ms(10000));
+    ASSERT_TRUE(l) << "the detecting process never gave up";
+    EXPECT_EQ(std::to_string(EDEADLK), field(*l, "rc")) << *l;
+    EXPECT_FALSE(a->poll_line() || b->poll_line());
+}
+#endif
+
 } // namespace
