@@ -18,7 +18,9 @@
 --       8 G  rmutex_sem_grant:{NAME}     + ":<id>" (ARGV 9): that call's
 --                                       grant, kept a minute: a wait or post
 --                                       asked again after a lost reply
---                                       learns it went; undo gives it back
+--                                       learns it went; undo gives it back.
+--                                       Deleted by the thread's next call
+--                                       once it has the outcome (ARGV 12)
 -- ARGV  1 op: wait | post | getvalue | cancel | undo | release | unlink | open
 --       2 the caller's process uuid   3 the initial value (the name is new)
 --       4 n (permits)   5 permit lease ms   6 waiter lease ms
@@ -27,6 +29,8 @@
 --       8 the ticket an earlier answer of this call gave it ("0": none)
 --       9 the waiter's id   10 the publishing command (publish | spublish)
 --      11 the channel (rmutex_sem:{NAME})
+--      12 the id of the caller's thread's last wait or post on the name whose
+--         outcome it has learnt: its grant key is deleted ("0": none)
 -- Answers:
 --   wait     {0, value left} taken; {1, ms, ticket} none: look again within
 --            ms (when the earliest lease runs out; -1: no lease), ticket >
@@ -66,6 +70,8 @@ local PURGE, BATCH, MAX = 64, 64, 2147483647
 local LOST_MS, GRANT_MS = 86400000, 60000
 
 --!include clock.lua
+
+if ARGV[12] and ARGV[12] ~= '0' then redis.call('del', KEYS[8] .. ':' .. ARGV[12]) end
 
 local function flag(f) return string.find(flags, f, 1, true) ~= nil end
 

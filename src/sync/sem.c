@@ -417,15 +417,30 @@ RMUTEX_API int rsem_destroy(rsem_t *s)
 /* ---- sem.lua ---- */
 
 #define NKEYS 8
-#define NARGS 19
+#define NARGS 20
 _Static_assert(NARGS <= RM_WATCHDOG_MAXARGS, "a call may be deferred to the watchdog");
 
 struct sem_req {
     const char *argv[NARGS];
     size_t lens[NARGS];
     char initial[RM_CONN_UINT], n[RM_CONN_UINT], lease[RM_CONN_UINT], wlease[RM_CONN_UINT],
-         ticket[RM_CONN_UINT], id[RM_CONN_UINT], flags[8];
+         ticket[RM_CONN_UINT], id[RM_CONN_UINT], flags[8], done[RM_CONN_UINT];
 };
+
+/* The calling thread's last wait or post whose outcome it has learnt (its
+ * reply came, and no undo needs its grant): the next call on the same name
+ * deletes that grant key (ARGV 12), so a busy semaphore keeps about one
+ * per thread instead of a minute's worth (the rest expire). */
+static __thread struct {
+    const struct rm_semname *ns;
+    uint64_t id;
+} learnt;
+
+static void learnt_set(const struct rm_semname *ns, uint64_t id)
+{
+    learnt.ns = ns;
+    learnt.id = id;
+}
 
 /* The call op by the process uuid (ulen bytes) on h's name: n permits,
  * this call's id and ticket. */
@@ -438,8 +453,11 @@ static void req_make(struct sem_req *q, const struct rm_semname *ns, struct rm_e
     const char *v[NARGS] = {
         k->sem, k->leases, k->held, k->queue, k->alive, k->seq, k->lost, k->grant,
         op, uuid, q->initial, q->n, q->lease, q->wlease, q->flags, q->ticket, q->id,
-        rm_endpoint_publish(ep), k->sem,
+        rm_endpoint_publish(ep), k->sem, q->done,
     };
+    uint64_t done = learnt.ns == ns ? learnt.id : 0;
+    if (done) learnt.ns = NULL;
+    rm_conn_uint(q->done, done);
     memcpy(q->argv, v, sizeof v);
     for (int i = 0; i < NARGS; i++) q->lens[i] = strlen(v[i]);
     q->lens[9] = ulen;
@@ -449,6 +467,7 @@ static void req_make(struct sem_req *q, const struct rm_semname *ns, struct rm_e
     q->lens[13] = rm_conn_uint(q->wlease, RM_SETTING(waiter_lease_ms));
     q->lens[15] = rm_conn_uint(q->ticket, ticket);
     q->lens[16] = rm_conn_uint(q->id, id);
+    q->lens[19] = strlen(q->done);
 }
 
 static unsigned long lease_of(const struct rm_sem *h)
@@ -745,6 +764,7 @@ static int wait_common(rsem_t *s, unsigned n, struct rm_wait *w, int cancel_stat
         r = ENOMEM;
     }
     if (!r) RM_COUNT(acquisitions);
+    if (!r && !unknown) learnt_set(ns, x.id);
     finish(&x, r, unknown);
     return r; /* EBUSY for a try: as rmutex_trylock's (the POSIX wrappers say EAGAIN) */
 }
@@ -848,6 +868,7 @@ static int post_common(struct rm_sem *h, unsigned n)
     }
     long long status = e[0]->integer, own = e[1]->integer;
     freeReplyObject(reply);
+    learnt_set(ns, id);
     if (status == 2) {
         rm_detail("a post of %u would take %s past RSEM_VALUE_MAX", n, ns->keys.name);
         return EOVERFLOW;
