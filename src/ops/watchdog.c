@@ -122,6 +122,7 @@ struct rm_watchdog_entry {
     rm_nsec next_due;
     rm_nsec window;           /* renewed up to this much early, to batch */
     int inflight, cancelled, cb_running, use_eval;
+    rm_nsec repoke;          /* periodic: a poke that came while a call was in flight (0: none) */
     _Atomic int lost;         /* a hold found gone; any entry: done with */
     union {
         struct {              /* KIND_HOLD */
@@ -351,7 +352,11 @@ struct rm_watchdog_entry *rm_watchdog_periodic_locked(struct rm_endpoint *ep, co
 
 void rm_watchdog_poke_locked(struct rm_watchdog_entry *e, rm_nsec due)
 {
-    if (e->next_due <= due || e->inflight) return;
+    if (e->inflight) { /* the call out now may not carry what asked: kept for its end */
+        if (!e->repoke || due < e->repoke) e->repoke = due;
+        return;
+    }
+    if (e->next_due <= due) return;
     e->next_due = due;
     e->window = 0;
     if (due < wd.planned) wake_locked();
@@ -835,6 +840,8 @@ static int apply(struct rm_watchdog_entry *e, int res, rm_nsec sent, rm_nsec now
          * when to try again; nothing depends on it. */
         e->next_due = res == -2 ? now
                                 : e->u.periodic.fns->done(e->u.periodic.arg, res >= 0, sent, now);
+        if (e->repoke && e->repoke < e->next_due) e->next_due = e->repoke;
+        e->repoke = 0;
         e->window = 0;
         return 0;
     }

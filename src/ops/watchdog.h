@@ -140,7 +140,8 @@ void rm_watchdog_on_hold(void (*fn)(struct rm_endpoint *ep, const char *owner,
 /* With the watchdog's lock held (that hook): the periodic entry of fns on
  * ep, or NULL; a new one, due at due, routed by key (copied), living until
  * the watchdog stops (NULL out of memory); make e due by due at the
- * latest. */
+ * latest (while e's call is out, by due or its end, whichever is later:
+ * that call may not carry what the poke is for). */
 struct rm_watchdog_entry *rm_watchdog_periodic_find_locked(const struct rm_endpoint *ep,
                                                            const struct rm_watchdog_periodic *fns);
 struct rm_watchdog_entry *rm_watchdog_periodic_locked(struct rm_endpoint *ep, const char *key,
