@@ -6,10 +6,12 @@
  *      mutex's lock+unlock (W1's measurement), after a raw hiredis EVALSHA
  *      loop; round trips per pair (rmutex_stats) and the Redis time per
  *      pair (INFO commandstats: the stretch's EVALSHA time / its pairs, its
- *      calls checked against 2 per pair).  The three subjects take turns
- *      in 5 interleaved rounds of short stretches, the median of each
- *      subject's rounds (rounds.c, as W13: a burst of other load on this
- *      shared machine falls on one stretch of each, not on one subject).
+ *      calls checked against 2 per pair); the keys Redis holds just after
+ *      (every wait and post leaves its grant key a minute).  The three
+ *      subjects take turns in 5 interleaved rounds of short stretches, the
+ *      median of each subject's rounds (rounds.c, as W13: a burst of other
+ *      load on this shared machine falls on one stretch of each, not on
+ *      one subject).
  *   2. Hand-off latency: a semaphore of one permit that this process
  *      holds (its value is 0), a forked process waiting in rsem_wait; this
  *      process posts.  The time is from the post returning to the waiter's
@@ -119,7 +121,16 @@ static void pairs_part(void)
     static const char *const pair[NKIND] = { "lock+unlock", "wait+post", "wait+post" };
     const struct subject subj[NKIND] = { { mutex_subject, &m }, { sem_subject, &sem[SEM] },
                                          { sem_subject, &sem[SEM_FAIR] } };
-    rounds_report("W15", ok, c, NKIND, subj, kind_name, pair, seconds, NULL);
+    ok = !rounds_report("W15", ok, c, NKIND, subj, kind_name, pair, seconds, NULL);
+    /* Every wait and post leaves a grant key a minute (a lost reply's
+     * answer): what the stretches left behind. */
+    struct sample keys = { .n = 0 };
+    if (ok) {
+        sample_add(&keys, (double)rcmd_int(c, "DBSIZE"));
+        printf("  W15 pairs: %.0f keys in Redis after them\n", keys.v[0]);
+    }
+    struct row *r = report_row("W15", "keys in Redis just after the pairs (DBSIZE)", "keys", ok ? &keys : NULL);
+    if (ok) snprintf(r->note, sizeof r->note, "grant keys: one per wait and per post, kept a minute");
     for (int k = SEM; k <= made; k++) rsem_destroy(&sem[k]);
     if (have_m) rmutex_destroy(&m);
     if (c) redisFree(c);
