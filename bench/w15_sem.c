@@ -316,7 +316,9 @@ static int reclaim_run(redisContext *c, rsem_t *s, const char *name, int fair, s
         ok = 0;
     }
     if (ok) *reclaim_ms = (double)(atomic_load(&w.in) - killed) / 1e6;
-    int r = ok ? rsem_post(s) : 0;
+    /* The permit the wait took goes back, whatever else failed (a permit
+     * held would refuse the next rmutex_shutdown). */
+    int r = atomic_load(&w.in) && !atomic_load(&w.r) ? rsem_post(s) : 0;
     if (r) fprintf(stderr, "bench W15 reclaim: post: %s (%s)\n", strerror(r), rmutex_detail());
     waitpid(pid, NULL, 0);
     if (isnan(left)) fprintf(stderr, "bench W15 reclaim: not one lease in Redis at the kill\n");
