@@ -73,6 +73,7 @@ void w12_run(void);
 void w13_run(void); /* read-write locks (w13_rwlock.c, w13_readers.c, w13_handoff.c) */
 void w14_run(void); /* W1 over TLS beside plain TCP; the handshake */
 void w14_barrier_run(void); /* barrier rounds of 2, 10, 100 members across processes (W14b) */
+void w15_run(void); /* semaphores (w15_sem.c): pairs, hand-off, reclaim after kill -9 */
 /* Stop the cluster W8 and W9 started, if any. */
 void bench_cluster_stop(void);
 

@@ -5,7 +5,7 @@
  *                [--md FILE] [--data DIR] [--only W1,W3,...]
  *
  * Starts its own redis-server on a free loopback port (unless --url),
- * measures the RTT limit (limits.c), runs the workloads W1..W14 (one file
+ * measures the RTT limit (limits.c), runs the workloads W1..W15 (one file
  * each), measures the limit again, and prints one table: every figure as a
  * median with min-max over the repetitions, next to the limit of this run
  * and its ratio to it, and the target.  --data writes the distributions the
@@ -193,7 +193,7 @@ int main(int argc, char **argv)
                  { "W5", w5_run }, { "W6", w6_run }, { "W7", w7_run }, { "W8", w8_run },
                  { "W9", w9_run }, { "W10", w10_run }, { "W11", w11_run },
                  { "W12", w12_run }, { "W13", w13_run }, { "W14", w14_run },
-                 { "W14b", w14_barrier_run } };
+                 { "W14b", w14_barrier_run }, { "W15", w15_run } };
     for (size_t i = 0; i < sizeof work / sizeof *work; i++) {
         if (!selected(work[i].id)) continue;
         printf("%s ...\n", work[i].id);

@@ -35,7 +35,7 @@
  *      10 000 threads of one process, or 200 of one, lost none.)
  *      Expected: one renewal per lease / 3 per name per process, whatever
  *      the number of its reading threads.
- * Parts 1 and 2 take their subjects in rounds (rounds(): five short
+ * Parts 1 and 2 take their subjects in rounds (rounds.c: five short
  * stretches each, interleaved, the median of each): Redis time by
  * commandstats is wall time inside Redis, and on a shared 2-core machine
  * a burst of other load inflates whatever stretch it falls on. */
@@ -43,6 +43,7 @@
 #include "clock.h"
 #include "cmdstats.h"
 #include "report.h"
+#include "rounds.h"
 #include "server.h"
 #include "w13.h"
 
@@ -76,71 +77,26 @@ int rw_pairs(rrwlock_t *l, int writer, long n, double seconds, double *rate)
 enum { MUTEX, READ, WRITE, NKIND };
 static const char *const kind_name[NKIND] = { "mutex (non-fair)", "read", "write" };
 
-struct stretch {
-    double rate, trips, redis_us, stray; /* stray: EVALSHA calls beyond 2 per pair */
+static int mutex_subject(void *m, double seconds, double *rate)
+{
+    return lock_pairs("W13", m, 0, seconds, rate);
+}
+
+struct rw_subject {
+    rrwlock_t *l;
+    int writer;
 };
 
-/* One stretch of pairs of kind: 0 or -1. */
-static int stretch(redisContext *c, int kind, rmutex_t *m, rrwlock_t *l, double seconds,
-                   struct stretch *o)
+static int rw_subject(void *arg, double seconds, double *rate)
 {
-    double calls0, usec0, calls1, usec1;
-    rmutex_stats_t s0 = stats_now();
-    if (evalsha_totals(c, &calls0, &usec0)) return -1;
-    int r = kind == MUTEX ? lock_pairs("W13", m, 0, seconds, &o->rate)
-                          : rw_pairs(l, kind == WRITE, 0, seconds, &o->rate);
-    rmutex_stats_t s1 = stats_now();
-    if (r || evalsha_totals(c, &calls1, &usec1)) return -1;
-    double n = (double)(s1.acquisitions - s0.acquisitions);
-    if (n <= 0) return -1;
-    o->trips = (double)(s1.round_trips - s0.round_trips) / n;
-    o->redis_us = (usec1 - usec0) / n;
-    o->stray = calls1 - calls0 - 2 * n;
-    return 0;
-}
-
-#define ROUNDS 5
-
-static double median_of(double *v, int n)
-{
-    sort_doubles(v, (size_t)n);
-    return quantile_sorted(v, (size_t)n, 0.5);
-}
-
-/* One repetition over n subjects (subject i: pairs of kind[i], on m or
- * l[i]): ROUNDS rounds of a stretch of seconds / ROUNDS for each, the
- * order turned by one every round, so that a burst of other load on the
- * machine hits a stretch of each rather than all of one; per subject the
- * median of its rounds, figure by figure.  0 or -1. */
-static int rounds(redisContext *c, int n, const int *kind, rmutex_t *m, rrwlock_t *const *l,
-                  double seconds, struct stretch *out)
-{
-    double v[4][8][ROUNDS];
-    for (int r = 0; r < ROUNDS; r++)
-        for (int j = 0; j < n; j++) {
-            int i = (j + r) % n;
-            struct stretch st;
-            if (stretch(c, kind[i], m, l[i], seconds / ROUNDS, &st)) return -1;
-            v[0][i][r] = st.rate, v[1][i][r] = st.trips, v[2][i][r] = st.redis_us, v[3][i][r] = st.stray;
-        }
-    for (int i = 0; i < n; i++)
-        out[i] = (struct stretch){ median_of(v[0][i], ROUNDS), median_of(v[1][i], ROUNDS),
-                                   median_of(v[2][i], ROUNDS), median_of(v[3][i], ROUNDS) };
-    return 0;
+    struct rw_subject *x = arg;
+    return rw_pairs(x->l, x->writer, 0, seconds, rate);
 }
 
 static double mutex_redis_us; /* the mutex pair's Redis time, for part 2's rows */
 
 static void pairs_part(void)
 {
-    struct sample rate[NKIND], us[NKIND], trips[NKIND], vs_raw[NKIND], vs_mutex[NKIND],
-                  us_vs_mutex[NKIND];
-    memset(rate, 0, sizeof rate);
-    memset(us, 0, sizeof us);
-    memset(trips, 0, sizeof trips);
-    memset(vs_raw, 0, sizeof vs_raw);
-    memset(vs_mutex, 0, sizeof vs_mutex);
-    memset(us_vs_mutex, 0, sizeof us_vs_mutex);
     double seconds = opt.quick ? 0.5 : 2;
     char mname[128], rname[128];
     lock_name(mname, sizeof mname, "w13:mutex");
@@ -156,52 +112,15 @@ static void pairs_part(void)
     int made = ok;
     ok = ok && !lock_pairs("W13", &m, 200, 0.2, NULL) && !rw_pairs(&l, 0, 200, 0.2, NULL) &&
          !rw_pairs(&l, 1, 200, 0.2, NULL);
-    for (int i = 0; ok && i < opt.reps; i++) {
-        double ev = limit_loop(c, (int)(seconds * lim.eval_rate), 1, NULL);
-        struct stretch s[NKIND];
-        static const int kinds[NKIND] = { MUTEX, READ, WRITE };
-        rrwlock_t *const ls[NKIND] = { NULL, &l, &l };
-        if (!(ok = !rounds(c, NKIND, kinds, &m, ls, seconds, s))) break;
-        printf("  W13 pairs: EVALSHA loop %.0f/s;", ev);
-        for (int k = 0; k < NKIND; k++) {
-            sample_add(&rate[k], s[k].rate);
-            sample_add(&us[k], s[k].redis_us);
-            sample_add(&trips[k], s[k].trips);
-            sample_add(&vs_raw[k], s[k].rate / (ev / 2));
-            sample_add(&vs_mutex[k], s[k].rate / s[MUTEX].rate);
-            sample_add(&us_vs_mutex[k], s[k].redis_us / s[MUTEX].redis_us);
-            printf(" %s %.0f pairs/s (%.2f RT, %.1f us in Redis%s)", kind_name[k], s[k].rate,
-                   s[k].trips, s[k].redis_us, s[k].stray ? ", stray calls" : "");
-        }
-        printf("\n");
-    }
+    static const char *const pair[NKIND] = { "lock+unlock", "lock+unlock", "lock+unlock" };
+    struct rw_subject rd = { &l, 0 }, wr = { &l, 1 };
+    const struct subject subj[NKIND] = { { mutex_subject, &m }, { rw_subject, &rd }, { rw_subject, &wr } };
+    rounds_report("W13", ok, c, NKIND, subj, kind_name, pair, seconds, &mutex_redis_us);
     if (made) {
         rmutex_destroy(&m);
         rrwlock_destroy(&l);
     }
     if (c) redisFree(c);
-    mutex_redis_us = sample_median(&us[MUTEX]);
-    char fig[96];
-    for (int k = 0; k < NKIND; k++) {
-        snprintf(fig, sizeof fig, "%s lock+unlock pairs, 1 thread", kind_name[k]);
-        struct row *r = report_row("W13", fig, "pairs/s", ok ? &rate[k] : NULL);
-        row_limit_ref(r, &lim.eval_rate, 0.5, "EVALSHA/2");
-        if (!ok) row_na(r, "error, see stderr");
-        snprintf(fig, sizeof fig, "%s pairs/s ÷ an EVALSHA/2 loop just before", kind_name[k]);
-        report_row("W13", fig, "ratio", ok ? &vs_raw[k] : NULL);
-        if (k != MUTEX) {
-            snprintf(fig, sizeof fig, "%s pairs/s ÷ the mutex pair's, same rep", kind_name[k]);
-            report_row("W13", fig, "ratio", ok ? &vs_mutex[k] : NULL);
-        }
-        snprintf(fig, sizeof fig, "%s round trips per pair (calling thread)", kind_name[k]);
-        report_row("W13", fig, "RT", ok ? &trips[k] : NULL);
-        snprintf(fig, sizeof fig, "%s Redis time per pair (INFO commandstats)", kind_name[k]);
-        report_row("W13", fig, "µs", ok ? &us[k] : NULL);
-        if (k != MUTEX) {
-            snprintf(fig, sizeof fig, "%s Redis time per pair ÷ the mutex pair's, same rep", kind_name[k]);
-            report_row("W13", fig, "ratio", ok ? &us_vs_mutex[k] : NULL);
-        }
-    }
 }
 
 /* ---- 2: Redis time per read pair against the readers holding ---- */
@@ -252,9 +171,10 @@ static void readers_part(void)
     }
     for (int i = 0; ok && i < opt.reps; i++) {
         struct stretch s[NCROWDS];
-        static const int reads[NCROWDS] = { READ, READ, READ };
-        rrwlock_t *const ls[NCROWDS] = { &l[0], &l[1], &l[2] };
-        if (!(ok = !rounds(c, NCROWDS, reads, NULL, ls, seconds, s))) break;
+        struct rw_subject rd[NCROWDS] = { { &l[0], 0 }, { &l[1], 0 }, { &l[2], 0 } };
+        const struct subject subj[NCROWDS] = { { rw_subject, &rd[0] }, { rw_subject, &rd[1] },
+                                               { rw_subject, &rd[2] } };
+        if (!(ok = !rounds_measure(c, NCROWDS, subj, seconds, s))) break;
         printf("  W13 readers:");
         for (int k = 0; k < NCROWDS; k++) {
             sample_add(&us[k], s[k].redis_us);
