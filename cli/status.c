@@ -266,12 +266,54 @@ static void print_human(const char *name, const rmutex_lockinfo_t *in, const str
     print_waiters(o, in->queue_len > 0);
 }
 
+/* A semaphore (rsem_inspect): its value, the processes holding permits,
+ * each with its registry lines, and its fair queue's length. */
+static void print_sem_human(const char *name, const rsem_info_t *si)
+{
+    printf("%s  %s\n", name, si->processes ? "held" : "free");
+    printf("  kind     semaphore, %d permit%s free", si->value, si->value == 1 ? "" : "s");
+    if (si->lapsed) printf(" (and %u of dead or stalled processes, back at the next call)", si->lapsed);
+    printf("\n  holders  %u process%s\n", si->processes, si->processes == 1 ? "" : "es");
+    for (unsigned i = 0; i < si->shown; i++) {
+        const rmutex_readerinfo_t *p = &si->holder[i];
+        struct holder h = HOLDER_OF(p);
+        printf("  process  %.*s, %u permit%s, lease %.1fs %s\n", (int)(strlen(p->owner) - 2), p->owner,
+               p->holds, p->holds == 1 ? "" : "s", (double)(p->ttl_ms < 0 ? -p->ttl_ms : p->ttl_ms) / 1000,
+               p->ttl_ms < 0 ? "past" : "left");
+        print_holder(&h, 2);
+    }
+    if (si->processes > si->shown) printf("  process  ... %u more\n", si->processes - si->shown);
+    if (si->queued) printf("  queue    %u waiting (fair)\n", si->queued);
+}
+
+static void print_sem_json(const char *name, const rsem_info_t *si)
+{
+    printf("{\"name\":");
+    json_str(name);
+    printf(",\"state\":\"%s\",\"kind\":\"semaphore\",\"value\":%d,\"lapsed\":%u,\"processes\":%u,"
+           "\"queued\":%u,\"holders\":[",
+           si->processes ? "held" : "free", si->value, si->lapsed, si->processes, si->queued);
+    for (unsigned i = 0; i < si->shown; i++) {
+        const rmutex_readerinfo_t *p = &si->holder[i];
+        struct holder h = HOLDER_OF(p);
+        printf("%s{\"process\":", i ? "," : "");
+        char uuid[64];
+        snprintf(uuid, sizeof uuid, "%.*s", (int)(strlen(p->owner) - 2), p->owner);
+        json_str(uuid);
+        printf(",\"permits\":%u,\"lease_ms\":%lld,\"holder\":", p->holds, (long long)p->ttl_ms);
+        json_holder(&h);
+        printf("}");
+    }
+    printf("]}\n");
+}
+
 static void status_usage(FILE *f)
 {
     fputs("usage: rmutex [GLOBAL OPTIONS] status [--json] NAME...\n"
           "Show locks without touching them: free or held, the holder, the lease left, the\n"
           "fencing counter, the robust marks, the fair queue, the waiters subscribed; a\n"
-          "read-write lock's mode, writer, readers and queue.\n"
+          "read-write lock's mode, writer, readers and queue; a semaphore's free permits and\n"
+          "the processes that hold permits (rmutex run --permits).\n"
           "      --json   one JSON object per name, one per line\n"
           "Exit: 0 every name held; 3 one is free; 4 one could not be read; 64 usage.\n",
           f);
@@ -300,6 +342,15 @@ int cmd_status(int argc, char **argv)
         if (r) {
             if (redis_failed("status", argv[i], r) == EXIT_USAGE) return EXIT_USAGE;
             code = 4;
+            continue;
+        }
+        /* A semaphore of the name, when no lock of it is held or queued for
+         * (the keys are apart: a name may be both, rarely). */
+        rsem_info_t si;
+        if (!in.held && !in.queue_len && !rsem_inspect(argv[i], &si, sizeof si) && si.exists) {
+            if (json) print_sem_json(argv[i], &si);
+            else print_sem_human(argv[i], &si);
+            if (!si.processes && code == 0) code = 3;
             continue;
         }
         /* Its waiters, from the registry (a failure there leaves them out:

@@ -1032,6 +1032,27 @@ RMUTEX_API int rmutex_inspect(const char *name, rmutex_lockinfo_t *info, size_t 
 typedef int (*rmutex_list_fn)(const char *name, const rmutex_lockinfo_t *info, void *arg);
 RMUTEX_API int rmutex_list(const char *pattern, rmutex_list_fn fn, void *arg);
 
+/* What Redis shows of the semaphore called name, without taking a permit
+ * (rmutex status): its free value, the processes that hold permits, each
+ * with its permits, its lease left and, from the holder registry, its
+ * host, pid and program (rmutex_readerinfo_t: owner "<process-uuid>:0",
+ * holds its permits, ttl_ms its lease left), and the fair queue's length.
+ * size: sizeof(rsem_info_t) as the caller knows it.  0; EINVAL (NULL, a bad
+ * name, a key of another type); ETIMEDOUT, EACCES, ENOMEM as rmutex_inspect. */
+#define RSEM_INSPECT_HOLDERS 16
+typedef struct rsem_info {
+    int exists;               /* 0: there is no semaphore of that name */
+    int value;                /* the free permits */
+    unsigned lapsed;          /* permits of processes whose lease passed, not yet
+                                 given back (the next call on the name does) */
+    unsigned processes;       /* processes holding permits */
+    unsigned shown;           /* how many of them follow */
+    unsigned queued;          /* fair waiters */
+    int64_t server_time_ms;
+    rmutex_readerinfo_t holder[RSEM_INSPECT_HOLDERS];
+} rsem_info_t;
+RMUTEX_API int rsem_inspect(const char *name, rsem_info_t *info, size_t size);
+
 /* One thread's wait, as its process announces it in the holder registry:
  * a wait (for a mutex, a fair mutex, a read or write of a read-write lock,
  * a condition variable) that has lasted longer than the announce_wait

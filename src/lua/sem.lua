@@ -21,7 +21,7 @@
 --                                       learns it went; undo gives it back.
 --                                       Deleted by the thread's next call
 --                                       once it has the outcome (ARGV 12)
--- ARGV  1 op: wait | post | getvalue | cancel | undo | release | unlink | open
+-- ARGV  1 op: wait | post | getvalue | cancel | undo | release | unlink | open | inspect
 --       2 the caller's process uuid   3 the initial value (the name is new)
 --       4 n (permits)   5 permit lease ms   6 waiter lease ms
 --       7 flags: 't' try, 'f' fair, 'c' consume (reclaim off: no lease, no
@@ -42,6 +42,10 @@
 --   open     (sem_open; n = 1 create, + 2 exclusive) 0 opened (made with the
 --            initial value if new and n says create); 1 it exists (n = 3);
 --            2 there is none (n = 0)
+--   inspect  (read only; n = holders to show) {value (-1: no semaphore), server
+--            ms, fair waiters, processes holding, permits whose lease passed
+--            (not given back yet), then per shown process: uuid, permits, lease
+--            left ms}
 --
 -- Accounting.  A wait that takes n adds n to N[uuid] and sets L[uuid] (one
 -- lease per process and name, renewed by its watchdog: renew.lua 's').  A
@@ -158,6 +162,22 @@ if op == 'open' then
   if n % 2 == 0 then return 2 end
   redis.call('hset', S, 'value', initial)
   return 0
+end
+
+if op == 'inspect' then
+  local v = redis.call('hget', S, 'value')
+  local now = clock()
+  local out = {v and tonumber(v) or -1, now, redis.call('zcard', Q), redis.call('zcard', L), 0}
+  for _, u in ipairs(redis.call('zrangebyscore', L, '-inf', now, 'limit', 0, PURGE)) do
+    out[5] = out[5] + (tonumber(redis.call('hget', N, u)) or 0)
+  end
+  local shown = redis.call('zrange', L, 0, n - 1, 'withscores')
+  for i = 1, #shown, 2 do
+    out[#out + 1] = shown[i]
+    out[#out + 1] = tonumber(redis.call('hget', N, shown[i])) or 0
+    out[#out + 1] = tonumber(shown[i + 1]) - now
+  end
+  return out
 end
 
 if op == 'unlink' then

@@ -141,9 +141,9 @@ static int read_info(const redisReply *r, rmutex_lockinfo_t *info)
 /* What the holder registry says of owner's process, into *f (nothing when
  * it does not announce).  A failure here leaves it unknown: the lock's own
  * state was read. */
-static void read_process(struct rm_endpoint *ep, const char *lock, const char *owner,
-                         int64_t server_time_ms, const struct rm_registry_fields *f,
-                         rm_nsec deadline)
+void rm_inspect_process(struct rm_endpoint *ep, const char *lock, const char *owner,
+                        int64_t server_time_ms, const struct rm_registry_fields *f,
+                        rm_nsec deadline)
 {
     char key[128];
     size_t klen = rm_registry_key(owner, key, sizeof key);
@@ -165,13 +165,13 @@ static void read_holders(struct rm_endpoint *ep, const char *lock, rmutex_lockin
     if (!info->held) return;
     if (info->mode != RMUTEX_RW_READ) {
         const struct rm_registry_fields f = RM_REGISTRY_FIELDS(info);
-        read_process(ep, lock, info->owner, info->server_time_ms, &f, deadline);
+        rm_inspect_process(ep, lock, info->owner, info->server_time_ms, &f, deadline);
         return;
     }
     for (unsigned i = 0; i < info->readers_shown; i++) {
         rmutex_readerinfo_t *rd = &info->reader[i];
         const struct rm_registry_fields f = RM_REGISTRY_FIELDS(rd);
-        read_process(ep, lock, rd->owner, info->server_time_ms, &f, deadline);
+        rm_inspect_process(ep, lock, rd->owner, info->server_time_ms, &f, deadline);
     }
     const rmutex_readerinfo_t *first = &info->reader[0];
     info->holder_known = first->holder_known;

@@ -4,6 +4,7 @@
 #define RM_INSPECT_H
 
 #include <stddef.h>
+#include <stdint.h>
 
 struct rm_endpoint;
 struct rm_node;
@@ -14,6 +15,15 @@ struct redisReply;
  * free, read, or held by a process's cache (no one thread); else as
  * rmutex_inspect. */
 int rm_inspect_holder(struct rm_endpoint *ep, const char *name, char *buf, size_t size);
+
+/* What the holder registry says of owner's process ("<uuid>:<thread>"),
+ * into *f, with the age of its hold of lock from server_time_ms; nothing
+ * when it does not announce or the call fails (the caller read the
+ * primitive's own state already). */
+struct rm_registry_fields;
+void rm_inspect_process(struct rm_endpoint *ep, const char *lock, const char *owner,
+                        int64_t server_time_ms, const struct rm_registry_fields *f,
+                        int64_t deadline);
 
 /* owner as a thread's owner id: up to a '|' (a fair waiter's acquisition),
  * without a ":write" (a read-write lock's writer), into buf.  Returns its

@@ -60,9 +60,11 @@
 #include "clock.h"
 #include "conn.h"
 #include "endpoint.h"
+#include "inspect.h"
 #include "internal.h"
 #include "keys.h"
 #include "pool.h"
+#include "registry.h"
 #include "script.h"
 #include "semattr.h"
 #include "session.h"
@@ -1009,6 +1011,67 @@ RMUTEX_API int rsem_getvalue(rsem_t *s, int *value)
         *value = (int)reply->integer;
     }
     freeReplyObject(reply);
+    return rm_entry_leave(&e, r);
+}
+
+/* sem.lua's inspect answer into *info: 0 or EIO. */
+static int read_inspect(const redisReply *r, rsem_info_t *info)
+{
+    if (r->type != REDIS_REPLY_ARRAY || r->elements < 5 || (r->elements - 5) % 3) return EIO;
+    for (size_t i = 0; i < r->elements; i++)
+        if (r->element[i]->type != (i >= 5 && (i - 5) % 3 == 0 ? REDIS_REPLY_STRING : REDIS_REPLY_INTEGER))
+            return EIO;
+    long long v = r->element[0]->integer;
+    info->exists = v >= 0;
+    info->value = v >= 0 ? (int)v : 0;
+    info->server_time_ms = r->element[1]->integer;
+    info->queued = (unsigned)r->element[2]->integer;
+    info->processes = (unsigned)r->element[3]->integer;
+    info->lapsed = (unsigned)r->element[4]->integer;
+    for (size_t i = 5; i + 2 < r->elements && info->shown < RSEM_INSPECT_HOLDERS; i += 3) {
+        rmutex_readerinfo_t *h = &info->holder[info->shown++];
+        snprintf(h->owner, sizeof h->owner, "%.*s:0", (int)r->element[i]->len, r->element[i]->str);
+        h->holds = (unsigned)r->element[i + 1]->integer;
+        h->ttl_ms = r->element[i + 2]->integer;
+        h->held_ms = -1;
+    }
+    return 0;
+}
+
+RMUTEX_API int rsem_inspect(const char *name, rsem_info_t *out, size_t size)
+{
+    struct rm_entry e;
+    rm_entry_enter(&e);
+    if (!out || size == 0) {
+        rm_detail("the output pointer is NULL");
+        return rm_entry_leave(&e, EINVAL);
+    }
+    rsem_info_t info;
+    memset(&info, 0, sizeof info);
+    struct rm_semname ns = { 0 };
+    int r = rm_keys_sem(name, &ns.keys);
+    if (r) return rm_entry_leave(&e, r);
+    struct rm_endpoint *ep;
+    if (!(r = rm_session_enter(&ep))) {
+        struct rm_thread *self = rm_thread_self();
+        struct sem_req q;
+        req_make(&q, &ns, ep, "inspect", self->owner, uuid_len(self), 0, RSEM_INSPECT_HOLDERS, 0,
+                 "", 0, 0);
+        redisReply *reply;
+        if (!(r = rm_call_retried(ep, RM_SCRIPT_SEM, NKEYS, NARGS, q.argv, q.lens, &reply))) {
+            if ((r = read_inspect(reply, &info))) rm_detail("unexpected reply from sem.lua");
+            freeReplyObject(reply);
+        }
+        rm_nsec deadline = rm_call_deadline();
+        for (unsigned i = 0; !r && i < info.shown; i++) {
+            rmutex_readerinfo_t *h = &info.holder[i];
+            const struct rm_registry_fields f = RM_REGISTRY_FIELDS(h);
+            rm_inspect_process(ep, ns.keys.name, h->owner, info.server_time_ms, &f, deadline);
+        }
+        rm_session_leave();
+    }
+    free(ns.keys.buf);
+    if (!r) memcpy(out, &info, size < sizeof info ? size : sizeof info);
     return rm_entry_leave(&e, r);
 }
 

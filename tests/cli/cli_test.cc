@@ -237,6 +237,15 @@ TEST_F(Cli, PermitsLetNRunsInAtOnceAndTheNextWaits)
     EXPECT_FALSE(wait_until_unscaled([&] { return access(file("p3").c_str(), F_OK) == 0; }, ms(700)))
         << "a third run went in beside two holders of two permits";
     EXPECT_EQ(1, exit_code({ "run", "-n", "--permits", "2", n, "true" })) << "-n: a conflict";
+    std::string out, err;
+    EXPECT_EQ(0, exit_code({ "status", n }, "", &err, &out)) << err;
+    EXPECT_NE(std::string::npos, out.find("semaphore, 0 permits free")) << out;
+    EXPECT_NE(std::string::npos, out.find("holders  2 processes")) << out;
+    EXPECT_NE(std::string::npos, out.find("holder   pid ")) << "the registry's lines: " << out;
+    out.clear();
+    EXPECT_EQ(0, exit_code({ "status", "--json", n }, "", &err, &out)) << err;
+    EXPECT_NE(std::string::npos, out.find("\"kind\":\"semaphore\",\"value\":0")) << out;
+    EXPECT_NE(std::string::npos, out.find("\"permits\":1")) << out;
     EXPECT_EQ(3, exit_code({ "run", "-w", "0.3", "-E", "3", "--permits", "2", n, "true" }))
         << "-w: a timeout is the -E code";
     go();
@@ -244,6 +253,9 @@ TEST_F(Cli, PermitsLetNRunsInAtOnceAndTheNextWaits)
     EXPECT_EQ(0, h2->wait(ms(10000)));
     EXPECT_TRUE(wait_until([&] { return access(file("p3").c_str(), F_OK) == 0; }, ms(10000))) << third->err();
     EXPECT_EQ(0, third->wait(ms(10000)));
+    out.clear();
+    EXPECT_EQ(3, exit_code({ "status", n }, "", &err, &out)) << "free: " << out;
+    EXPECT_NE(std::string::npos, out.find("semaphore, 2 permits free")) << out;
     rsem_t s;
     ASSERT_EQ(0, rsem_init(&s, n.c_str(), 2, nullptr));
     int v = -1;

@@ -576,4 +576,33 @@ TEST_F(Sem, ABusySemaphoreLeavesAboutOneGrantKeyPerThreadNotOnePerCall)
     EXPECT_RC(0, rsem_destroy(&s));
 }
 
+/* rsem_inspect: the value, the processes holding permits with their
+ * permits and lease, nothing taken; an absent name does not exist. */
+TEST_F(Sem, InspectShowsTheValueAndEachProcesssPermitsWithoutTakingAny)
+{
+    std::string name = lock_name();
+    rsem_info_t si;
+    EXPECT_RC(EINVAL, rsem_inspect(name.c_str(), nullptr, sizeof si));
+    ASSERT_RC(0, rsem_inspect(name.c_str(), &si, sizeof si));
+    EXPECT_EQ(0, si.exists);
+    rsem_t s;
+    init(&s, name, 3);
+    ASSERT_RC(0, rsem_wait_n(&s, 2, CLOCK_MONOTONIC, nullptr));
+    ASSERT_RC(0, rsem_inspect(name.c_str(), &si, sizeof si));
+    EXPECT_EQ(1, si.exists);
+    EXPECT_EQ(1, si.value);
+    EXPECT_EQ(1u, si.processes);
+    ASSERT_EQ(1u, si.shown);
+    EXPECT_EQ(2u, si.holder[0].holds);
+    EXPECT_GT(si.holder[0].ttl_ms, 0);
+    EXPECT_LE(si.holder[0].ttl_ms, 1500);
+    EXPECT_EQ(getpid(), si.holder[0].holder_known ? si.holder[0].holder_pid : getpid());
+    EXPECT_EQ(1, value(&s)) << "inspect took nothing";
+    ASSERT_RC(0, rsem_post_n(&s, 2));
+    ASSERT_RC(0, rsem_inspect(name.c_str(), &si, sizeof si));
+    EXPECT_EQ(3, si.value);
+    EXPECT_EQ(0u, si.processes);
+    EXPECT_RC(0, rsem_destroy(&s));
+}
+
 } // namespace
