@@ -213,6 +213,41 @@ TEST_F(SentinelTest, ReadWriteLocksLiveOnThePrimaryTheSentinelsName)
     EXPECT_RC(0, rrwlock_destroy(&l));
 }
 
+TEST_F(SentinelTest, SemaphoresBarriersAndOnceLiveOnThePrimaryTheSentinelsName)
+{
+    ASSERT_RC(0, rmutex_configure(set->url().c_str()));
+    std::string n = name("sbo");
+    Redis p("127.0.0.1", set->primary_port());
+    rsem_t s;
+    ASSERT_RC(0, rsem_init(&s, n.c_str(), 1, nullptr));
+    ASSERT_RC(0, rsem_wait(&s));
+    EXPECT_EQ("0", p.cmd({"HGET", "rmutex_sem:{" + n + "}", "value"}).str());
+    EXPECT_EQ(1, p.cmd({"ZCARD", "rmutex_sem_leases:{" + n + "}"}).integer());
+    std::atomic<int> got{-1};
+    std::thread waiter([&] { got = rsem_wait(&s); });
+    EXPECT_RC(0, rsem_post(&s));
+    waiter.join();
+    EXPECT_RC(0, got.load()) << "the post woke the waiter";
+    EXPECT_RC(0, rsem_post(&s));
+    EXPECT_RC(0, rsem_destroy(&s));
+    rbarrier_t b;
+    ASSERT_RC(0, rbarrier_init(&b, n.c_str(), 2, nullptr));
+    std::atomic<int> other{-2};
+    std::thread member([&] { other = rbarrier_wait(&b); });
+    int mine = rbarrier_wait(&b);
+    member.join();
+    EXPECT_EQ(RBARRIER_SERIAL_THREAD, std::min(mine, other.load()));
+    EXPECT_EQ(0, std::max(mine, other.load()));
+    EXPECT_RC(0, rbarrier_destroy(&b));
+    static ronce_t once = RONCE_INIT("rmt:sentinel:once");
+    ronce_reset("rmt:sentinel:once");
+    static std::atomic<int> ran{0};
+    EXPECT_RC(0, ronce(&once, [] { ran++; }));
+    EXPECT_EQ(1, ran.load());
+    EXPECT_EQ("done", p.cmd({"GET", "rmutex_once:{rmt:sentinel:once}"}).str());
+    EXPECT_RC(0, rsem_unlink(n.c_str()));
+}
+
 TEST_F(SentinelTest, AnUnknownMasterNameAndNoSentinelReachableAreDifferentClearErrors)
 {
     ASSERT_RC(0, rmutex_configure(set->url("", "nosuchmaster").c_str()));
