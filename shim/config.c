@@ -6,6 +6,7 @@
  *   entry          = [ object ":" ] symbol [ "=" lockname ] *( ";" option )
  *                  | "/" sem-pattern *( ";" option )
  *   option         = "fair" | "robust" | "cache" | "lease=" milliseconds | "cond" | "rwlock"
+ *                  | "once"
  *
  * For example
  *
@@ -17,7 +18,9 @@
  * starts with "worker" a lock named "jobs" with a fixed 60 s lease.
  * "cond" makes the symbol a pthread_cond_t shared through Redis, "rwlock"
  * a pthread_rwlock_t (readers share it across processes; only lease= goes
- * with it).  An entry that starts with "/" is not a symbol but a pattern
+ * with it), "once" a pthread_once_t whose routine then runs once for every
+ * process (a ronce of the lock name; no other option).  An entry that
+ * starts with "/" is not a symbol but a pattern
  * (fnmatch(3)) of sem_open names: "/jobs*" makes every semaphore the
  * program opens by a name that matches it an rsem of that name without the
  * slash; fair and lease= go with it.
@@ -258,6 +261,8 @@ static int parse_entry(struct ctx *c, struct span ent, struct rm_shim_entry *e)
             e->cond = 1;
         } else if (eq(opt, "rwlock")) {
             e->rwlock = 1;
+        } else if (eq(opt, "once")) {
+            e->once = 1;
         } else if (opt.n > 6 && !memcmp(opt.p, "lease=", 6)) {
             if (parse_lease(trim(opt.p + 6, opt.n - 6), &lease)) {
                 report(c, "entry '%.*s': lease must be a number of milliseconds in [1, %lu]",
@@ -266,7 +271,7 @@ static int parse_entry(struct ctx *c, struct span ent, struct rm_shim_entry *e)
             }
             e->lease_ms = lease;
         } else {
-            report(c, "entry '%.*s': unknown option '%.*s' (fair, robust, cache, lease=MS, cond, rwlock)",
+            report(c, "entry '%.*s': unknown option '%.*s' (fair, robust, cache, lease=MS, cond, rwlock, once)",
                    (int)ent.n, ent.p, (int)opt.n, opt.p);
             return 1;
         }
@@ -278,6 +283,10 @@ static int parse_entry(struct ctx *c, struct span ent, struct rm_shim_entry *e)
     if (e->rwlock && (e->fair || e->robust || e->cache || e->cond)) {
         report(c, "entry '%.*s': a read-write lock (rwlock) takes no other option but lease=",
                (int)ent.n, ent.p);
+        return 1;
+    }
+    if (e->once && (e->fair || e->robust || e->cache || e->lease_ms || e->cond || e->rwlock)) {
+        report(c, "entry '%.*s': a once control (once) takes no other option", (int)ent.n, ent.p);
         return 1;
     }
     if (e->cond && (e->fair || e->robust || e->cache || e->lease_ms)) {

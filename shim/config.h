@@ -16,6 +16,7 @@ struct rm_shim_entry {
     int cond;               /* ";cond": a pthread_cond_t, made an rcond */
     int rwlock;             /* ";rwlock": a pthread_rwlock_t, made an rrwlock */
     int sem;                /* "/pattern": sem_open names (symbol: the pattern; name: NULL) */
+    int once;               /* ";once": a pthread_once_t, once for every process */
 };
 
 struct rm_shim_config {

@@ -252,3 +252,12 @@ EXPORT int sem_getvalue(sem_t *s, int *v)
 {
     return rm_shim_is_sem(s) ? rm_shim_sem_getvalue(s, v) : rm_shim_sem_real_getvalue(s, v);
 }
+
+/* ---- once: a listed pthread_once_t is a ronce (oncelisted.c) ---- */
+
+EXPORT int pthread_once(pthread_once_t *o, void (*routine)(void))
+{
+    struct rm_shim_once *so = rm_shim_find_once(o);
+    if (__builtin_expect(!so, 1)) return rm_shim_once_real(o, routine);
+    return rm_shim_once_run(so, routine);
+}

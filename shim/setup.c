@@ -107,6 +107,26 @@ static struct rm_shim_rwlock *set_up_rwlock(const struct rm_shim_entry *e)
     return NULL;
 }
 
+/* Make the table entry of a listed once control, or say why not. */
+static struct rm_shim_once *set_up_once(const struct rm_shim_entry *e)
+{
+    void *addr = locate(e, "once control");
+    struct rm_shim_once *so = addr ? calloc(1, sizeof *so) : NULL;
+    if (!so) return NULL;
+    so->addr = addr;
+    so->symbol = display_name(e);
+    char *name = strdup(e->name);
+    if (so->symbol && name) {
+        ronce_t fresh = RONCE_INIT(name); /* (the name lives as long as the process) */
+        so->once = fresh;
+        return so;
+    }
+    free(name);
+    free(so->symbol);
+    free(so);
+    return NULL;
+}
+
 /* Make the table entry of e, or say why not and return NULL. */
 static struct rm_shim_mutex *set_up(const struct rm_shim_entry *e)
 {
@@ -157,8 +177,14 @@ __attribute__((constructor)) static void rm_shim_start(void)
     struct rm_shim_cond **cv = cfg.n ? calloc(cfg.n, sizeof *cv) : NULL;
     struct rm_shim_rwlock **rv = cfg.n ? calloc(cfg.n, sizeof *rv) : NULL;
     struct rm_shim_sempattern *sv = cfg.n ? calloc(cfg.n, sizeof *sv) : NULL;
-    size_t used = 0, conds = 0, rws = 0, sems = 0;
-    for (size_t i = 0; v && cv && rv && sv && i < cfg.n; i++) {
+    struct rm_shim_once **ov = cfg.n ? calloc(cfg.n, sizeof *ov) : NULL;
+    size_t used = 0, conds = 0, rws = 0, sems = 0, onces = 0;
+    for (size_t i = 0; v && cv && rv && sv && ov && i < cfg.n; i++) {
+        if (cfg.v[i].once) {
+            struct rm_shim_once *so = set_up_once(&cfg.v[i]);
+            if (so) ov[onces++] = so;
+            continue;
+        }
         if (cfg.v[i].sem) { /* a sem_open pattern: the names are the program's own */
             sv[sems] = (struct rm_shim_sempattern){ cfg.v[i].symbol, cfg.v[i].fair, cfg.v[i].lease_ms };
             cfg.v[i].symbol = NULL;
@@ -191,7 +217,7 @@ __attribute__((constructor)) static void rm_shim_start(void)
         }
         v[used++] = sm;
     }
-    if (cfg.n && (!v || !cv || !rv || !sv))
+    if (cfg.n && (!v || !cv || !rv || !sv || !ov))
         rm_say("out of memory reading RMUTEX_PRELOAD; no mutex is distributed");
     rm_shim_config_free(&cfg);
     if (used || rws || sems) {
@@ -202,7 +228,7 @@ __attribute__((constructor)) static void rm_shim_start(void)
     }
     rm_policy_uses((used || conds ? RM_POLICY_MUTEXES : 0) | (rws ? RM_POLICY_RWLOCKS : 0) |
                    (sems ? RM_POLICY_SEMAPHORES : 0));
-    if (used || conds || rws || sems) {
+    if (used || conds || rws || sems || onces) {
         /* RMUTEX_URL is read now, so that a bad one is said at start (and,
          * with RMUTEX_ON_ERROR=abort, ends the program before main); every
          * lock would find it refused anyway (policy.c).  A resolver that
@@ -219,6 +245,7 @@ __attribute__((constructor)) static void rm_shim_start(void)
     } else if (!sems) {
         free(sv);
     }
+    rm_shim_publish_onces(ov, onces);
     rm_shim_publish_conds(cv, conds);
     rm_shim_publish_rwlocks(rv, rws);
     rm_shim_publish(v, used);

@@ -133,6 +133,28 @@ static inline struct rm_shim_rwlock *rm_shim_find_rwlock(const void *l)
 }
 void rm_shim_publish_rwlocks(struct rm_shim_rwlock **v, size_t n);
 
+/* One listed pthread_once_t (";once"): pthread_once on it is a ronce of
+ * the entry's name, once for every process. */
+struct rm_shim_once {
+    pthread_once_t *addr;   /* the program's once control */
+    char *symbol;           /* as listed, for messages */
+    ronce_t once;           /* its name: the entry's */
+};
+extern uintptr_t rm_shim_once_lo, rm_shim_once_span;
+struct rm_shim_once *rm_shim_lookup_once(const void *o);
+static inline struct rm_shim_once *rm_shim_find_once(const void *o)
+{
+    uintptr_t off = (uintptr_t)o - __atomic_load_n(&rm_shim_once_lo, __ATOMIC_RELAXED);
+    if (__builtin_expect(off >= __atomic_load_n(&rm_shim_once_span, __ATOMIC_RELAXED), 1))
+        return NULL;
+    return rm_shim_lookup_once(o);
+}
+void rm_shim_publish_onces(struct rm_shim_once **v, size_t n);
+/* pthread_once on a listed one: ronce through Redis trouble (take.c's
+ * pause); glibc's pthread_once on any other. */
+int rm_shim_once_run(struct rm_shim_once *so, void (*routine)(void));
+int rm_shim_once_real(pthread_once_t *o, void (*routine)(void));
+
 /* ---- semlisted.c: semaphores opened by a listed name ---- */
 
 /* One "/pattern" entry of RMUTEX_PRELOAD. */

@@ -80,10 +80,21 @@ static int find_object(struct dl_phdr_info *info, size_t size, void *arg)
     return 1;
 }
 
+/* The smallest object e may be: a pthread_once_t (";once") is 4 bytes,
+ * every other listed kind at least a pthread_mutex_t's. */
+static size_t least_size(const struct rm_shim_entry *e, const char **type)
+{
+    *type = e->once ? "pthread_once_t" : "pthread_mutex_t";
+    return e->once ? sizeof(pthread_once_t) : sizeof(pthread_mutex_t);
+}
+
 /* What dlsym(RTLD_DEFAULT) knows about sym: 1 with *addr, 0 not found, -1
  * found but unusable (why filled). */
-static int from_dynamic(const char *sym, void **addr, char *why, size_t whylen)
+static int from_dynamic(const struct rm_shim_entry *e, const char *sym, void **addr, char *why,
+                        size_t whylen)
 {
+    const char *kind;
+    size_t least = least_size(e, &kind);
     void *p = dlsym(RTLD_DEFAULT, sym);
     if (!p) return 0;
     Dl_info info;
@@ -98,9 +109,9 @@ static int from_dynamic(const char *sym, void **addr, char *why, size_t whylen)
             snprintf(why, whylen, "'%s' is thread-local; only process-wide mutexes can be listed", sym);
             return -1;
         }
-        if (s->st_size && s->st_size < sizeof(pthread_mutex_t)) {
-            snprintf(why, whylen, "'%s' is %zu bytes, smaller than a pthread_mutex_t (%zu)", sym,
-                     (size_t)s->st_size, sizeof(pthread_mutex_t));
+        if (s->st_size && s->st_size < least) {
+            snprintf(why, whylen, "'%s' is %zu bytes, smaller than a %s (%zu)", sym,
+                     (size_t)s->st_size, kind, least);
             return -1;
         }
     }
@@ -111,7 +122,7 @@ static int from_dynamic(const char *sym, void **addr, char *why, size_t whylen)
 int rm_shim_resolve(const struct rm_shim_entry *e, void **addr, char *why, size_t whylen)
 {
     int r;
-    if (!e->object && (r = from_dynamic(e->symbol, addr, why, whylen))) return r > 0 ? 0 : -1;
+    if (!e->object && (r = from_dynamic(e, e->symbol, addr, why, whylen))) return r > 0 ? 0 : -1;
 
     struct find f;
     memset(&f, 0, sizeof f);
@@ -144,12 +155,14 @@ int rm_shim_resolve(const struct rm_shim_entry *e, void **addr, char *why, size_
                  n, what);
         return -1;
     }
-    if (s.size && s.size < sizeof(pthread_mutex_t)) {
-        snprintf(why, whylen, "'%s' is %zu bytes, smaller than a pthread_mutex_t (%zu)", e->symbol,
-                 (size_t)s.size, sizeof(pthread_mutex_t));
+    const char *type;
+    size_t least = least_size(e, &type);
+    if (s.size && s.size < least) {
+        snprintf(why, whylen, "'%s' is %zu bytes, smaller than a %s (%zu)", e->symbol,
+                 (size_t)s.size, type, least);
         return -1;
     }
-    if (s.exported && (r = from_dynamic(e->symbol, addr, why, whylen)) > 0) return 0;
+    if (s.exported && (r = from_dynamic(e, e->symbol, addr, why, whylen)) > 0) return 0;
     *addr = (void *)(f.bias + (uintptr_t)s.value);
     return 0;
 }

@@ -20,9 +20,9 @@
  * covering its address but no array yet treats the mutex as unlisted, which
  * is right: the constructor has not finished, nobody is distributed yet.
  * It is never freed: listed mutexes are globals that live as long as the
- * process.  Listed condition variables and read-write locks have a table
- * and a span of their own each, checked the same way by the pthread_cond_*
- * and pthread_rwlock_* interposers. */
+ * process.  Listed condition variables, read-write locks and once controls
+ * have a table and a span of their own each, checked the same way by the
+ * pthread_cond_*, pthread_rwlock_* and pthread_once interposers. */
 #include "shim.h"
 
 #include <stddef.h>
@@ -31,6 +31,7 @@
 uintptr_t rm_shim_lo, rm_shim_span;
 uintptr_t rm_shim_cond_lo, rm_shim_cond_span;
 uintptr_t rm_shim_rw_lo, rm_shim_rw_span;
+uintptr_t rm_shim_once_lo, rm_shim_once_span;
 
 struct slot {
     uintptr_t addr;
@@ -41,7 +42,7 @@ struct table {
     size_t n;
     struct slot *v; /* sorted by addr */
 };
-static struct table *mutexes, *conds, *rwlocks;
+static struct table *mutexes, *conds, *rwlocks, *onces;
 
 static void *lookup(struct table **where, const void *m)
 {
@@ -61,6 +62,7 @@ static void *lookup(struct table **where, const void *m)
 struct rm_shim_mutex *rm_shim_lookup(const void *m) { return lookup(&mutexes, m); }
 struct rm_shim_cond *rm_shim_lookup_cond(const void *c) { return lookup(&conds, c); }
 struct rm_shim_rwlock *rm_shim_lookup_rwlock(const void *l) { return lookup(&rwlocks, l); }
+struct rm_shim_once *rm_shim_lookup_once(const void *o) { return lookup(&onces, o); }
 
 static int by_addr(const void *a, const void *b)
 {
@@ -90,6 +92,7 @@ static void publish(struct table **where, uintptr_t *lo_out, uintptr_t *span_out
 _Static_assert(offsetof(struct rm_shim_mutex, addr) == 0, "addr first");
 _Static_assert(offsetof(struct rm_shim_cond, addr) == 0, "addr first");
 _Static_assert(offsetof(struct rm_shim_rwlock, addr) == 0, "addr first");
+_Static_assert(offsetof(struct rm_shim_once, addr) == 0, "addr first");
 
 /* Publish entries (each begins with its address); takes ownership of v. */
 static void publish_entries(struct table **where, uintptr_t *lo, uintptr_t *span, void **v, size_t n)
@@ -113,4 +116,9 @@ void rm_shim_publish_conds(struct rm_shim_cond **v, size_t n)
 void rm_shim_publish_rwlocks(struct rm_shim_rwlock **v, size_t n)
 {
     publish_entries(&rwlocks, &rm_shim_rw_lo, &rm_shim_rw_span, (void **)v, n);
+}
+
+void rm_shim_publish_onces(struct rm_shim_once **v, size_t n)
+{
+    publish_entries(&onces, &rm_shim_once_lo, &rm_shim_once_span, (void **)v, n);
 }

@@ -107,4 +107,21 @@ TEST_F(ShimSem, APatternWithALockOptionIsSaidAndLeftOut)
     EXPECT_NE(std::string::npos, p->err().find("fair and lease=MS only")) << p->err();
 }
 
+/* A pthread_once_t listed with ";once" runs its routine once for every
+ * process; one not listed, once per process (glibc's). */
+TEST_F(ShimSem, AListedOnceRunsOnceAcrossProcessesAnUnlistedOneOncePerProcess)
+{
+    rmt::TempDir dir("rmutex-shimsem");
+    std::string log = dir / "log", once = "shimtest:once:" + std::to_string(getpid());
+    std::vector<std::unique_ptr<rmt::Child>> ps;
+    for (int i = 0; i < 3; i++) ps.push_back(run("shimsem: schema=" + once + ";once", { "once", log }));
+    finish(ps);
+    std::ifstream f(log);
+    int ran = 0, local = 0;
+    for (std::string l; std::getline(f, l);) ran += l.rfind("ran", 0) == 0, local += l.rfind("local", 0) == 0;
+    EXPECT_EQ(1, ran) << "the listed once ran in more than one process, or none";
+    EXPECT_EQ(3, local);
+    EXPECT_TRUE(key_exists("rmutex_once:{" + once + "}"));
+}
+
 } // namespace

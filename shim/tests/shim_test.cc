@@ -97,7 +97,7 @@ TEST(ShimLibrary, ExportsOnlyTheInterposedNames)
         "pthread_rwlock_tryrdlock", "pthread_rwlock_timedrdlock", "pthread_rwlock_clockrdlock",
         "pthread_rwlock_wrlock", "pthread_rwlock_trywrlock", "pthread_rwlock_timedwrlock",
         "pthread_rwlock_clockwrlock", "pthread_rwlock_unlock",
-        "sem_open", "sem_close", "sem_unlink", "sem_wait", "sem_trywait", "sem_timedwait",
+        "pthread_once", "sem_open", "sem_close", "sem_unlink", "sem_wait", "sem_trywait", "sem_timedwait",
         "sem_clockwait", "sem_post", "sem_getvalue",
     };
     std::set<std::string> got;
