@@ -86,6 +86,7 @@ static void fork_prepare(void)
     rm_lock_atfork(-1);
     rm_watchdog_atfork(-1);
     rm_registry_atfork(-1);
+    rm_barrier_atfork(-1);
     struct rm_endpoint *ep = rm_session_endpoint();
     if (ep) rm_endpoint_atfork(ep, -1);
 }
@@ -94,6 +95,7 @@ static void fork_parent(void)
 {
     struct rm_endpoint *ep = rm_session_endpoint();
     if (ep) rm_endpoint_atfork(ep, 0);
+    rm_barrier_atfork(0);
     rm_registry_atfork(0);
     rm_watchdog_atfork(0);
     rm_lock_atfork(0);
@@ -109,6 +111,7 @@ static void fork_child(void)
     rm_cache_atfork_child();
     struct rm_endpoint *ep = rm_session_endpoint();
     if (ep) rm_endpoint_atfork(ep, 1);
+    rm_barrier_atfork(1);
     rm_registry_atfork(1);
     rm_watchdog_atfork(1);
     rm_lock_atfork(1);

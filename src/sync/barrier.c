@@ -102,24 +102,23 @@ static struct {
 static char destroyed_sentinel;
 #define DESTROYED ((void *)&destroyed_sentinel)
 
-/* fork(): the registry is locked across it; the child has no entry and no
- * waiter (the watchdog forgot the entries, the threads were not copied). */
-static void fork_prepare(void) { pthread_mutex_lock(&reg.mu); }
-static void fork_parent(void) { pthread_mutex_unlock(&reg.mu); }
-
-static void fork_child(void)
+/* fork() (runtime.c's handlers, in the library's lock order: after the
+ * session's and the watchdog's): the registry is locked across it; the
+ * child has no entry and no waiter (the watchdog forgot the entries, the
+ * threads were not copied). */
+void rm_barrier_atfork(int who)
 {
-    for (struct rm_bname *ns = reg.head; ns; ns = ns->next) {
-        pthread_mutex_init(&ns->mu, NULL);
-        ns->part = NULL;
-        ns->part_pid = 0;
+    if (who < 0) {
+        pthread_mutex_lock(&reg.mu);
+        return;
     }
+    if (who > 0)
+        for (struct rm_bname *ns = reg.head; ns; ns = ns->next) {
+            pthread_mutex_init(&ns->mu, NULL);
+            ns->part = NULL;
+            ns->part_pid = 0;
+        }
     pthread_mutex_unlock(&reg.mu);
-}
-
-__attribute__((constructor)) static void register_fork_handlers(void)
-{
-    pthread_atfork(fork_prepare, fork_parent, fork_child);
 }
 
 void rm_barrier_shutdown(void)

@@ -8,4 +8,7 @@
  * next wait makes a new one, its last destroy still leaves. */
 void rm_barrier_shutdown(void);
 
+/* fork(): -1 lock the registry, 0 unlock, 1 child: no participant entry. */
+void rm_barrier_atfork(int who);
+
 #endif

@@ -72,7 +72,7 @@ TEST_F(Barrier, BadInputIsEinvalAndNothingIsLeftBehind)
 
 TEST_F(Barrier, AnotherCountIsEinvalAtInitInAnotherProcessAndAtTheWait)
 {
-    RMT_SKIP_FORK_WITH_THREADS_UNDER_TSAN();
+    RMT_SKIP_FORK_WITH_THREADS_UNDER_SANITIZERS();
     std::string name = lock_name();
     int go[2];
     ASSERT_EQ(0, pipe(go));
@@ -131,7 +131,7 @@ TEST_F(Barrier, CountOneIsAlwaysSerialAndDestroyWhileWaitedIsEbusy)
  * itself: exactly one per generation. */
 TEST_F(Barrier, SixMembersInThreeProcessesFiftyGenerationsOneSerialEachNobodyEarly)
 {
-    RMT_SKIP_FORK_WITH_THREADS_UNDER_TSAN();
+    RMT_SKIP_FORK_WITH_THREADS_UNDER_SANITIZERS();
     constexpr int kProcs = 3, kThreads = 2, kRounds = 50;
     std::string name = lock_name();
     std::string prefix = lock_name("count:");
@@ -174,7 +174,7 @@ TEST_F(Barrier, SixMembersInThreeProcessesFiftyGenerationsOneSerialEachNobodyEar
  * fills. */
 TEST_F(Barrier, AParticipantKilledWhileOthersWaitBreaksTheGenerationWithinOneLease)
 {
-    RMT_SKIP_FORK_WITH_THREADS_UNDER_TSAN();
+    RMT_SKIP_FORK_WITH_THREADS_UNDER_SANITIZERS();
     std::string name = lock_name();
     rbarrier_t b;
     ASSERT_RC(0, init(&b, name, 3));
@@ -232,7 +232,7 @@ TEST_F(Barrier, ATimedWaitThatGivesUpBreaksTheGenerationForTheOthers)
 
 TEST_F(Barrier, AMemberStoppedPastItsLeaseBreaksTheGeneration)
 {
-    RMT_SKIP_FORK_WITH_THREADS_UNDER_TSAN();
+    RMT_SKIP_FORK_WITH_THREADS_UNDER_SANITIZERS();
     std::string name = lock_name();
     rbarrier_t b;
     ASSERT_RC(0, init(&b, name, 3));
@@ -330,7 +330,7 @@ TEST_F(Barrier, ACancelledWaiterWithdrawsAndBreaksItsGeneration)
  * from its parent: it must leave, and only itself. */
 TEST_F(Barrier, AForkedChildWaitsOnItsParentsHandleAndLeavesAtItsDestroy)
 {
-    RMT_SKIP_FORK_WITH_THREADS_UNDER_TSAN();
+    RMT_SKIP_FORK_WITH_THREADS_UNDER_SANITIZERS();
     std::string name = lock_name();
     rbarrier_t b;
     ASSERT_RC(0, init(&b, name, 2));

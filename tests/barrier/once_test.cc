@@ -109,7 +109,7 @@ TEST_F(Once, BadInputIsEinvalAndResetOfWhatDidNotRunIsEnoent)
 /* 4 processes x 4 threads at once. */
 TEST_F(Once, SixteenCallersInFourProcessesRunTheRoutineOnceAndReturnAfterIt)
 {
-    RMT_SKIP_FORK_WITH_THREADS_UNDER_TSAN();
+    RMT_SKIP_FORK_WITH_THREADS_UNDER_SANITIZERS();
     stage.work_ms = 300;
     std::vector<std::unique_ptr<Forked>> procs;
     for (int p = 0; p < 4; p++)
@@ -134,7 +134,7 @@ TEST_F(Once, SixteenCallersInFourProcessesRunTheRoutineOnceAndReturnAfterIt)
 
 TEST_F(Once, ARunnerKilledMidRoutineIsReplacedWithinOneLease)
 {
-    RMT_SKIP_FORK_WITH_THREADS_UNDER_TSAN();
+    RMT_SKIP_FORK_WITH_THREADS_UNDER_SANITIZERS();
     int up[2];
     ASSERT_EQ(0, pipe(up));
     stage.pipe_fd = up[1];

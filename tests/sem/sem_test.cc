@@ -176,7 +176,7 @@ TEST_F(Sem, EveryReturnCodeOfTheApiTable)
 
 TEST_F(Sem, ThreePermitsNeverLetAFourthInAcrossProcessesAndThreads)
 {
-    RMT_SKIP_FORK_WITH_THREADS_UNDER_TSAN();
+    RMT_SKIP_FORK_WITH_THREADS_UNDER_SANITIZERS();
     std::string name = lock_name(), inside = name + ":inside", over = name + ":over";
     rsem_t s;
     init(&s, name, 3);
@@ -213,7 +213,7 @@ TEST_F(Sem, ThreePermitsNeverLetAFourthInAcrossProcessesAndThreads)
 
 TEST_F(Sem, AKilledHoldersPermitsReachAWaiterInAnotherProcessWithinOneLease)
 {
-    RMT_SKIP_FORK_WITH_THREADS_UNDER_TSAN();
+    RMT_SKIP_FORK_WITH_THREADS_UNDER_SANITIZERS();
     std::string name = lock_name(), flag = name + ":flag";
     rsem_t s;
     init(&s, name, 2);
@@ -251,7 +251,7 @@ void on_lost(rmutex_t *m, const char *name, void *)
 
 TEST_F(Sem, AHolderStoppedPastItsLeaseGetsEpermOnItsPostsAndNothingIsCountedTwice)
 {
-    RMT_SKIP_FORK_WITH_THREADS_UNDER_TSAN();
+    RMT_SKIP_FORK_WITH_THREADS_UNDER_SANITIZERS();
     std::string name = lock_name(), flag = name + ":flag";
     rsem_t s;
     init(&s, name, 2);
@@ -324,7 +324,7 @@ TEST_F(Sem, ClientKillStormDuringWaitPostLoopsLeavesTheValueExact)
 
 TEST_F(Sem, FairWaitersGoInArrivalOrderAndAWaitForThreeIsNotPassed)
 {
-    RMT_SKIP_FORK_WITH_THREADS_UNDER_TSAN();
+    RMT_SKIP_FORK_WITH_THREADS_UNDER_SANITIZERS();
     std::string name = lock_name(), order = name + ":order";
     rsem_t s;
     init(&s, name, 0, 1);
@@ -333,16 +333,23 @@ TEST_F(Sem, FairWaitersGoInArrivalOrderAndAWaitForThreeIsNotPassed)
         kids.push_back(fork_run([&, i] {
             if (rsem_wait(&s)) return 1;
             conn()->cmd({ "RPUSH", order, std::to_string(i) });
-            return 0;
+            /* Given back: a permit left held would come back by itself a
+             * lease after the _exit, into the middle of what follows. */
+            return rsem_post(&s) ? 2 : 0;
         }));
         ASSERT_TRUE(wait_until([&] { return queued(name) == i + 1; }, ms(3000)));
     }
     for (int i = 0; i < 3; i++) {
         EXPECT_RC(0, rsem_post(&s));
-        ASSERT_TRUE(wait_until([&] { return redis().cmd({ "LLEN", order }).integer() == i + 1; },
+        ASSERT_TRUE(wait_until([&] { return redis().cmd({ "LLEN", order }).integer() >= i + 1; },
                                ms(3000)));
     }
-    for (pid_t k : kids) wait_exit(k, ms(3000));
+    for (pid_t k : kids) {
+        auto st = wait_exit(k, ms(3000));
+        EXPECT_TRUE(st && WIFEXITED(*st) && WEXITSTATUS(*st) == 0);
+    }
+    ASSERT_EQ(3, value(&s));
+    ASSERT_RC(0, rsem_wait_n(&s, 3, CLOCK_MONOTONIC, nullptr));
     auto got = redis().cmd({ "LRANGE", order, "0", "-1" });
     std::string seq;
     for (size_t i = 0; i < got->elements; i++) seq += got->element[i]->str;
@@ -362,14 +369,14 @@ TEST_F(Sem, FairWaitersGoInArrivalOrderAndAWaitForThreeIsNotPassed)
     EXPECT_RC(0, rsem_post(&s));
     ASSERT_TRUE(one.wait(ms(3000)));
     EXPECT_EQ(0, value(&s));
-    EXPECT_RC(0, rsem_post_n(&s, 4)) << "the permits this process holds";
-    EXPECT_EQ(4, value(&s));
+    EXPECT_RC(0, rsem_post_n(&s, 7)) << "the permits this process holds";
+    EXPECT_EQ(7, value(&s));
     EXPECT_RC(0, rsem_destroy(&s));
 }
 
 TEST_F(Sem, WithReclaimOffAKilledConsumersPermitNeverComesBack)
 {
-    RMT_SKIP_FORK_WITH_THREADS_UNDER_TSAN();
+    RMT_SKIP_FORK_WITH_THREADS_UNDER_SANITIZERS();
     std::string name = lock_name(), flag = name + ":flag";
     rsem_t s, t;
     init(&s, name, 0, 0, 0, 0);
@@ -397,7 +404,7 @@ TEST_F(Sem, WithReclaimOffAKilledConsumersPermitNeverComesBack)
 
 TEST_F(Sem, AForkedChildUsesItsParentsHandleAndHoldsNothingOfItsParents)
 {
-    RMT_SKIP_FORK_WITH_THREADS_UNDER_TSAN();
+    RMT_SKIP_FORK_WITH_THREADS_UNDER_SANITIZERS();
     std::string name = lock_name(), held = "rmutex_sem_held:{" + name + "}";
     rsem_t s;
     init(&s, name, 2);
@@ -427,7 +434,14 @@ TEST_F(Sem, AThreadOnAMinimalStackWaitsAndPosts)
     init(&s, name, 1);
     pthread_attr_t at;
     pthread_attr_init(&at);
+    /* PTHREAD_STACK_MIN, or 64 KiB under a sanitizer (its frames are
+     * larger: tests/stack/small_stack.h, whose measured runs are the
+     * library's bound). */
+#if defined(RMT_ASAN) || defined(RMT_TSAN)
+    pthread_attr_setstacksize(&at, 65536);
+#else
     pthread_attr_setstacksize(&at, PTHREAD_STACK_MIN);
+#endif
     pthread_t th;
     static rsem_t *sp;
     sp = &s;
@@ -446,6 +460,10 @@ TEST_F(Sem, AThreadOnAMinimalStackWaitsAndPosts)
 
 TEST_F(Sem, ACancelledWaiterLeavesNoQueueEntryBehind)
 {
+#ifdef RMT_ASAN
+    GTEST_SKIP() << "AddressSanitizer cannot follow pthread_cancel of a blocked thread "
+                    "(cond_test.cc says why); the other stages run this test";
+#endif
     std::string name = lock_name();
     rsem_t s;
     init(&s, name, 0, 1);
@@ -473,7 +491,7 @@ void on_alarm(int) { rsem_post_signal(alarm_sem); }
 
 TEST_F(Sem, APostFromASignalHandlerWakesAWaiterAndAPostBeforeExitIsNotLost)
 {
-    RMT_SKIP_FORK_WITH_THREADS_UNDER_TSAN();
+    RMT_SKIP_FORK_WITH_THREADS_UNDER_SANITIZERS();
     std::string name = lock_name();
     rsem_t s;
     init(&s, name, 0);
