@@ -12,7 +12,8 @@
  * fork(): this file registers the pthread_atfork handlers, in a
  * constructor, so they exist before any state does.  prepare takes every
  * internal lock in the library's lock order (session, mutex registry,
- * locks, watchdog, multiplexer, pool) so the child gets consistent
+ * read-write lock and semaphore registries, locks, watchdog, holder
+ * registry, barrier registry, multiplexer, pool) so the child gets consistent
  * structures; the parent releases them; the child re-initializes them and
  * resets each module: new process UUID, no holds, no threads, no
  * inherited sockets (closed without a byte sent), counters at zero; the

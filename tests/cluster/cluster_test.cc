@@ -838,7 +838,10 @@ TEST_F(ClusterTest, ReadHoldsSurviveTheMoveOfTheirSlotAndTheirQueuedWriterIsWoke
     EXPECT_EQ(1, cluster->client(to).cmd({"ZCARD", rw_key("rmutex_rw_queue", n)}).integer()) << "the writer left";
     EXPECT_FALSE(writer.done()) << "the writer got in while two handles read";
     EXPECT_EQ(0u, stats().locks_lost - before.locks_lost);
-    EXPECT_GT(stats().redirects_moved, before.redirects_moved);
+    /* (Whether a renewal met MOVED depends on who learnt the new owner
+     * first: the writer's subscription moving can refresh the map before
+     * the next renewal goes.  The reads' lease above is what says the
+     * renewals followed.) */
     readers_in = 1;
     EXPECT_EQ(0, reader1->release());
     EXPECT_FALSE(wait_until_unscaled([&] { return writer.done(); }, ms(200))) << "in beside a reader";

@@ -332,18 +332,24 @@ TEST_F(Sem, FairWaitersGoInArrivalOrderAndAWaitForThreeIsNotPassed)
     for (int i = 0; i < 3; i++) {
         kids.push_back(fork_run([&, i] {
             if (rsem_wait(&s)) return 1;
-            conn()->cmd({ "RPUSH", order, std::to_string(i) });
-            /* Given back: a permit left held would come back by itself a
-             * lease after the _exit, into the middle of what follows. */
+            auto c = conn();
+            c->cmd({ "RPUSH", order, std::to_string(i) });
+            /* Given back once every kid is served (a permit left held would
+             * come back by itself a lease after the _exit, into the middle
+             * of what follows; one given back at once would let two kids
+             * race for their turn). */
+            if (!wait_until([&] { return c->cmd({ "EXISTS", order + ":go" }).integer() == 1; }, ms(10000)))
+                return 3;
             return rsem_post(&s) ? 2 : 0;
         }));
         ASSERT_TRUE(wait_until([&] { return queued(name) == i + 1; }, ms(3000)));
     }
     for (int i = 0; i < 3; i++) {
         EXPECT_RC(0, rsem_post(&s));
-        ASSERT_TRUE(wait_until([&] { return redis().cmd({ "LLEN", order }).integer() >= i + 1; },
+        ASSERT_TRUE(wait_until([&] { return redis().cmd({ "LLEN", order }).integer() == i + 1; },
                                ms(3000)));
     }
+    redis().cmd({ "SET", order + ":go", "1" });
     for (pid_t k : kids) {
         auto st = wait_exit(k, ms(3000));
         EXPECT_TRUE(st && WIFEXITED(*st) && WEXITSTATUS(*st) == 0);
