@@ -9,9 +9,12 @@
  * around it is what drwlock.c gives a read-write lock: Redis trouble never
  * reaches the program as an error it does not expect.  A wait goes
  * through take.c (sem_wait waits through an outage or a refusal, each said
- * in one line; sem_trywait says EAGAIN, the timed forms ETIMEDOUT); a post
- * is retried until Redis has it, since a post that is dropped is a permit
- * lost for every process (a refusal paused between asks, as take.c does).
+ * in one line; sem_trywait says EAGAIN, the timed forms ETIMEDOUT).  A post
+ * is never dropped, since a dropped post is a permit lost for every
+ * process: one that Redis does not answer in time is already the library's
+ * business (rsem_post hands it to the watchdog, which posts it when Redis
+ * answers, and returns 0), so the loop here only asks again after a
+ * refusal or an unreachable server (paused between asks, as take.c does).
  *
  * A post from a signal handler.  POSIX makes sem_post async-signal-safe
  * and programs use it so: a SIGINT handler posts to wake the main thread
