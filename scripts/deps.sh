@@ -9,6 +9,8 @@
 # when there is no terminal).  It runs `apt-get update` first, and nothing at
 # all when every package is already installed.
 #
+# ccache: the test command compiles the tests once for its normal and ASan
+# stages (scripts/test.sh).
 # libssl-dev: OpenSSL 3's headers, for TLS (the library loads libssl.so.3
 # only when a rediss:// URL is used); openssl makes the tests' certificates.
 #
@@ -18,7 +20,7 @@
 # cannot be had, the rest is installed and the Valkey runs are skipped (the
 # test command says so).
 
-RMUTEX_DEPS=(build-essential cmake pkg-config libhiredis-dev uuid-dev libgtest-dev libssl-dev
+RMUTEX_DEPS=(build-essential cmake ccache pkg-config libhiredis-dev uuid-dev libgtest-dev libssl-dev
              openssl redis-server redis-tools)
 RMUTEX_BACKPORTS_DEPS=(valkey-server)
 

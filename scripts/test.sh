@@ -27,8 +27,12 @@
 #                  (CPU-bound); RMUTEX_CTEST_JOBS overrides them all
 #   -- ARGS        extra arguments for every ctest run (e.g. -R lock)
 #
-# The next stage's build runs at the lowest CPU priority (nice 19) while a
-# stage's tests run (they mostly wait), its output in build/NAME.build.log.
+# The later stages build one after another in the background at the lowest
+# CPU priority (nice 19) from the first stage's tests on (the tests mostly
+# wait), each one's output in build/NAME.build.log.  Where ccache is
+# installed the normal and ASan stages compile the C++ tests once: ASan
+# instruments the C (library, shim, CLI) and takes the normal stage's test
+# objects from the cache (build/ccache).
 # Every stage runs even if an earlier one failed; the exit status is non-zero
 # if any failed.  The tests start their own redis-server unless
 # RMUTEX_TEST_URL is set (it is passed through to them).  Sanitizer stages
@@ -130,9 +134,9 @@ sanitizer_prefix() { # CC FLAGS -> prints prefix
 # ---------------------------------------------------------------------------
 # A stage in three parts, each run in a subshell: stage_env (the compiler,
 # flags, labels, environment), stage_build (configure and build), stage_test
-# (ctest).  The next stage's build runs at the lowest CPU priority while this
-# stage's tests run: the tests mostly wait on Redis and on each other, so
-# the build takes the CPU they leave, and they take it back at once when
+# (ctest).  The later stages' builds run at the lowest CPU priority while
+# the earlier stages test: the tests mostly wait on Redis and on each other,
+# so the builds take the CPU they leave, and they take it back at once when
 # they need it (nice 19 against 0).
 declare -A result counts build_seconds test_seconds
 
@@ -223,7 +227,7 @@ stage_build() { # NAME
     fi
     # The sanitizer stages build what they run: no benchmark (never run
     # there), and TSan no examples (not labelled threaded).
-    local bench=ON examples=ON servers=ON targets=()
+    local bench=ON examples=ON servers=ON targets=() shared=()
     [ -n "$sanitize" ] && bench=OFF
     # The TLS and Valkey runs (tests/tls/, tls:, valkey:) in the normal
     # stage only: they run code the other tests run, on other servers.
@@ -233,10 +237,23 @@ stage_build() { # NAME
     # TSan builds only what it runs (tests/CMakeLists.txt: rmutex_tests_threaded).
     [ "$name" = tsan ] && targets=(--target rmutex_tests_threaded)
     [ "$name" = quick ] && targets=(--target rmutex_tests_quick)
+    # The normal, quick and ASan stages compile the C++ test code alike
+    # (ASan instruments only the C: the library, the shim, the CLI), through
+    # ccache: the ASan stage takes the normal stage's test objects instead
+    # of compiling them again (tests/harness/build.h says what that asks of
+    # the tests).  TSan instruments the tests too: a build of its own.
+    if [ "$name" != tsan ] && command -v ccache >/dev/null 2>&1; then
+        shared=(-DCMAKE_C_COMPILER_LAUNCHER=ccache -DCMAKE_CXX_COMPILER_LAUNCHER=ccache
+                -DRMUTEX_TEST_PCH=OFF -DRMUTEX_SANITIZE_TESTS=OFF)
+    else
+        shared=(-UCMAKE_C_COMPILER_LAUNCHER -UCMAKE_CXX_COMPILER_LAUNCHER
+                -DRMUTEX_TEST_PCH=ON -DRMUTEX_SANITIZE_TESTS=ON)
+    fi
     CC=$cc CXX=$cxx cmake --log-level=WARNING -S . -B "$dir" \
         -DCMAKE_BUILD_TYPE=RelWithDebInfo \
         -DRMUTEX_BUILD_TESTS=ON -DRMUTEX_BUILD_EXAMPLES=$examples -DRMUTEX_BUILD_BENCH=$bench \
-        -DRMUTEX_TEST_TLS_VALKEY=$servers -DRMUTEX_SANITIZE="$sanitize" -DRMUTEX_WERROR="$werror" || return 1
+        -DRMUTEX_TEST_TLS_VALKEY=$servers -DRMUTEX_SANITIZE="$sanitize" -DRMUTEX_WERROR="$werror" \
+        "${shared[@]}" || return 1
     # Under the prefix too: gtest_discover_tests runs the test programs.
     # shellcheck disable=SC2086
     $prefix cmake --build "$dir" -j "$jobs" "${targets[@]}" || return 1
@@ -255,28 +272,45 @@ stage_test() { # NAME
     return "${PIPESTATUS[0]}"
 }
 
-# The build of stage NAME in the background at the lowest priority, its
-# output in build/NAME.build.log; stage_build_wait prints it and returns
-# its status.
-declare -A build_pid build_start
-stage_build_start() { # NAME
+# The builds of the later stages, one after another in one background job
+# at the lowest priority, each one's output in build/NAME.build.log and its
+# exit status and seconds in build/NAME.build.rc: they take the CPU the
+# tests leave from the first stage's tests on, so a stage's build is usually
+# done before the stage before it has finished testing.  stage_build_wait
+# waits for NAME's, prints it and returns its status.
+builds_start() { # NAME...
     mkdir -p build
-    build_start[$1]=$SECONDS
-    ( renice -n 19 -p "$BASHPID" >/dev/null 2>&1; stage_build "$1" ) >"build/$1.build.log" 2>&1 &
-    build_pid[$1]=$!
+    local s
+    for s in "$@"; do rm -f "build/$s.build.rc"; done
+    (
+        renice -n 19 -p "$BASHPID" >/dev/null 2>&1
+        for s in "$@"; do
+            t=$SECONDS
+            ( stage_build "$s" ) >"build/$s.build.log" 2>&1
+            echo "$? $((SECONDS - t)) $t" >"build/$s.build.rc"
+        done
+    ) &
+    builds_pid=$!
 }
 stage_build_wait() { # NAME
-    local rc=0
-    wait "${build_pid[$1]}" || rc=$?
-    build_seconds[$1]=$((SECONDS - ${build_start[$1]}))
-    if [ $rc -eq 0 ]; then
-        echo "(built in the background, ${build_seconds[$1]} s; the last lines of build/$1.build.log:)"
+    local rc secs started
+    while [ ! -f "build/$1.build.rc" ]; do
+        kill -0 "$builds_pid" 2>/dev/null || break
+        sleep 1
+    done
+    if ! read -r rc secs started <"build/$1.build.rc" 2>/dev/null; then
+        echo "test.sh: the background builds stopped before the $1 build ended"
+        return 1
+    fi
+    build_seconds[$1]=$secs
+    if [ "$rc" -eq 0 ]; then
+        echo "(built in the background, ${secs} s from $((started - start_all)) s into the run; the last lines of build/$1.build.log:)"
         tail -n 3 "build/$1.build.log"
     else
         cat "build/$1.build.log"
         echo "test.sh: the $1 build failed (exit $rc)"
     fi
-    return $rc
+    return "$rc"
 }
 
 # Counts from a stage's ctest log: "passed failed skipped", or nothing.
@@ -291,6 +325,19 @@ stage_counts() {
     echo "$((total - failed - skipped)) $failed $skipped"
 }
 
+# ccache's cache is the build directory's (a clean clone starts empty).
+# Paths below build/ are hashed relative to the compiler's directory, so two
+# build trees (build/normal, build/asan) share their objects; the sources'
+# paths stay absolute, as __FILE__ must be for the header swap's names
+# (-fmacro-prefix-map strips the source directory from them).
+if command -v ccache >/dev/null 2>&1; then
+    export CCACHE_DIR="$ROOT/build/ccache" CCACHE_BASEDIR="$ROOT/build" CCACHE_NOHASHDIR=1
+    export CCACHE_MAXSIZE=${CCACHE_MAXSIZE:-3G}
+    mkdir -p "$CCACHE_DIR"
+    ccache -z >/dev/null 2>&1
+else
+    echo "test.sh: no ccache here (scripts/deps.sh installs it): the ASan stage compiles the tests again"
+fi
 start_all=$SECONDS
 for i in "${!stages[@]}"; do
     s=${stages[$i]}
@@ -304,7 +351,7 @@ t0=$SECONDS
 first_rc=$?
 build_seconds[$first]=$((SECONDS - t0))
 for i in "${!stages[@]}"; do
-    s=${stages[$i]} next=${stages[$((i + 1))]:-}
+    s=${stages[$i]}
     if [ "$i" -gt 0 ]; then
         banner "$(stage_title "$s")"
         stage_build_wait "$s"
@@ -312,7 +359,7 @@ for i in "${!stages[@]}"; do
     else
         rc=$first_rc
     fi
-    [ -n "$next" ] && stage_build_start "$next"
+    [ "$i" -eq 0 ] && [ ${#stages[@]} -gt 1 ] && builds_start "${stages[@]:1}"
     t0=$SECONDS
     if [ $rc -eq 0 ]; then
         ( stage_test "$s" )
@@ -347,6 +394,11 @@ for s in "${stages[@]}"; do
 done
 printf '  %-7s %-16s %5ds (the builds after the first run during the tests before them)\n' total "" \
     $((SECONDS - start_all))
+if [ -n "${CCACHE_DIR:-}" ]; then
+    hits=$(ccache --print-stats 2>/dev/null | awk '$1 ~ /^(direct|preprocessed)_cache_hit$/ { n += $2 } END { print n + 0 }')
+    misses=$(ccache --print-stats 2>/dev/null | awk '$1 == "cache_miss" { print $2 + 0 }')
+    echo "  ccache: ${hits:-0} compilations taken from an earlier stage's (or run's), ${misses:-0} compiled"
+fi
 echo
 echo "tests: $n_pass passed, $n_fail failed, $n_skip skipped"
 [ $all_ok -eq 1 ]

@@ -20,23 +20,7 @@
 
 #include <gtest/gtest.h>
 
-/* RMT_ASAN: built with AddressSanitizer (a test it cannot run skips). */
-#if defined(__SANITIZE_ADDRESS__)
-#define RMT_ASAN 1
-#elif defined(__has_feature)
-#if __has_feature(address_sanitizer)
-#define RMT_ASAN 1
-#endif
-#endif
-
-/* RMT_TSAN: built with ThreadSanitizer. */
-#if defined(__SANITIZE_THREAD__)
-#define RMT_TSAN 1
-#elif defined(__has_feature)
-#if __has_feature(thread_sanitizer)
-#define RMT_TSAN 1
-#endif
-#endif
+#include "harness/build.h"
 
 /* A test whose fork()ed child goes on using the library (which starts
  * threads in the child) skips itself under ThreadSanitizer: GCC 12's TSan
@@ -45,12 +29,10 @@
  * its own first malloc (seen: the child's watchdog and multiplexer threads
  * blocked in __tsan::user_alloc_internal, about one fork in twelve).  Such
  * tests run in the normal and ASan stages. */
-#ifdef RMT_TSAN
-#define RMT_SKIP_FORK_WITH_THREADS_UNDER_TSAN() \
-    GTEST_SKIP() << "fork() with library threads in the child deadlocks TSan's runtime; runs in the other stages"
-#else
-#define RMT_SKIP_FORK_WITH_THREADS_UNDER_TSAN() (void)0
-#endif
+#define RMT_SKIP_FORK_WITH_THREADS_UNDER_TSAN()                                                        \
+    if (!rmt_tsan()) {                                                                                 \
+    } else                                                                                             \
+        GTEST_SKIP() << "fork() with library threads in the child deadlocks TSan's runtime; runs in the other stages"
 
 /* The same for ASan, whose GCC 12 allocator has the same trouble (a child
  * forked while a parent thread allocates can block in its first malloc:
@@ -58,12 +40,20 @@
  * process tests skip for it too): tests whose forked children use the
  * library while the parent's library threads run skip under both
  * sanitizers and run in the normal stage. */
-#if defined(RMT_TSAN) || defined(RMT_ASAN)
-#define RMT_SKIP_FORK_WITH_THREADS_UNDER_SANITIZERS() \
-    GTEST_SKIP() << "fork() with library threads deadlocks the sanitizer's allocator in the child; runs in the normal stage"
-#else
-#define RMT_SKIP_FORK_WITH_THREADS_UNDER_SANITIZERS() (void)0
-#endif
+#define RMT_SKIP_FORK_WITH_THREADS_UNDER_SANITIZERS()                                                  \
+    if (!rmt_sanitized()) {                                                                            \
+    } else                                                                                             \
+        GTEST_SKIP() << "fork() with library threads deadlocks the sanitizer's allocator in the child; runs in the normal stage"
+
+/* AddressSanitizer aborts on a pthread_cancel of a thread blocked in a
+ * system call (cond_test.cc says why): the tests that cancel such a thread
+ * skip under it; the other stages run them. */
+#define RMT_SKIP_CANCEL_UNDER_ASAN()                                                                   \
+    if (!rmt_asan()) {                                                                                 \
+    } else                                                                                             \
+        GTEST_SKIP() << "AddressSanitizer cannot follow pthread_cancel of a blocked thread "            \
+                        "(cond_test.cc says why); the other stages run this test"
+
 #include <rmutex.h>
 
 #include <memory>

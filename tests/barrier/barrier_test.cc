@@ -305,10 +305,7 @@ static void *cancellable_wait(void *arg)
 
 TEST_F(Barrier, ACancelledWaiterWithdrawsAndBreaksItsGeneration)
 {
-#ifdef RMT_ASAN
-    GTEST_SKIP() << "AddressSanitizer cannot follow pthread_cancel of a blocked thread "
-                    "(cond_test.cc says why); the other stages run this test";
-#endif
+    RMT_SKIP_CANCEL_UNDER_ASAN();
     std::string name = lock_name();
     rbarrier_t b;
     ASSERT_RC(0, init(&b, name, 3));

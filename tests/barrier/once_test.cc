@@ -170,10 +170,7 @@ static void *run_stuck(void *arg)
 
 TEST_F(Once, ACancelledRunnerGivesItsTurnUpAtOnce)
 {
-#ifdef RMT_ASAN
-    GTEST_SKIP() << "AddressSanitizer cannot follow pthread_cancel of a blocked thread "
-                    "(cond_test.cc says why); the other stages run this test";
-#endif
+    RMT_SKIP_CANCEL_UNDER_ASAN();
     int up[2];
     ASSERT_EQ(0, pipe(up));
     stage.pipe_fd = up[1];

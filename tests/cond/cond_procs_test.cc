@@ -225,15 +225,15 @@ TEST_F(Cond, WaitersOfAKilledProcessBindNothingOnceTheirLeasesRanOut)
 
 TEST_F(Cond, AForkedChildWaitsOnNothingAndCanWaitItself)
 {
-#ifdef RMT_ASAN
-    /* This fork happens while the parent's threads (a waiter, the
-     * multiplexer, the watchdog) allocate; GCC 12's ASan allocator keeps
-     * the lock a parent thread held at fork, and the child's first threads
-     * deadlock in malloc (seen under gdb: rmutex-sub and rmutex-wd in
-     * SizeClassAllocator64::GetFromAllocator).  glibc's malloc resets its
-     * locks at fork; the plain build runs this test. */
-    GTEST_SKIP() << "ASan's allocator can deadlock a child forked while other threads allocate";
-#endif
+    if (rmt_asan()) {
+        /* This fork happens while the parent's threads (a waiter, the
+         * multiplexer, the watchdog) allocate; GCC 12's ASan allocator keeps
+         * the lock a parent thread held at fork, and the child's first threads
+         * deadlock in malloc (seen under gdb: rmutex-sub and rmutex-wd in
+         * SizeClassAllocator64::GetFromAllocator).  glibc's malloc resets its
+         * locks at fork; the plain build runs this test. */
+        GTEST_SKIP() << "ASan's allocator can deadlock a child forked while other threads allocate";
+    }
     rmutex_t m;
     init_mutex(&m, lock_name());
     rcond_t *c = make_cond();
@@ -482,14 +482,14 @@ TEST_F(Cond, AWaitOnARobustMutexWhoseNextHolderDiedReportsEownerdead)
     /* The waiter is signalled by a process that then dies holding the
      * mutex (kill -9): the wait takes the mutex back when that holder's
      * lease runs out, and says so. */
-#ifdef RMT_ASAN
-    /* Forked while the waiter's wait keeps the parent's threads busy: as in
-     * AForkedChildWaitsOnNothingAndCanWaitItself, GCC 12's ASan allocator
-     * can keep a lock a parent thread held at the fork (seen under gdb: the
-     * child's rmutex_lock in SizeClassAllocator64::GetFromAllocator, about
-     * 1 run in 10).  The plain build runs this test. */
-    GTEST_SKIP() << "ASan's allocator can deadlock a child forked while other threads allocate";
-#endif
+    if (rmt_asan()) {
+        /* Forked while the waiter's wait keeps the parent's threads busy: as in
+         * AForkedChildWaitsOnNothingAndCanWaitItself, GCC 12's ASan allocator
+         * can keep a lock a parent thread held at the fork (seen under gdb: the
+         * child's rmutex_lock in SizeClassAllocator64::GetFromAllocator, about
+         * 1 run in 10).  The plain build runs this test. */
+        GTEST_SKIP() << "ASan's allocator can deadlock a child forked while other threads allocate";
+    }
     rmutex_t m;
     init_mutex(&m, lock_name(), RMUTEX_NORMAL, RMUTEX_ROBUST);
     rcond_t *c = make_cond();

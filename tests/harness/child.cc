@@ -1,5 +1,6 @@
 /* child.cc -- the other processes of a test.  See child.h. */
 #include "child.h"
+#include "build.h"
 
 #include <fcntl.h>
 #include <gtest/gtest.h>

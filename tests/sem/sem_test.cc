@@ -443,11 +443,7 @@ TEST_F(Sem, AThreadOnAMinimalStackWaitsAndPosts)
     /* PTHREAD_STACK_MIN, or 64 KiB under a sanitizer (its frames are
      * larger: tests/stack/small_stack.h, whose measured runs are the
      * library's bound). */
-#if defined(RMT_ASAN) || defined(RMT_TSAN)
-    pthread_attr_setstacksize(&at, 65536);
-#else
-    pthread_attr_setstacksize(&at, PTHREAD_STACK_MIN);
-#endif
+    pthread_attr_setstacksize(&at, rmt_sanitized() ? 65536 : PTHREAD_STACK_MIN);
     pthread_t th;
     static rsem_t *sp;
     sp = &s;
@@ -466,10 +462,7 @@ TEST_F(Sem, AThreadOnAMinimalStackWaitsAndPosts)
 
 TEST_F(Sem, ACancelledWaiterLeavesNoQueueEntryBehind)
 {
-#ifdef RMT_ASAN
-    GTEST_SKIP() << "AddressSanitizer cannot follow pthread_cancel of a blocked thread "
-                    "(cond_test.cc says why); the other stages run this test";
-#endif
+    RMT_SKIP_CANCEL_UNDER_ASAN();
     std::string name = lock_name();
     rsem_t s;
     init(&s, name, 0, 1);
