@@ -1099,6 +1099,17 @@ RMUTEX_API int rmutex_shutdown(void);
  * is thread-local and valid until the thread's next rmutex call. */
 RMUTEX_API const char *rmutex_detail(void);
 
+/* A distribution of durations in log2 buckets of microseconds: bucket[i]
+ * counts the durations d with 2^(i-1) <= d < 2^i us (bucket[0]: under
+ * 1 us; the last bucket also counts everything longer); count is their
+ * number and sum_us their total. */
+#define RMUTEX_HISTOGRAM_BUCKETS 32
+typedef struct rmutex_histogram {
+    uint64_t count;
+    uint64_t sum_us;
+    uint64_t bucket[RMUTEX_HISTOGRAM_BUCKETS];
+} rmutex_histogram_t;
+
 /* Counters of this process since it started (or since fork() in a child).
  * The gauges at the end are current values. */
 typedef struct rmutex_stats {
@@ -1156,6 +1167,13 @@ typedef struct rmutex_stats {
                                     is, what it holds, which of its waits last */
     uint64_t waits_announced;    /* waits listed in the registry (they lasted longer than
                                     announce_wait) */
+    /* Appended later (a program built against the older header passes the
+     * smaller size and gets the fields above only).  Mutexes feed these (non-fair, fair and cached;
+     * not read-write locks, semaphores, barriers or once): */
+    uint64_t uncontended;        /* mutex acquisitions that did not wait */
+    rmutex_histogram_t wait_time; /* mutex acquisitions that waited: rmutex_*lock called ->
+                                    returned with the lock */
+    rmutex_histogram_t hold_time; /* mutex holds: lock returned -> unlock called */
 } rmutex_stats_t;
 
 /* Copy the counters into *out.  size is sizeof(rmutex_stats_t) as the
