@@ -1181,6 +1181,43 @@ typedef struct rmutex_stats {
  * against an older header keep working.  Returns 0, or EINVAL for NULL. */
 RMUTEX_API int rmutex_stats(rmutex_stats_t *out, size_t size);
 
+/* One process's counters of one lock name, as it publishes them in the
+ * holder registry (every process that uses rmutex, on its periodic
+ * registry call: about a second after a new hold, then every lease/3
+ * while it holds or waits; they lapse with its entry, two leases after
+ * its last write).  A process publishes its RMUTEX_METRICS_NAMES busiest
+ * names (most acquisitions) and one more series, name "", for all its
+ * other names together; fields as rmutex_stats_t's, counted since the
+ * process started. */
+#define RMUTEX_METRICS_NAMES 64
+typedef struct rmutex_metricinfo {
+    char name[RMUTEX_NAME_MAX + 1]; /* the lock's name; "": the process's other names */
+    uint64_t acquisitions;
+    uint64_t contended;
+    uint64_t uncontended;
+    uint64_t locks_lost;
+    uint64_t renewals;
+    rmutex_histogram_t wait_time;
+    rmutex_histogram_t hold_time;
+    int64_t published_ms;     /* the server's time of the process's last write */
+    int64_t server_time_ms;   /* the server's time when this was read */
+    char process[64];         /* the process's uuid (its owner ids' first part) */
+    /* The process, as rmutex_waitinfo_t's fields say it. */
+    long pid;
+    char host[64];
+    char exe[256];
+    char cmd[256];
+    char lib[16];
+} rmutex_metricinfo_t;
+
+/* Visit every process's published counters: fn(series, arg) for each
+ * process and name, in no particular order; a nonzero return from fn
+ * stops the walk and is returned.  SCANs every primary as rmutex_waits
+ * does (`rmutex stats`, `rmutex top`).  Returns 0, fn's value, or as
+ * rmutex_list. */
+typedef int (*rmutex_metrics_fn)(const rmutex_metricinfo_t *series, void *arg);
+RMUTEX_API int rmutex_metrics(rmutex_metrics_fn fn, void *arg);
+
 /* Debug log: setting the environment variable RMUTEX_DEBUG to 1 (stderr) or
  * to a file path makes the library log its connections, subscriptions,
  * renewals and failures there.  Nothing is printed otherwise. */

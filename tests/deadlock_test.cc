@@ -33,12 +33,7 @@ class Deadlocks : public RedisTest {
     {
         std::vector<std::string> argv{ kCli };
         argv.insert(argv.end(), args.begin(), args.end());
-        Child c(argv, std::map<std::string, std::string>{ { "RMUTEX_URL", url() } });
-        std::string o;
-        while (auto l = c.read_line(ms(20000))) o += *l + "\n";
-        int st = c.wait(ms(20000));
-        if (out) *out = o;
-        return st >= 0 && WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+        return run_to_end(argv, { { "RMUTEX_URL", url() } }, out);
     }
 
     /* A child that holds first (and will wait for second at go()); its

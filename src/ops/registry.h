@@ -12,6 +12,9 @@ struct redisReply;
 
 /* At most this many holds are listed in one process's entry. */
 #define RM_REGISTRY_HOLDS 100
+/* At most this many names' counters are published by one process (the
+ * busiest; the others' together as one more). */
+#define RM_REGISTRY_NAMES 64
 /* The most field/value pairs rm_registry_describe gives. */
 #define RM_REGISTRY_PAIRS 6
 
