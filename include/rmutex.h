@@ -1055,13 +1055,14 @@ RMUTEX_API int rsem_inspect(const char *name, rsem_info_t *info, size_t size);
 
 /* One thread's wait, as its process announces it in the holder registry:
  * a wait (for a mutex, a fair mutex, a read or write of a read-write lock,
- * a condition variable) that has lasted longer than the announce_wait
+ * a condition variable, a semaphore, a barrier, a once) that has lasted longer than the announce_wait
  * setting (100 ms), while it lasts (an ended wait drops out within about
  * 50 ms; its process's entry within two leases of its death). */
 typedef struct rmutex_waitinfo {
     char owner[64];           /* the waiting thread's owner id, "<uuid>:<thread>" */
     char name[RMUTEX_NAME_MAX + 1]; /* the lock's (or condition variable's) name */
-    char kind;                /* RMUTEX_WAIT_MUTEX, _FAIR, _READ, _WRITE, _COND */
+    char kind;                /* RMUTEX_WAIT_MUTEX, _FAIR, _READ, _WRITE, _COND, _SEM,
+                                 _BARRIER, _ONCE */
     int detect;               /* its mutex gives up on a deadlock
                                  (rmutexattr_setdeadlock_detect) */
     int64_t waited_ms;        /* how long it has waited, by server time */
@@ -1075,7 +1076,11 @@ typedef struct rmutex_waitinfo {
 
 enum {
     RMUTEX_WAIT_MUTEX = 'm', RMUTEX_WAIT_FAIR = 'f', RMUTEX_WAIT_READ = 'r',
-    RMUTEX_WAIT_WRITE = 'w', RMUTEX_WAIT_COND = 'c'
+    RMUTEX_WAIT_WRITE = 'w', RMUTEX_WAIT_COND = 'c',
+    /* a semaphore's permits (rsem_*wait*), a barrier (rbarrier_*wait),
+     * a ronce that another caller runs: no one thread holds what they
+     * wait for, so they are no edge of the wait-for graph */
+    RMUTEX_WAIT_SEM = 's', RMUTEX_WAIT_BARRIER = 'b', RMUTEX_WAIT_ONCE = 'o'
 };
 
 /* Visit the announced waits: fn(wait, arg) for each wait for name (NULL:

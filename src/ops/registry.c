@@ -50,6 +50,7 @@
 #include "script.h"
 #include "watchdog.h"
 
+#include <errno.h>
 #include <hiredis/hiredis.h>
 #include <pthread.h>
 #include <stdio.h>
@@ -162,6 +163,8 @@ static struct {
     pthread_mutex_t mu;
     struct rm_registry_wait *head;
     int gone;         /* an announced wait ended since the last call was built */
+    int stale;        /* one ended without what it waited for (not at its deadline):
+                         out with the next regular write */
     int fresh;        /* a new hold since then (the watchdog's lock) */
     rm_nsec regular;  /* the next renewal of the entry is due (the watchdog's lock) */
     uint64_t counted; /* the counters' sum when the last call was built (the watchdog's lock) */
@@ -235,18 +238,21 @@ static void count_waits_locked(const struct rm_endpoint *ep, rm_nsec now, struct
             continue;
         }
         c->n++;
-        c->text += strlen(w->owner) + strlen(w->lock) + 8;
+        c->text += strlen(w->owner) + strlen(w->lock) + 8 + NUM;
         if (!w->announced) c->fresh = 1;
     }
 }
 
-/* Each wait's triple: owner, ms it has lasted, "<kind>|<d or ->|<lock>". */
+/* Each wait's quadruple: owner, ms it has lasted, ms left to its
+ * deadline (-1: none), "<kind>|<d or ->|<lock>". */
 static void add_waits_locked(struct building *b, const struct rm_endpoint *ep, size_t n)
 {
     for (struct rm_registry_wait *w = waits.head; w && n; w = w->next) {
-        if (!wait_shown(w, ep, b->now) || b->k + 3 > b->max) continue;
+        if (!wait_shown(w, ep, b->now) || b->k + 4 > b->max) continue;
         add_text(b, w->owner, strlen(w->owner));
         add_number(b, (b->now - w->since) / RM_MSEC(1));
+        add_number(b, !w->deadline || w->deadline == RM_FOREVER ? -1
+                      : w->deadline > b->now ? (w->deadline - b->now) / RM_MSEC(1) : 0);
         b->argv[b->k] = b->p;
         b->lens[b->k++] = (size_t)sprintf(b->p, "%c|%c|%s", w->kind, w->detect ? 'd' : '-', w->lock);
         b->p += b->lens[b->k - 1] + 1;
@@ -354,7 +360,7 @@ static int announce_build(void *arg, struct rm_endpoint *ep, const char *key, si
     pthread_mutex_lock(&waits.mu);
     count_waits_locked(ep, now, &wc);
     uint64_t counted = counters_sum();
-    int busy = holds || wc.n || counted != waits.counted;
+    int busy = holds || wc.n || counted != waits.counted || waits.stale;
     int send = waits.gone || wc.fresh || waits.fresh || (busy && now >= waits.regular);
     if (!send) {
         call->again = busy ? rm_clock_min(waits.regular, wc.next)
@@ -366,7 +372,7 @@ static int announce_build(void *arg, struct rm_endpoint *ep, const char *key, si
     struct published pub = { 0 };
     rm_names_busiest(RM_REGISTRY_NAMES, publish_name, &pub);
     if (pub.failed) pub.n = pub.len = 0; /* (short of memory: the counters wait) */
-    size_t argc = 5 + 2 * (size_t)me.pairs + 2 * holds + 2 * pub.n + 3 * wc.n;
+    size_t argc = 5 + 2 * (size_t)me.pairs + 2 * holds + 2 * pub.n + 4 * wc.n;
     size_t text = (4 + holds + wc.n) * NUM + keys + wc.text + pub.len;
     char *mem = malloc(argc * (sizeof(char *) + sizeof(size_t)) + text);
     if (!mem) {
@@ -392,7 +398,7 @@ static int announce_build(void *arg, struct rm_endpoint *ep, const char *key, si
     free(pub.text);
     add_waits_locked(&b, ep, wc.n);
     waits.said_waits = wc.n || waits.gone;
-    waits.gone = waits.fresh = 0;
+    waits.gone = waits.fresh = waits.stale = 0;
     waits.counted = counted;
     pthread_mutex_unlock(&waits.mu);
     *call = (struct rm_watchdog_call){ RM_SCRIPT_ANNOUNCE, 1, (int)b.k, b.argv, b.lens, mem, 0 };
@@ -464,19 +470,24 @@ void rm_registry_wait_begin(struct rm_registry_wait *w)
     poke(w, w->since + announce_delay());
 }
 
-void rm_registry_wait_end(struct rm_registry_wait *w)
+void rm_registry_wait_ended(struct rm_registry_wait *w, int r)
 {
     if (!w->since) return;
+    int timed_out = r == ETIMEDOUT && w->deadline && w->deadline != RM_FOREVER;
     pthread_mutex_lock(&waits.mu);
     if (w->prev) w->prev->next = w->next;
     else waits.head = w->next;
     if (w->next) w->next->prev = w->prev;
     int announced = w->announced;
-    if (announced) waits.gone = 1;
+    if (announced && (!r || r == EOWNERDEAD)) waits.gone = 1;
+    else if (announced && !timed_out) waits.stale = 1;
     pthread_mutex_unlock(&waits.mu);
     w->since = 0;
-    if (announced) poke(w, rm_clock_now() + RM_MSEC(RM_REGISTRY_WAIT_GONE_MS));
+    if (announced && (!r || r == EOWNERDEAD))
+        poke(w, rm_clock_now() + RM_MSEC(RM_REGISTRY_WAIT_GONE_MS));
 }
+
+void rm_registry_wait_end(struct rm_registry_wait *w) { rm_registry_wait_ended(w, 0); }
 
 void rm_registry_atfork(int who)
 {
@@ -486,7 +497,7 @@ void rm_registry_atfork(int who)
     }
     if (who > 0) { /* the child: the parent's waiting threads are not here */
         waits.head = NULL;
-        waits.gone = waits.fresh = 0;
+        waits.gone = waits.fresh = waits.stale = 0;
         waits.regular = 0;
         waits.counted = 0;
         waits.said_waits = waits.failures = 0;

@@ -9,7 +9,9 @@
  * this SCANs every primary for them (MATCH rmutex_client:*, TYPE hash),
  * reads each entry whole (HGETALL, on the node that served the SCAN) and
  * the node's TIME once per page, and gives each wait with its process's
- * description.  O(keyspace), for operators: `rmutex status NAME` (the
+ * description; a timed wait past its deadline ("until:<owner>", written
+ * with it) is over and left out, though its process may not have
+ * rewritten its entry yet.  O(keyspace), for operators: `rmutex status NAME` (the
  * waiters of one lock), `rmutex deadlocks` (the wait-for graph).  An
  * entry read mid-rewrite is whole or absent (announce.lua rewrites it in
  * one script).  metrics.c reads the same entries for their counters
@@ -62,6 +64,20 @@ struct waits {
     rmutex_waitinfo_t *info;
 };
 
+/* Whether entry h says the timed wait of owner (len bytes) is past its
+ * deadline ("until:<owner>" at or before server_ms): over, not shown. */
+static int past_deadline(const redisReply *h, const char *owner, size_t len, long long server_ms)
+{
+    static const char prefix[] = "until:";
+    for (size_t i = 0; i + 1 < h->elements; i += 2) {
+        const redisReply *f = h->element[i], *v = h->element[i + 1];
+        if (f->type == REDIS_REPLY_STRING && f->len == sizeof prefix - 1 + len &&
+            !memcmp(f->str, prefix, sizeof prefix - 1) && !memcmp(f->str + sizeof prefix - 1, owner, len))
+            return v->type == REDIS_REPLY_STRING && strtoll(v->str, NULL, 10) <= server_ms;
+    }
+    return 0;
+}
+
 /* One entry (HGETALL's reply): its process first, then fn for each wait. */
 static int each_wait(const char *key, const redisReply *h, long long server_ms, void *arg)
 {
@@ -80,6 +96,8 @@ static int each_wait(const char *key, const redisReply *h, long long server_ms, 
             rm_registry_parse_wait(v->str, v->len, &w) || w.lock_len >= sizeof in->name)
             continue;
         if (x->name && (strlen(x->name) != w.lock_len || memcmp(x->name, w.lock, w.lock_len)))
+            continue;
+        if (past_deadline(h, f->str + sizeof prefix - 1, f->len - (sizeof prefix - 1), server_ms))
             continue;
         snprintf(in->owner, sizeof in->owner, "%.*s", (int)(f->len - (sizeof prefix - 1)),
                  f->str + sizeof prefix - 1);

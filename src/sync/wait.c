@@ -194,7 +194,8 @@ int rm_wait_acquire(struct rm_wait *w, const struct rm_acquire_steps *s, void *c
         if (subject && !rw.ep) {
             struct rm_thread *self = rm_thread_self();
             rw = (struct rm_registry_wait){ .ep = subject->ep, .owner = self->owner, .lock = lock,
-                                            .kind = subject->kind, .detect = subject->detect };
+                                            .kind = subject->kind, .detect = subject->detect,
+                                            .deadline = w->mode == RM_WAIT_TIMED ? w->deadline : 0 };
             rm_registry_wait_begin(&rw);
             look = next_look(subject, &rw, rm_clock_now());
         }
@@ -208,7 +209,7 @@ int rm_wait_acquire(struct rm_wait *w, const struct rm_acquire_steps *s, void *c
         if ((r = s->wait(ctx, o, rm_clock_min(w->deadline, look)))) break;
     }
     *unknown = at.unknown;
-    if (rw.ep) rm_registry_wait_end(&rw);
+    if (rw.ep) rm_registry_wait_ended(&rw, r);
     rm_wait_end(&at, r);
     return r;
 }
