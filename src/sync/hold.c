@@ -27,8 +27,8 @@
  * A hold remembers when it began (its acquiring request's send time, read
  * from the grant: no clock read) and its last unlock adds how long it
  * lasted to the hold-time histograms, the process's and its name's
- * (rmutex_stats, names.c); a hold lost or ended by its thread's exit is
- * not counted.
+ * (rmutex_stats, names.c) -- a lost hold's too, whose unlock says EPERM;
+ * one ended by its thread's exit is not counted.
  *
  * A hold of a cached lock (cache.c) is a thread's turn with the process's
  * Redis hold: it shares the cache's watchdog entry (h->shared) and never
