@@ -168,6 +168,8 @@ static struct {
     int fresh;        /* a new hold since then (the watchdog's lock) */
     rm_nsec regular;  /* the next renewal of the entry is due (the watchdog's lock) */
     uint64_t counted; /* the counters' sum when the last call was built (the watchdog's lock) */
+    int follow;       /* a call was sent and the entry has not gone dormant since: moved
+                         counters are published at the next period (the watchdog's lock) */
     int said_waits;   /* the call on the wire lists waits or takes one out */
     int failures;     /* such calls unanswered in a row */
 } waits = { .mu = PTHREAD_MUTEX_INITIALIZER };
@@ -330,7 +332,8 @@ static void publish_name(const char *name, const struct rm_names_snapshot *s, vo
 
 /* What the published counters have moved by, in one number: a change
  * since the last call is news to publish at the next period, even with
- * nothing held any more (the last hold's time, say). */
+ * nothing held any more (the last hold's time, say) -- once after a call,
+ * not after the entry went dormant (then the next hold's call says it). */
 static uint64_t counters_sum(void)
 {
     return atomic_load_explicit(&rm_counters.acquisitions, memory_order_relaxed) +
@@ -360,9 +363,10 @@ static int announce_build(void *arg, struct rm_endpoint *ep, const char *key, si
     pthread_mutex_lock(&waits.mu);
     count_waits_locked(ep, now, &wc);
     uint64_t counted = counters_sum();
-    int busy = holds || wc.n || counted != waits.counted || waits.stale;
+    int busy = holds || wc.n || waits.stale || (waits.follow && counted != waits.counted);
     int send = waits.gone || wc.fresh || waits.fresh || (busy && now >= waits.regular);
     if (!send) {
+        if (!busy) waits.follow = 0; /* dormant: a later poke (a short wait's) sends nothing */
         call->again = busy ? rm_clock_min(waits.regular, wc.next)
                            : wc.next == RM_FOREVER ? 0 : wc.next;
         pthread_mutex_unlock(&waits.mu);
@@ -400,6 +404,7 @@ static int announce_build(void *arg, struct rm_endpoint *ep, const char *key, si
     waits.said_waits = wc.n || waits.gone;
     waits.gone = waits.fresh = waits.stale = 0;
     waits.counted = counted;
+    waits.follow = 1;
     pthread_mutex_unlock(&waits.mu);
     *call = (struct rm_watchdog_call){ RM_SCRIPT_ANNOUNCE, 1, (int)b.k, b.argv, b.lens, mem, 0 };
     RM_COUNT(announcements);
@@ -427,7 +432,15 @@ static rm_nsec announce_done(void *arg, int answered, rm_nsec sent, rm_nsec now)
     return next;
 }
 
-static const struct rm_watchdog_periodic announce = { announce_build, announce_done };
+/* A new start of the watchdog (after rmutex_shutdown): what the last
+ * session sent is no reason to send now. */
+static void announce_start(void *arg)
+{
+    RM_UNUSED(arg);
+    waits.follow = 0;
+}
+
+static const struct rm_watchdog_periodic announce = { announce_build, announce_done, announce_start };
 
 void rm_registry_hold_added(struct rm_endpoint *ep, const char *owner, size_t owner_len)
 {
@@ -500,6 +513,7 @@ void rm_registry_atfork(int who)
         waits.gone = waits.fresh = waits.stale = 0;
         waits.regular = 0;
         waits.counted = 0;
+        waits.follow = 0;
         waits.said_waits = waits.failures = 0;
     }
     pthread_mutex_unlock(&waits.mu);

@@ -350,6 +350,7 @@ struct rm_watchdog_entry *rm_watchdog_periodic_locked(struct rm_endpoint *ep, co
     e->u.periodic.arg = arg;
     e->next_due = due;
     add_locked(e);
+    if (fns->start) fns->start(arg);
     return wd.periodic = e;
 }
 
