@@ -88,6 +88,7 @@
 #include "call.h"
 #include "conn.h"
 #include "keys.h"
+#include "names.h"
 #include "endpoint.h"
 #include "node.h"
 #include "script.h"
@@ -134,6 +135,8 @@ struct rm_watchdog_entry {
             int by_name;      /* a read-write lock's: the callback gets m NULL */
             int name_arg;     /* the argv the callback names (a semaphore's: its name) */
             rmutex_t *m;      /* for the lost-lock callback (NULL: nobody to tell) */
+            struct rm_names_stats *stats; /* its name's counters (NULL: none) */
+            int named;        /* stats was looked up */
         } hold;
         struct {              /* KIND_WAITER */
             void (*wake)(void *); /* told when its renewal finds it gone */
@@ -347,6 +350,7 @@ struct rm_watchdog_entry *rm_watchdog_periodic_locked(struct rm_endpoint *ep, co
     e->u.periodic.arg = arg;
     e->next_due = due;
     add_locked(e);
+    if (fns->start) fns->start(arg);
     return wd.periodic = e;
 }
 
@@ -579,6 +583,8 @@ rm_nsec rm_watchdog_valid_until(const struct rm_watchdog_entry *e)
 void rm_watchdog_report_lost(rmutex_t *m, const char *name)
 {
     RM_COUNT(locks_lost);
+    struct rm_names_stats *ns = rm_names_find(name);
+    if (ns) RM_NAMES_COUNT(ns, locks_lost);
     rm_log("hold of %s lost (found at its unlock)", name);
     pthread_mutex_lock(&wd.mu);
     rmutex_lost_fn cb = wd.cb;
@@ -822,6 +828,17 @@ drop:
     l->dropped = 1;
 }
 
+/* A hold's name's counters (names.c; a mutex's: its key is its name),
+ * looked up at its first renewal or loss; NULL when the name has none. */
+static struct rm_names_stats *name_stats(struct rm_watchdog_entry *e)
+{
+    if (!e->u.hold.named) {
+        e->u.hold.stats = rm_names_find(e->argv[0]);
+        e->u.hold.named = 1;
+    }
+    return e->u.hold.stats;
+}
+
 /* Apply the answer res for e, sent at sent.  Returns 1 if e is newly lost. */
 static int apply(struct rm_watchdog_entry *e, int res, rm_nsec sent, rm_nsec now)
 {
@@ -873,6 +890,7 @@ static int apply(struct rm_watchdog_entry *e, int res, rm_nsec sent, rm_nsec now
     }
     if (res == 1) {
         RM_COUNT(renewals);
+        if (name_stats(e)) RM_NAMES_COUNT(e->u.hold.stats, renewals);
         e->u.hold.valid_until = sent + RM_MSEC(e->lease_ms);
         e->u.hold.unverified = 0;
         schedule(e, sent + RM_MSEC(e->lease_ms) / 3, RM_MSEC(e->lease_ms) / 3);
@@ -886,7 +904,10 @@ static int apply(struct rm_watchdog_entry *e, int res, rm_nsec sent, rm_nsec now
         return 0;
     }
     e->lost = 1;
-    if (!e->u.hold.parked) RM_COUNT(locks_lost); /* (a parked cache taken over was let go) */
+    if (!e->u.hold.parked) { /* (a parked cache taken over was let go) */
+        RM_COUNT(locks_lost);
+        if (name_stats(e)) RM_NAMES_COUNT(e->u.hold.stats, locks_lost);
+    }
     rm_log("hold of %s lost (%s)", e->argv[0], res == 0 ? "gone from Redis" : "lease ran out");
     return 1;
 }
