@@ -392,9 +392,13 @@ size_t rm_watchdog_each_hold_locked(const struct rm_endpoint *ep, size_t max,
 }
 
 /* Build e's call, for now: 0 when there is nothing to send (dormant until
- * poked). */
+ * poked).  A call the server answered NOSCRIPT is still built (apply): it
+ * goes again as it was, with the script's body -- its owner has already
+ * counted it as sent, and would otherwise leave what it said unsaid until
+ * its next period (a server restarted, flushed or new after a shutdown). */
 static int periodic_build_locked(struct rm_watchdog_entry *e, rm_nsec now)
 {
+    if (e->u.periodic.call.argv) return 1;
     memset(&e->u.periodic.call, 0, sizeof e->u.periodic.call);
     if (e->u.periodic.fns->build(e->u.periodic.arg, e->ep, e->argv[0], e->lens[0], now,
                                  &e->u.periodic.call))
@@ -848,15 +852,17 @@ static int apply(struct rm_watchdog_entry *e, int res, rm_nsec sent, rm_nsec now
      * lifetime). */
     if (res >= 0) e->use_eval = 0;
     if (e->kind == KIND_PERIODIC) {
-        periodic_free_call(e);
-        if (res == -2) {
+        if (res == -2) { /* the same call again at once, as EVAL (periodic_build_locked) */
             e->use_eval = 1;
             RM_COUNT(script_loads);
+            e->next_due = now;
+            e->window = 0;
+            return 0;
         }
+        periodic_free_call(e);
         /* Failed (unreachable, or an ACL that refuses it): its owner says
          * when to try again; nothing depends on it. */
-        e->next_due = res == -2 ? now
-                                : e->u.periodic.fns->done(e->u.periodic.arg, res >= 0, sent, now);
+        e->next_due = e->u.periodic.fns->done(e->u.periodic.arg, res >= 0, sent, now);
         if (e->repoke && e->repoke < e->next_due) e->next_due = e->repoke;
         e->repoke = 0;
         e->window = 0;
