@@ -60,6 +60,19 @@ int cmd_status(int argc, char **argv);
 int cmd_wait(int argc, char **argv);
 int cmd_list(int argc, char **argv);
 int cmd_deadlocks(int argc, char **argv);
+int cmd_stats(int argc, char **argv);
+int cmd_top(int argc, char **argv);
+
+/* Every process's published counters (rmutex_metrics), sorted by their
+ * labels (name, host, pid, program) with series of the same labels summed
+ * (stats.c).  0 and *out (free it), or rmutex_metrics's error. */
+int metrics_collect(rmutex_metricinfo_t **out, size_t *n);
+/* qsort's order of two rmutex_metricinfo_t: by name, host, pid, program. */
+int metrics_compare(const void *a, const void *b);
+/* m's counts added to *to's. */
+void metrics_add(rmutex_metricinfo_t *to, const rmutex_metricinfo_t *m);
+/* The base name of m's executable. */
+const char *program_of(const rmutex_metricinfo_t *m);
 
 /* A process holding a lock (a mutex's holder, a read-write lock's writer
  * or one of its readers) as rmutex_inspect tells it: its owner id and

@@ -311,6 +311,9 @@ const char *wait_kind_name(char kind)
     case RMUTEX_WAIT_READ: return "read";
     case RMUTEX_WAIT_WRITE: return "write";
     case RMUTEX_WAIT_COND: return "cond";
+    case RMUTEX_WAIT_SEM: return "sem";
+    case RMUTEX_WAIT_BARRIER: return "barrier";
+    case RMUTEX_WAIT_ONCE: return "once";
     default: return "?";
     }
 }

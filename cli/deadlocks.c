@@ -66,7 +66,9 @@ static int graph_read(struct graph *gr)
         const rmutex_waitinfo_t *w = &gr->ws.w[i];
         char holder[64];
         gr->next[i] = -1;
-        if (w->kind == RMUTEX_WAIT_COND) continue;
+        if (w->kind == RMUTEX_WAIT_COND || w->kind == RMUTEX_WAIT_SEM ||
+            w->kind == RMUTEX_WAIT_BARRIER || w->kind == RMUTEX_WAIT_ONCE)
+            continue; /* nobody holds it: no edge */
         r = rmutex_inspect(w->name, &in, sizeof in);
         if (r == EINVAL) continue; /* not a lock (any more) */
         if (r) break;

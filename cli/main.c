@@ -7,10 +7,13 @@
  *   rmutex [--url URL] wait [-w DURATION] [-E N] [--held|--free] NAME
  *   rmutex [--url URL] list [--json] [PATTERN]
  *   rmutex [--url URL] deadlocks [--json]
+ *   rmutex [--url URL] stats [--prom|--json]
+ *   rmutex [--url URL] top [-n N]
  *   rmutex -V|--version, rmutex [COMMAND] -h|--help
  *
  * The library does the locking; this file only parses the global options
- * and hands over to the subcommand's file (run.c, unlock.c, status.c, deadlocks.c),
+ * and hands over to the subcommand's file (run.c, unlock.c, status.c, deadlocks.c,
+ * stats.c, top.c),
  * which use what common.c has.  A password belongs in RMUTEX_URL rather
  * than on the command line, where ps(1) shows it: --url with one gets a
  * warning. */
@@ -28,6 +31,8 @@ static void usage(FILE *f)
           "       rmutex [GLOBAL OPTIONS] wait [-w DURATION] [-E N] [--held|--free] NAME\n"
           "       rmutex [GLOBAL OPTIONS] list [--json] [PATTERN]\n"
           "       rmutex [GLOBAL OPTIONS] deadlocks [--json]\n"
+          "       rmutex [GLOBAL OPTIONS] stats [--prom|--json]\n"
+          "       rmutex [GLOBAL OPTIONS] top [-n N]\n"
           "Locks held in Redis, shared by every machine that uses the same name and Redis:\n"
           "run a command under one, break one, look at them.  COMMAND --help for each.\n"
           "Global options:\n"
@@ -76,6 +81,8 @@ int main(int argc, char **argv)
     if (!strcmp(argv[i], "wait")) return cmd_wait(argc - i, argv + i);
     if (!strcmp(argv[i], "list")) return cmd_list(argc - i, argv + i);
     if (!strcmp(argv[i], "deadlocks")) return cmd_deadlocks(argc - i, argv + i);
+    if (!strcmp(argv[i], "stats")) return cmd_stats(argc - i, argv + i);
+    if (!strcmp(argv[i], "top")) return cmd_top(argc - i, argv + i);
     err("unknown command '%s'", argv[i]);
     usage(stderr);
     return EXIT_USAGE;

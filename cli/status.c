@@ -114,9 +114,12 @@ static void print_waiters(const struct ordered *o, int queued)
         holder_name(&h, who, sizeof who);
         span(w->waited_ms, t, sizeof t);
         printf("    %zu. %s  %s, %s for %s\n", i + 1, w->owner, who,
-               w->kind == RMUTEX_WAIT_READ    ? "to read"
-               : w->kind == RMUTEX_WAIT_WRITE ? "to write"
-                                              : "waiting",
+               w->kind == RMUTEX_WAIT_READ      ? "to read"
+               : w->kind == RMUTEX_WAIT_WRITE   ? "to write"
+               : w->kind == RMUTEX_WAIT_SEM     ? "for permits"
+               : w->kind == RMUTEX_WAIT_BARRIER ? "at the barrier"
+               : w->kind == RMUTEX_WAIT_ONCE    ? "while another runs it"
+                                                : "waiting",
                t);
     }
 }
@@ -268,7 +271,7 @@ static void print_human(const char *name, const rmutex_lockinfo_t *in, const str
 
 /* A semaphore (rsem_inspect): its value, the processes holding permits,
  * each with its registry lines, and its fair queue's length. */
-static void print_sem_human(const char *name, const rsem_info_t *si)
+static void print_sem_human(const char *name, const rsem_info_t *si, const struct ordered *o)
 {
     printf("%s  %s\n", name, si->processes ? "held" : "free");
     printf("  kind     semaphore, %d permit%s free", si->value, si->value == 1 ? "" : "s");
@@ -284,9 +287,10 @@ static void print_sem_human(const char *name, const rsem_info_t *si)
     }
     if (si->processes > si->shown) printf("  process  ... %u more\n", si->processes - si->shown);
     if (si->queued) printf("  queue    %u waiting (fair)\n", si->queued);
+    print_waiters(o, 0);
 }
 
-static void print_sem_json(const char *name, const rsem_info_t *si)
+static void print_sem_json(const char *name, const rsem_info_t *si, const struct ordered *o)
 {
     printf("{\"name\":");
     json_str(name);
@@ -304,7 +308,9 @@ static void print_sem_json(const char *name, const rsem_info_t *si)
         json_holder(&h);
         printf("}");
     }
-    printf("]}\n");
+    printf("]");
+    json_waiters(o);
+    printf("}\n");
 }
 
 static void status_usage(FILE *f)
@@ -344,15 +350,6 @@ int cmd_status(int argc, char **argv)
             code = 4;
             continue;
         }
-        /* A semaphore of the name, when no lock of it is held or queued for
-         * (the keys are apart: a name may be both, rarely). */
-        rsem_info_t si;
-        if (!in.held && !in.queue_len && !rsem_inspect(argv[i], &si, sizeof si) && si.exists) {
-            if (json) print_sem_json(argv[i], &si);
-            else print_sem_human(argv[i], &si);
-            if (!si.processes && code == 0) code = 3;
-            continue;
-        }
         /* Its waiters, from the registry (a failure there leaves them out:
          * the lock's own state was read). */
         struct waits ws = { 0 };
@@ -360,11 +357,20 @@ int cmd_status(int argc, char **argv)
         if (waits_collect(argv[i], &ws))
             say("status: %s: the waiters could not be read: %s", argv[i], rmutex_detail());
         order_waiters(argv[i], &in, &ws, &o);
-        if (json) print_json(argv[i], &in, &o);
-        else print_human(argv[i], &in, &o);
+        /* A semaphore of the name, when no lock of it is held or queued for
+         * (the keys are apart: a name may be both, rarely). */
+        rsem_info_t si;
+        if (!in.held && !in.queue_len && !rsem_inspect(argv[i], &si, sizeof si) && si.exists) {
+            if (json) print_sem_json(argv[i], &si, &o);
+            else print_sem_human(argv[i], &si, &o);
+            if (!si.processes && code == 0) code = 3;
+        } else {
+            if (json) print_json(argv[i], &in, &o);
+            else print_human(argv[i], &in, &o);
+            if (!in.held && code == 0) code = 3;
+        }
         free(o.w);
         waits_free(&ws);
-        if (!in.held && code == 0) code = 3;
     }
     if (!names) {
         err("status: a lock name is needed");

@@ -1055,13 +1055,14 @@ RMUTEX_API int rsem_inspect(const char *name, rsem_info_t *info, size_t size);
 
 /* One thread's wait, as its process announces it in the holder registry:
  * a wait (for a mutex, a fair mutex, a read or write of a read-write lock,
- * a condition variable) that has lasted longer than the announce_wait
+ * a condition variable, a semaphore, a barrier, a once) that has lasted longer than the announce_wait
  * setting (100 ms), while it lasts (an ended wait drops out within about
  * 50 ms; its process's entry within two leases of its death). */
 typedef struct rmutex_waitinfo {
     char owner[64];           /* the waiting thread's owner id, "<uuid>:<thread>" */
     char name[RMUTEX_NAME_MAX + 1]; /* the lock's (or condition variable's) name */
-    char kind;                /* RMUTEX_WAIT_MUTEX, _FAIR, _READ, _WRITE, _COND */
+    char kind;                /* RMUTEX_WAIT_MUTEX, _FAIR, _READ, _WRITE, _COND, _SEM,
+                                 _BARRIER, _ONCE */
     int detect;               /* its mutex gives up on a deadlock
                                  (rmutexattr_setdeadlock_detect) */
     int64_t waited_ms;        /* how long it has waited, by server time */
@@ -1075,7 +1076,11 @@ typedef struct rmutex_waitinfo {
 
 enum {
     RMUTEX_WAIT_MUTEX = 'm', RMUTEX_WAIT_FAIR = 'f', RMUTEX_WAIT_READ = 'r',
-    RMUTEX_WAIT_WRITE = 'w', RMUTEX_WAIT_COND = 'c'
+    RMUTEX_WAIT_WRITE = 'w', RMUTEX_WAIT_COND = 'c',
+    /* a semaphore's permits (rsem_*wait*), a barrier (rbarrier_*wait),
+     * a ronce that another caller runs: no one thread holds what they
+     * wait for, so they are no edge of the wait-for graph */
+    RMUTEX_WAIT_SEM = 's', RMUTEX_WAIT_BARRIER = 'b', RMUTEX_WAIT_ONCE = 'o'
 };
 
 /* Visit the announced waits: fn(wait, arg) for each wait for name (NULL:
@@ -1098,6 +1103,17 @@ RMUTEX_API int rmutex_shutdown(void);
  * connection reports a maxmemory-policy other than noeviction.  The string
  * is thread-local and valid until the thread's next rmutex call. */
 RMUTEX_API const char *rmutex_detail(void);
+
+/* A distribution of durations in log2 buckets of microseconds: bucket[i]
+ * counts the durations d with 2^(i-1) <= d < 2^i us (bucket[0]: under
+ * 1 us; the last bucket also counts everything longer); count is their
+ * number and sum_us their total. */
+#define RMUTEX_HISTOGRAM_BUCKETS 32
+typedef struct rmutex_histogram {
+    uint64_t count;
+    uint64_t sum_us;
+    uint64_t bucket[RMUTEX_HISTOGRAM_BUCKETS];
+} rmutex_histogram_t;
 
 /* Counters of this process since it started (or since fork() in a child).
  * The gauges at the end are current values. */
@@ -1156,12 +1172,56 @@ typedef struct rmutex_stats {
                                     is, what it holds, which of its waits last */
     uint64_t waits_announced;    /* waits listed in the registry (they lasted longer than
                                     announce_wait) */
+    /* Appended later (a program built against the older header passes the
+     * smaller size and gets the fields above only).  Mutexes feed these (non-fair, fair and cached;
+     * not read-write locks, semaphores, barriers or once): */
+    uint64_t uncontended;        /* mutex acquisitions that did not wait */
+    rmutex_histogram_t wait_time; /* mutex acquisitions that waited: rmutex_*lock called ->
+                                    returned with the lock */
+    rmutex_histogram_t hold_time; /* mutex holds: lock returned -> unlock called */
 } rmutex_stats_t;
 
 /* Copy the counters into *out.  size is sizeof(rmutex_stats_t) as the
  * caller knows it; only that many bytes are written, so programs built
  * against an older header keep working.  Returns 0, or EINVAL for NULL. */
 RMUTEX_API int rmutex_stats(rmutex_stats_t *out, size_t size);
+
+/* One process's counters of one lock name, as it publishes them in the
+ * holder registry (every process that uses rmutex, on its periodic
+ * registry call: about a second after a new hold, then every lease/3
+ * while it holds or waits; they lapse with its entry, two leases after
+ * its last write).  A process publishes its RMUTEX_METRICS_NAMES busiest
+ * names (most acquisitions) and one more series, name "", for all its
+ * other names together; fields as rmutex_stats_t's, counted since the
+ * process started. */
+#define RMUTEX_METRICS_NAMES 64
+typedef struct rmutex_metricinfo {
+    char name[RMUTEX_NAME_MAX + 1]; /* the lock's name; "": the process's other names */
+    uint64_t acquisitions;
+    uint64_t contended;
+    uint64_t uncontended;
+    uint64_t locks_lost;
+    uint64_t renewals;
+    rmutex_histogram_t wait_time;
+    rmutex_histogram_t hold_time;
+    int64_t published_ms;     /* the server's time of the process's last write */
+    int64_t server_time_ms;   /* the server's time when this was read */
+    char process[64];         /* the process's uuid (its owner ids' first part) */
+    /* The process, as rmutex_waitinfo_t's fields say it. */
+    long pid;
+    char host[64];
+    char exe[256];
+    char cmd[256];
+    char lib[16];
+} rmutex_metricinfo_t;
+
+/* Visit every process's published counters: fn(series, arg) for each
+ * process and name, in no particular order; a nonzero return from fn
+ * stops the walk and is returned.  SCANs every primary as rmutex_waits
+ * does (`rmutex stats`, `rmutex top`).  Returns 0, fn's value, or as
+ * rmutex_list. */
+typedef int (*rmutex_metrics_fn)(const rmutex_metricinfo_t *series, void *arg);
+RMUTEX_API int rmutex_metrics(rmutex_metrics_fn fn, void *arg);
 
 /* Debug log: setting the environment variable RMUTEX_DEBUG to 1 (stderr) or
  * to a file path makes the library log its connections, subscriptions,

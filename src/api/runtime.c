@@ -37,6 +37,7 @@
 #include "thread.h"
 #include "internal.h"
 #include "lock.h"
+#include "names.h"
 #include "mutex.h"
 #include "endpoint.h"
 #include "barrier.h"
@@ -90,10 +91,12 @@ static void fork_prepare(void)
     rm_barrier_atfork(-1);
     struct rm_endpoint *ep = rm_session_endpoint();
     if (ep) rm_endpoint_atfork(ep, -1);
+    rm_names_atfork(-1);
 }
 
 static void fork_parent(void)
 {
+    rm_names_atfork(0);
     struct rm_endpoint *ep = rm_session_endpoint();
     if (ep) rm_endpoint_atfork(ep, 0);
     rm_barrier_atfork(0);
@@ -110,6 +113,7 @@ static void fork_child(void)
 {
     rm_thread_atfork_child();
     rm_cache_atfork_child();
+    rm_names_atfork(1);
     struct rm_endpoint *ep = rm_session_endpoint();
     if (ep) rm_endpoint_atfork(ep, 1);
     rm_barrier_atfork(1);

@@ -85,16 +85,39 @@ static inline int rm_entry_leave(struct rm_entry *e, int r)
 
 /* ---- stats.c: counters (relaxed atomics; they order nothing) ---- */
 
+/* A histogram as rmutex_histogram_t has it (its count is the buckets' sum,
+ * made when it is read). */
+struct rm_histogram {
+    _Atomic uint64_t count_unused; /* (rmutex_histogram_t's layout) */
+    _Atomic uint64_t sum_us;
+    _Atomic uint64_t bucket[RMUTEX_HISTOGRAM_BUCKETS];
+};
+
 struct rm_counters {
 #define RM_COUNTER(name) _Atomic uint64_t name;
+#define RM_HISTOGRAM(name) struct rm_histogram name;
 #include "counters.def"
 #undef RM_COUNTER
+#undef RM_HISTOGRAM
 };
 extern struct rm_counters rm_counters;
 #define RM_COUNT(field) atomic_fetch_add_explicit(&rm_counters.field, 1, memory_order_relaxed)
 #define RM_COUNT_ADD(field, n) atomic_fetch_add_explicit(&rm_counters.field, (n), memory_order_relaxed)
 #define RM_COUNT_SUB(field, n) atomic_fetch_sub_explicit(&rm_counters.field, (n), memory_order_relaxed)
 void rm_stats_reset(void);
+
+/* Add one duration d (ns) to h: two relaxed atomic adds, no lock. */
+static inline void rm_stats_record(struct rm_histogram *h, int64_t d)
+{
+    uint64_t us = d > 0 ? (uint64_t)d / 1000 : 0;
+    unsigned i = us ? 64 - (unsigned)__builtin_clzll(us) : 0;
+    if (i >= RMUTEX_HISTOGRAM_BUCKETS) i = RMUTEX_HISTOGRAM_BUCKETS - 1;
+    atomic_fetch_add_explicit(&h->bucket[i], 1, memory_order_relaxed);
+    atomic_fetch_add_explicit(&h->sum_us, us, memory_order_relaxed);
+}
+
+/* h as rmutex_histogram_t says it, into *out. */
+void rm_stats_read(struct rm_histogram *h, rmutex_histogram_t *out);
 
 /* ---- settings (options.c): tunables readable at any time ---- */
 

@@ -5,6 +5,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "clock.h"
+
 struct rm_hold;
 
 /* The calling thread as the library sees it.  Thread-local. */
@@ -17,6 +19,8 @@ struct rm_thread {
     uint32_t rng;          /* backoff jitter */
     struct rm_hold *holds; /* this thread's holds (hold.c) */
     int exit_hook;         /* hold.c's thread-exit destructor is armed */
+    rm_nsec wait_began;    /* the mutex acquisition in progress waited since then
+                              (0: not yet); api.c clears it, wait.c and lock.c set it */
 };
 
 /* The calling thread's identity, made on first use and again in a forked

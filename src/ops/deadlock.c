@@ -73,7 +73,7 @@ static int wait_of(struct rm_endpoint *ep, const char *owner, struct member *m, 
         reply->element[6]->type == REDIS_REPLY_STRING &&
         reply->element[7]->type == REDIS_REPLY_INTEGER &&
         !rm_registry_parse_wait(reply->element[6]->str, reply->element[6]->len, &f) &&
-        f.lock_len < lock_size) {
+        RM_REGISTRY_WAIT_FOR_HOLDER(f.kind) && f.lock_len < lock_size) {
         snprintf(m->owner, sizeof m->owner, "%s", owner);
         m->since_ms = f.since_ms;
         m->waited_ms = reply->element[7]->integer - f.since_ms;

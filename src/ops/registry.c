@@ -46,9 +46,11 @@
  * written, so every reader (deadlock.c) sees the same moment.  Read by
  * rmutex_waits (waits.c) and deadlock.c (whois.lua with a thread). */
 #include "registry.h"
+#include "names.h"
 #include "script.h"
 #include "watchdog.h"
 
+#include <errno.h>
 #include <hiredis/hiredis.h>
 #include <pthread.h>
 #include <stdio.h>
@@ -161,8 +163,13 @@ static struct {
     pthread_mutex_t mu;
     struct rm_registry_wait *head;
     int gone;         /* an announced wait ended since the last call was built */
+    int stale;        /* one ended without what it waited for (not at its deadline):
+                         out with the next regular write */
     int fresh;        /* a new hold since then (the watchdog's lock) */
     rm_nsec regular;  /* the next renewal of the entry is due (the watchdog's lock) */
+    uint64_t counted; /* the counters' sum when the last call was built (the watchdog's lock) */
+    int follow;       /* a call was sent and the entry has not gone dormant since: moved
+                         counters are published at the next period (the watchdog's lock) */
     int said_waits;   /* the call on the wire lists waits or takes one out */
     int failures;     /* such calls unanswered in a row */
 } waits = { .mu = PTHREAD_MUTEX_INITIALIZER };
@@ -233,18 +240,21 @@ static void count_waits_locked(const struct rm_endpoint *ep, rm_nsec now, struct
             continue;
         }
         c->n++;
-        c->text += strlen(w->owner) + strlen(w->lock) + 8;
+        c->text += strlen(w->owner) + strlen(w->lock) + 8 + NUM;
         if (!w->announced) c->fresh = 1;
     }
 }
 
-/* Each wait's triple: owner, ms it has lasted, "<kind>|<d or ->|<lock>". */
+/* Each wait's quadruple: owner, ms it has lasted, ms left to its
+ * deadline (-1: none), "<kind>|<d or ->|<lock>". */
 static void add_waits_locked(struct building *b, const struct rm_endpoint *ep, size_t n)
 {
     for (struct rm_registry_wait *w = waits.head; w && n; w = w->next) {
-        if (!wait_shown(w, ep, b->now) || b->k + 3 > b->max) continue;
+        if (!wait_shown(w, ep, b->now) || b->k + 4 > b->max) continue;
         add_text(b, w->owner, strlen(w->owner));
         add_number(b, (b->now - w->since) / RM_MSEC(1));
+        add_number(b, !w->deadline || w->deadline == RM_FOREVER ? -1
+                      : w->deadline > b->now ? (w->deadline - b->now) / RM_MSEC(1) : 0);
         b->argv[b->k] = b->p;
         b->lens[b->k++] = (size_t)sprintf(b->p, "%c|%c|%s", w->kind, w->detect ? 'd' : '-', w->lock);
         b->p += b->lens[b->k - 1] + 1;
@@ -254,10 +264,91 @@ static void add_waits_locked(struct building *b, const struct rm_endpoint *ep, s
     }
 }
 
-/* announce.lua's call with the holds and waits of now: KEYS[1] the
- * registry key; ARGV the time it lives, the pairs about the process, the
- * number of holds, each hold's lock key and how long it has been held
- * (ms), then each wait's triple.  Sent when something is new (a hold, a
+/* ---- the counters published per name (names.c) ---- */
+
+/* The "stat:<name>" pairs being made: field, NUL, value, NUL, one after
+ * the other in text. */
+struct published {
+    char *text;
+    size_t len, cap, n;
+    int failed;
+};
+
+static void put(struct published *p, const char *s, size_t len)
+{
+    if (p->failed) return;
+    if (p->len + len > p->cap) {
+        size_t cap = p->cap ? 2 * p->cap : 4096;
+        while (cap < p->len + len) cap *= 2;
+        char *t = realloc(p->text, cap);
+        if (!t) {
+            p->failed = 1;
+            return;
+        }
+        p->text = t;
+        p->cap = cap;
+    }
+    memcpy(p->text + p->len, s, len);
+    p->len += len;
+}
+
+static void put_histogram(struct published *p, char tag, const rmutex_histogram_t *h)
+{
+    char num[48];
+    for (int i = 0; i < RMUTEX_HISTOGRAM_BUCKETS; i++)
+        if (h->bucket[i])
+            put(p, num, (size_t)snprintf(num, sizeof num, " %c%d:%llu", tag, i,
+                                         (unsigned long long)h->bucket[i]));
+}
+
+/* One name's pair (name NULL: the other names', field "stat:"): the value
+ * is "<acquisitions> <contended> <uncontended> <lost> <renewals> <wait
+ * sum us> <hold sum us>" then " w<i>:<n>" for each wait bucket that is
+ * not empty, " h<i>:<n>" for each hold bucket.  A name with nothing
+ * counted is left out. */
+static void publish_name(const char *name, const struct rm_names_snapshot *s, void *arg)
+{
+    struct published *p = arg;
+    if (!s->acquisitions && !s->renewals && !s->locks_lost && !s->wait_time.count &&
+        !s->hold_time.count)
+        return;
+    char num[8 * 24];
+    put(p, "stat:", 5);
+    if (name) put(p, name, strlen(name));
+    put(p, "", 1);
+    put(p, num, (size_t)snprintf(num, sizeof num, "%llu %llu %llu %llu %llu %llu %llu",
+                                 (unsigned long long)s->acquisitions,
+                                 (unsigned long long)s->contended,
+                                 (unsigned long long)s->uncontended,
+                                 (unsigned long long)s->locks_lost,
+                                 (unsigned long long)s->renewals,
+                                 (unsigned long long)s->wait_time.sum_us,
+                                 (unsigned long long)s->hold_time.sum_us));
+    put_histogram(p, 'w', &s->wait_time);
+    put_histogram(p, 'h', &s->hold_time);
+    put(p, "", 1);
+    p->n++;
+}
+
+/* What the published counters have moved by, in one number: a change
+ * since the last call is news to publish at the next period, even with
+ * nothing held any more (the last hold's time, say) -- once after a call,
+ * not after the entry went dormant (then the next hold's call says it). */
+static uint64_t counters_sum(void)
+{
+    return atomic_load_explicit(&rm_counters.acquisitions, memory_order_relaxed) +
+           atomic_load_explicit(&rm_counters.locks_lost, memory_order_relaxed) +
+           atomic_load_explicit(&rm_counters.renewals, memory_order_relaxed) +
+           atomic_load_explicit(&rm_counters.hold_time.sum_us, memory_order_relaxed) +
+           atomic_load_explicit(&rm_counters.wait_time.sum_us, memory_order_relaxed);
+}
+
+/* announce.lua's call with the holds, counters and waits of now: KEYS[1]
+ * the registry key; ARGV the time it lives, the pairs about the process,
+ * the number of holds, each hold's lock key and how long it has been held
+ * (ms), the number of counter pairs and each ("stat:<name>", its counts:
+ * the RM_REGISTRY_NAMES busiest names, then the others'), then each
+ * wait's triple.  Sent when something is new (a hold, a
  * wait old enough, a wait that ended) or the last one is due for renewal;
  * else 0, again when the next wait becomes old enough or the renewal is
  * due -- or dormant, with nothing held and nothing waited for (the entry
@@ -271,19 +362,26 @@ static int announce_build(void *arg, struct rm_endpoint *ep, const char *key, si
     struct wait_count wc;
     pthread_mutex_lock(&waits.mu);
     count_waits_locked(ep, now, &wc);
-    int send = waits.gone || wc.fresh || waits.fresh || ((holds || wc.n) && now >= waits.regular);
+    uint64_t counted = counters_sum();
+    int busy = holds || wc.n || waits.stale || (waits.follow && counted != waits.counted);
+    int send = waits.gone || wc.fresh || waits.fresh || (busy && now >= waits.regular);
     if (!send) {
-        call->again = holds || wc.n ? rm_clock_min(waits.regular, wc.next)
-                                    : wc.next == RM_FOREVER ? 0 : wc.next;
+        if (!busy) waits.follow = 0; /* dormant: a later poke (a short wait's) sends nothing */
+        call->again = busy ? rm_clock_min(waits.regular, wc.next)
+                           : wc.next == RM_FOREVER ? 0 : wc.next;
         pthread_mutex_unlock(&waits.mu);
         return 0;
     }
     describe_once();
-    size_t argc = 4 + 2 * (size_t)me.pairs + 2 * holds + 3 * wc.n;
-    size_t text = (3 + holds + wc.n) * NUM + keys + wc.text;
+    struct published pub = { 0 };
+    rm_names_busiest(RM_REGISTRY_NAMES, publish_name, &pub);
+    if (pub.failed) pub.n = pub.len = 0; /* (short of memory: the counters wait) */
+    size_t argc = 5 + 2 * (size_t)me.pairs + 2 * holds + 2 * pub.n + 4 * wc.n;
+    size_t text = (4 + holds + wc.n) * NUM + keys + wc.text + pub.len;
     char *mem = malloc(argc * (sizeof(char *) + sizeof(size_t)) + text);
     if (!mem) {
         pthread_mutex_unlock(&waits.mu);
+        free(pub.text);
         call->again = now + announce_period();
         return 0;
     }
@@ -295,9 +393,18 @@ static int announce_build(void *arg, struct rm_endpoint *ep, const char *key, si
     for (int i = 0; i < 2 * me.pairs; i++) b.argv[b.k] = me.argv[i], b.lens[b.k++] = me.lens[i];
     add_number(&b, (long long)holds);
     rm_watchdog_each_hold_locked(ep, holds, add_hold, &b);
+    add_number(&b, (long long)pub.n);
+    for (const char *t = pub.text; t < pub.text + pub.len;) {
+        size_t len = strlen(t);
+        add_text(&b, t, len);
+        t += len + 1;
+    }
+    free(pub.text);
     add_waits_locked(&b, ep, wc.n);
     waits.said_waits = wc.n || waits.gone;
-    waits.gone = waits.fresh = 0;
+    waits.gone = waits.fresh = waits.stale = 0;
+    waits.counted = counted;
+    waits.follow = 1;
     pthread_mutex_unlock(&waits.mu);
     *call = (struct rm_watchdog_call){ RM_SCRIPT_ANNOUNCE, 1, (int)b.k, b.argv, b.lens, mem, 0 };
     RM_COUNT(announcements);
@@ -325,7 +432,15 @@ static rm_nsec announce_done(void *arg, int answered, rm_nsec sent, rm_nsec now)
     return next;
 }
 
-static const struct rm_watchdog_periodic announce = { announce_build, announce_done };
+/* A new start of the watchdog (after rmutex_shutdown): what the last
+ * session sent is no reason to send now. */
+static void announce_start(void *arg)
+{
+    RM_UNUSED(arg);
+    waits.follow = 0;
+}
+
+static const struct rm_watchdog_periodic announce = { announce_build, announce_done, announce_start };
 
 void rm_registry_hold_added(struct rm_endpoint *ep, const char *owner, size_t owner_len)
 {
@@ -368,19 +483,24 @@ void rm_registry_wait_begin(struct rm_registry_wait *w)
     poke(w, w->since + announce_delay());
 }
 
-void rm_registry_wait_end(struct rm_registry_wait *w)
+void rm_registry_wait_ended(struct rm_registry_wait *w, int r)
 {
     if (!w->since) return;
+    int timed_out = r == ETIMEDOUT && w->deadline && w->deadline != RM_FOREVER;
     pthread_mutex_lock(&waits.mu);
     if (w->prev) w->prev->next = w->next;
     else waits.head = w->next;
     if (w->next) w->next->prev = w->prev;
     int announced = w->announced;
-    if (announced) waits.gone = 1;
+    if (announced && (!r || r == EOWNERDEAD)) waits.gone = 1;
+    else if (announced && !timed_out) waits.stale = 1;
     pthread_mutex_unlock(&waits.mu);
     w->since = 0;
-    if (announced) poke(w, rm_clock_now() + RM_MSEC(RM_REGISTRY_WAIT_GONE_MS));
+    if (announced && (!r || r == EOWNERDEAD))
+        poke(w, rm_clock_now() + RM_MSEC(RM_REGISTRY_WAIT_GONE_MS));
 }
+
+void rm_registry_wait_end(struct rm_registry_wait *w) { rm_registry_wait_ended(w, 0); }
 
 void rm_registry_atfork(int who)
 {
@@ -390,8 +510,10 @@ void rm_registry_atfork(int who)
     }
     if (who > 0) { /* the child: the parent's waiting threads are not here */
         waits.head = NULL;
-        waits.gone = waits.fresh = 0;
+        waits.gone = waits.fresh = waits.stale = 0;
         waits.regular = 0;
+        waits.counted = 0;
+        waits.follow = 0;
         waits.said_waits = waits.failures = 0;
     }
     pthread_mutex_unlock(&waits.mu);

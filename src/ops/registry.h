@@ -12,6 +12,9 @@ struct redisReply;
 
 /* At most this many holds are listed in one process's entry. */
 #define RM_REGISTRY_HOLDS 100
+/* At most this many names' counters are published by one process (the
+ * busiest; the others' together as one more). */
+#define RM_REGISTRY_NAMES 64
 /* The most field/value pairs rm_registry_describe gives. */
 #define RM_REGISTRY_PAIRS 6
 
@@ -52,6 +55,7 @@ struct rm_registry_wait {
     const char *owner, *lock;
     char kind;
     int detect;
+    rm_nsec deadline;  /* a timed wait's deadline (the caller's; 0 or RM_FOREVER: none) */
     rm_nsec since;     /* when the wait began */
     int announced;     /* a call that lists it was built */
     struct rm_registry_wait *next, *prev;
@@ -61,6 +65,12 @@ struct rm_registry_wait {
 #define RM_REGISTRY_WAIT_READ 'r'
 #define RM_REGISTRY_WAIT_WRITE 'w'
 #define RM_REGISTRY_WAIT_COND 'c'
+#define RM_REGISTRY_WAIT_SEM 's'
+#define RM_REGISTRY_WAIT_BARRIER 'b'
+#define RM_REGISTRY_WAIT_ONCE 'o'
+/* Whether a wait of kind k is for something one thread holds (an edge of
+ * the wait-for graph): a mutex's, a read-write lock's. */
+#define RM_REGISTRY_WAIT_FOR_HOLDER(k) ((k) == 'm' || (k) == 'f' || (k) == 'r' || (k) == 'w')
 
 /* The wait w begins: listed in this process (no Redis call), announced
  * with the process's entry once it has lasted announce_wait ms.  Nothing
@@ -70,6 +80,14 @@ void rm_registry_wait_begin(struct rm_registry_wait *w);
  * (RM_REGISTRY_WAIT_GONE_MS) without it. */
 void rm_registry_wait_end(struct rm_registry_wait *w);
 #define RM_REGISTRY_WAIT_GONE_MS 50
+/* It ends with r: 0 or EOWNERDEAD, it got what it waited for (as
+ * rm_registry_wait_end: the rewrite announces the new hold too);
+ * ETIMEDOUT at its deadline, which readers see pass (no call: the entry
+ * drops it at its next write); else (EDEADLK, an error) it drops out at
+ * the next regular write, within a period, which a process that holds
+ * something (a member of a deadlock does) makes anyway.  So a wait that
+ * ends without the lock costs no call beyond the one that listed it. */
+void rm_registry_wait_ended(struct rm_registry_wait *w, int r);
 
 /* How long a process's entry goes between two announcements while it
  * holds or waits (the default lease / 3), in ms. */

@@ -88,6 +88,7 @@
 #include "call.h"
 #include "conn.h"
 #include "keys.h"
+#include "names.h"
 #include "endpoint.h"
 #include "node.h"
 #include "script.h"
@@ -134,6 +135,8 @@ struct rm_watchdog_entry {
             int by_name;      /* a read-write lock's: the callback gets m NULL */
             int name_arg;     /* the argv the callback names (a semaphore's: its name) */
             rmutex_t *m;      /* for the lost-lock callback (NULL: nobody to tell) */
+            struct rm_names_stats *stats; /* its name's counters (NULL: none) */
+            int named;        /* stats was looked up */
         } hold;
         struct {              /* KIND_WAITER */
             void (*wake)(void *); /* told when its renewal finds it gone */
@@ -347,6 +350,7 @@ struct rm_watchdog_entry *rm_watchdog_periodic_locked(struct rm_endpoint *ep, co
     e->u.periodic.arg = arg;
     e->next_due = due;
     add_locked(e);
+    if (fns->start) fns->start(arg);
     return wd.periodic = e;
 }
 
@@ -388,9 +392,13 @@ size_t rm_watchdog_each_hold_locked(const struct rm_endpoint *ep, size_t max,
 }
 
 /* Build e's call, for now: 0 when there is nothing to send (dormant until
- * poked). */
+ * poked).  A call the server answered NOSCRIPT is still built (apply): it
+ * goes again as it was, with the script's body -- its owner has already
+ * counted it as sent, and would otherwise leave what it said unsaid until
+ * its next period (a server restarted, flushed or new after a shutdown). */
 static int periodic_build_locked(struct rm_watchdog_entry *e, rm_nsec now)
 {
+    if (e->u.periodic.call.argv) return 1;
     memset(&e->u.periodic.call, 0, sizeof e->u.periodic.call);
     if (e->u.periodic.fns->build(e->u.periodic.arg, e->ep, e->argv[0], e->lens[0], now,
                                  &e->u.periodic.call))
@@ -579,6 +587,8 @@ rm_nsec rm_watchdog_valid_until(const struct rm_watchdog_entry *e)
 void rm_watchdog_report_lost(rmutex_t *m, const char *name)
 {
     RM_COUNT(locks_lost);
+    struct rm_names_stats *ns = rm_names_find(name);
+    if (ns) RM_NAMES_COUNT(ns, locks_lost);
     rm_log("hold of %s lost (found at its unlock)", name);
     pthread_mutex_lock(&wd.mu);
     rmutex_lost_fn cb = wd.cb;
@@ -822,6 +832,17 @@ drop:
     l->dropped = 1;
 }
 
+/* A hold's name's counters (names.c; a mutex's: its key is its name),
+ * looked up at its first renewal or loss; NULL when the name has none. */
+static struct rm_names_stats *name_stats(struct rm_watchdog_entry *e)
+{
+    if (!e->u.hold.named) {
+        e->u.hold.stats = rm_names_find(e->argv[0]);
+        e->u.hold.named = 1;
+    }
+    return e->u.hold.stats;
+}
+
 /* Apply the answer res for e, sent at sent.  Returns 1 if e is newly lost. */
 static int apply(struct rm_watchdog_entry *e, int res, rm_nsec sent, rm_nsec now)
 {
@@ -831,15 +852,17 @@ static int apply(struct rm_watchdog_entry *e, int res, rm_nsec sent, rm_nsec now
      * lifetime). */
     if (res >= 0) e->use_eval = 0;
     if (e->kind == KIND_PERIODIC) {
-        periodic_free_call(e);
-        if (res == -2) {
+        if (res == -2) { /* the same call again at once, as EVAL (periodic_build_locked) */
             e->use_eval = 1;
             RM_COUNT(script_loads);
+            e->next_due = now;
+            e->window = 0;
+            return 0;
         }
+        periodic_free_call(e);
         /* Failed (unreachable, or an ACL that refuses it): its owner says
          * when to try again; nothing depends on it. */
-        e->next_due = res == -2 ? now
-                                : e->u.periodic.fns->done(e->u.periodic.arg, res >= 0, sent, now);
+        e->next_due = e->u.periodic.fns->done(e->u.periodic.arg, res >= 0, sent, now);
         if (e->repoke && e->repoke < e->next_due) e->next_due = e->repoke;
         e->repoke = 0;
         e->window = 0;
@@ -873,6 +896,7 @@ static int apply(struct rm_watchdog_entry *e, int res, rm_nsec sent, rm_nsec now
     }
     if (res == 1) {
         RM_COUNT(renewals);
+        if (name_stats(e)) RM_NAMES_COUNT(e->u.hold.stats, renewals);
         e->u.hold.valid_until = sent + RM_MSEC(e->lease_ms);
         e->u.hold.unverified = 0;
         schedule(e, sent + RM_MSEC(e->lease_ms) / 3, RM_MSEC(e->lease_ms) / 3);
@@ -886,7 +910,10 @@ static int apply(struct rm_watchdog_entry *e, int res, rm_nsec sent, rm_nsec now
         return 0;
     }
     e->lost = 1;
-    if (!e->u.hold.parked) RM_COUNT(locks_lost); /* (a parked cache taken over was let go) */
+    if (!e->u.hold.parked) { /* (a parked cache taken over was let go) */
+        RM_COUNT(locks_lost);
+        if (name_stats(e)) RM_NAMES_COUNT(e->u.hold.stats, locks_lost);
+    }
     rm_log("hold of %s lost (%s)", e->argv[0], res == 0 ? "gone from Redis" : "lease ran out");
     return 1;
 }

@@ -130,6 +130,8 @@ struct rm_watchdog_periodic {
     int (*build)(void *arg, struct rm_endpoint *ep, const char *key, size_t key_len, rm_nsec now,
                  struct rm_watchdog_call *call);
     rm_nsec (*done)(void *arg, int answered, rm_nsec sent, rm_nsec now);
+    /* (may be NULL) the entry was made: a new start of the watchdog. */
+    void (*start)(void *arg);
 };
 
 /* fn(ep, owner) is called after each new hold, with the watchdog's lock

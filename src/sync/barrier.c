@@ -58,6 +58,7 @@
 #include "endpoint.h"
 #include "internal.h"
 #include "keys.h"
+#include "registry.h"
 #include "script.h"
 #include "session.h"
 #include "sub.h"
@@ -427,6 +428,7 @@ struct waiting {
     long long gen;               /* its generation, once known */
     int joined;                  /* 1 on the channel, -1 polling */
     struct rm_waiter waiter;
+    struct rm_registry_wait announced; /* in the holder registry while it sleeps */
 };
 
 /* What an answer of arrive, look or withdraw makes of the wait: 1 still
@@ -500,6 +502,7 @@ static int withdraw(struct waiting *bw)
 
 static void wait_end(struct waiting *bw)
 {
+    rm_registry_wait_end(&bw->announced);
     if (bw->joined > 0) rm_sub_leave(&bw->waiter);
     rm_session_leave();
     count_user(bw->h, -1);
@@ -572,6 +575,10 @@ static int wait_common(rbarrier_t *b, struct rm_wait *w, int cancel_state)
     if (r == ETIMEDOUT) {
         r = withdraw(bw); /* it may have arrived: a lost reply */
     } else if (!r && v[0] == 1) {
+        bw->announced = (struct rm_registry_wait){ .ep = bw->ep, .owner = bw->self->owner,
+                                                   .lock = bw->ns->keys.name,
+                                                   .kind = RM_REGISTRY_WAIT_BARRIER };
+        rm_registry_wait_begin(&bw->announced);
         pthread_cleanup_push(cancelled, bw);
         r = sleep_until_settled(bw, w, v, cancel_state);
         pthread_cleanup_pop(0);

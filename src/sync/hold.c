@@ -24,6 +24,12 @@
  * exits.  A thread that exits inside a cached mutex ends its process's
  * cache of it the same way (cache.c).
  *
+ * A hold remembers when it began (its acquiring request's send time, read
+ * from the grant: no clock read) and its last unlock adds how long it
+ * lasted to the hold-time histograms, the process's and its name's
+ * (rmutex_stats, names.c) -- a lost hold's too, whose unlock says EPERM;
+ * one ended by its thread's exit is not counted.
+ *
  * A hold of a cached lock (cache.c) is a thread's turn with the process's
  * Redis hold: it shares the cache's watchdog entry (h->shared) and never
  * cancels it; the cache does, and says through h->share what its
@@ -33,6 +39,7 @@
 #include "thread.h"
 #include "internal.h"
 #include "lock.h"
+#include "names.h"
 #include "watchdog.h"
 
 #include <errno.h>
@@ -80,6 +87,17 @@ static void hold_free(struct rm_hold *h)
     free(h);
 }
 
+/* When the hold g grants began: its request's send time, which the grant's
+ * validity was counted from (no clock read), or now for a grant that
+ * says none (a cached hold's turn). */
+static rm_nsec began(const struct rm_grant *g, const struct rm_hold_terms *terms)
+{
+    rm_nsec lease = RM_MSEC(terms->lease_ms);
+    if (g->valid_until > lease && g->valid_until != RM_FOREVER && !terms->shared_wd)
+        return g->valid_until - lease;
+    return rm_clock_now();
+}
+
 int rm_hold_take(struct rm_lock *l, const struct rm_hold_terms *terms, struct rm_thread *self,
                  struct rm_endpoint *ep, const struct rm_grant *g)
 {
@@ -116,7 +134,9 @@ int rm_hold_take(struct rm_lock *l, const struct rm_hold_terms *terms, struct rm
     h->token = g->token;
     h->inconsistent = dead;
     h->lease_end = g->valid_until;
+    h->since = began(g, terms);
     RM_COUNT(acquisitions);
+    RM_NAMES_COUNT(l->stats, acquisitions);
     pthread_mutex_lock(&l->mu);
     if (l->hold) RM_COUNT_SUB(held, 1); /* the replaced hold: lost, and its thread's now */
     l->hold = h;
@@ -138,6 +158,9 @@ int rm_hold_drop(struct rm_lock *l, struct rm_thread *self, rm_nsec *lease_end, 
     l->hold = NULL;
     pthread_mutex_unlock(&l->mu);
     RM_COUNT_SUB(held, 1);
+    rm_nsec held_for = rm_clock_now() - h->since;
+    rm_stats_record(&rm_counters.hold_time, held_for);
+    rm_stats_record(&l->stats->hold_time, held_for);
     /* Known good until: the last acknowledged renewal's send time plus the
      * lease (read before the entry is cancelled), or the fixed lease's end. */
     *lease_end = h->wd ? rm_watchdog_valid_until(h->wd) : h->lease_end;

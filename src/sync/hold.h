@@ -61,6 +61,8 @@ struct rm_hold {
     int shared;             /* wd is the process's cache's (cache.c), not the hold's own */
     const struct rm_hold_share *share; /* when shared: its thread's exit (cache.c) */
     rm_nsec lease_end;      /* fixed lease: when it runs out at the latest */
+    rm_nsec since;          /* when it began (the acquiring request's send), for
+                               the hold-time histogram */
     /* The holding thread's list; only that thread touches it. */
     struct rm_hold *next, *prev;
 };

@@ -21,10 +21,14 @@
  * threads take turns through it while the process queues as one member
  * (cache.c).
  *
+ * A name's state points at its counters (names.c), made with it: the
+ * lock path counts there with no lookup.
+ *
  * Lock order: the registry, then a lock's mu, then the watchdog, the
  * multiplexer, the pool.  A lock's mu is never held across a round trip. */
 #include "lock.h"
 #include "clock.h"
+#include "names.h"
 #include "thread.h"
 #include "internal.h"
 #include "wait.h"
@@ -68,6 +72,7 @@ int rm_lock_get(const char *name, struct rm_lock **out)
         return ENOMEM;
     }
     l->keys = k;
+    l->stats = rm_names_get(name);
     l->refs = 1;
     pthread_mutex_init(&l->mu, NULL);
     l->reg_next = buckets[b];
@@ -134,6 +139,7 @@ int rm_lock_gate_enter(struct rm_lock *l, struct rm_thread *self, const struct r
     if (l->gq_tail) l->gq_tail->next = &me;
     else l->gq_head = &me;
     l->gq_tail = &me;
+    if (!self->wait_began) self->wait_began = rm_clock_now();
     RM_COUNT(waiting);
     while (!me.granted) {
         if (rm_clock_cond_wait_until(&me.cv, &l->mu, w->deadline) == ETIMEDOUT && !me.granted) {

@@ -9,6 +9,7 @@
 #include "clock.h"
 #include "keys.h"
 
+struct rm_names_stats;
 struct rm_cache;
 struct rm_hold;
 struct rm_thread;
@@ -37,6 +38,7 @@ struct rm_lock {
     struct rm_cache *cache;    /* the process's cached Redis hold (cache.c), NULL: none */
     rm_nsec courtesy_until;    /* cache.c: gave it back on request; threads wait till then */
     _Atomic int fair_queued;   /* fair.c: a cached fair lock is contended; do not cache it */
+    struct rm_names_stats *stats; /* the name's counters (names.c), for the process's life */
 };
 
 /* The gate's holder while the cache keeper gives a cache back (no thread

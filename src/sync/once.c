@@ -38,6 +38,7 @@
 #include "endpoint.h"
 #include "internal.h"
 #include "keys.h"
+#include "registry.h"
 #include "script.h"
 #include "session.h"
 #include "sub.h"
@@ -90,6 +91,7 @@ struct calling {
     struct rm_waiter waiter;
     struct rm_watchdog_entry *lease;
     struct calling *outer;        /* the routines this thread runs (running) */
+    struct rm_registry_wait announced; /* in the holder registry while another runs it */
 };
 
 /* The routines the calling thread is running, innermost first. */
@@ -136,6 +138,7 @@ static int try_once(struct calling *c, long long *ms)
 
 static void call_end(struct calling *c)
 {
+    rm_registry_wait_end(&c->announced);
     if (c->joined > 0) rm_sub_leave(&c->waiter);
     rm_session_leave();
     free(c->keys.buf);
@@ -236,8 +239,15 @@ static int once_common(ronce_t *once, void (*routine)(void), int cancel_state)
             break;
         }
         if (st == 1) {
+            rm_registry_wait_end(&c->announced); /* its turn: no longer a wait */
             r = run(c, once, routine, cancel_state);
             break;
+        }
+        if (!c->announced.ep) {
+            c->announced = (struct rm_registry_wait){ .ep = c->ep, .owner = c->self->owner,
+                                                      .lock = c->keys.name,
+                                                      .kind = RM_REGISTRY_WAIT_ONCE };
+            rm_registry_wait_begin(&c->announced);
         }
         rm_await_sleep(c->ep, c->keys.slot, &c->waiter, &c->joined,
                        rm_await_bound(ms, &c->waiter, c->joined, RM_FOREVER),

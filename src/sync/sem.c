@@ -756,9 +756,10 @@ static int wait_common(rsem_t *s, unsigned n, struct rm_wait *w, int cancel_stat
     struct rm_outcome o = { 0 };
     int unknown = 0;
     pthread_cleanup_push(cancelled, &x);
+    const struct rm_wait_subject subject = { ep, RM_REGISTRY_WAIT_SEM, 0 };
     r = rm_wait_acquire(w, &steps, &x, ns->keys.name,
                         h->fair ? "short of permits, or others wait ahead" : "short of permits",
-                        &self->rng, &o, &unknown, NULL);
+                        &self->rng, &o, &unknown, &subject);
     pthread_cleanup_pop(0);
     if (!r && h->reclaim && count_up(h, ep, self, n, &o)) {
         undo(&x, 0);

@@ -140,6 +140,14 @@ rm_nsec rm_wait_queue_bound(unsigned long rank, long long pttl, unsigned long wa
     return rank < (unsigned long)(last_resort / bound) ? bound * (rm_nsec)(rank + 1) : last_resort;
 }
 
+/* The calling thread's acquisition waits: since its first busy answer's
+ * request was sent (a mutex's lock call reads it: api.c). */
+static void mark_began(const struct rm_outcome *o)
+{
+    struct rm_thread *self = rm_thread_self();
+    if (!self->wait_began) self->wait_began = o->sent ? o->sent : rm_clock_now();
+}
+
 /* Waits of a detecting call: when to look for a deadlock next. */
 static rm_nsec next_look(const struct rm_wait_subject *subject, const struct rm_registry_wait *rw,
                          rm_nsec now)
@@ -182,10 +190,12 @@ int rm_wait_acquire(struct rm_wait *w, const struct rm_acquire_steps *s, void *c
         if ((r = rm_wait_busy(w, lock, why_busy))) break;
         busy = 1;
         rm_wait_begin(&at);
+        mark_began(o);
         if (subject && !rw.ep) {
             struct rm_thread *self = rm_thread_self();
             rw = (struct rm_registry_wait){ .ep = subject->ep, .owner = self->owner, .lock = lock,
-                                            .kind = subject->kind, .detect = subject->detect };
+                                            .kind = subject->kind, .detect = subject->detect,
+                                            .deadline = w->mode == RM_WAIT_TIMED ? w->deadline : 0 };
             rm_registry_wait_begin(&rw);
             look = next_look(subject, &rw, rm_clock_now());
         }
@@ -199,7 +209,7 @@ int rm_wait_acquire(struct rm_wait *w, const struct rm_acquire_steps *s, void *c
         if ((r = s->wait(ctx, o, rm_clock_min(w->deadline, look)))) break;
     }
     *unknown = at.unknown;
-    if (rw.ep) rm_registry_wait_end(&rw);
+    if (rw.ep) rm_registry_wait_ended(&rw, r);
     rm_wait_end(&at, r);
     return r;
 }

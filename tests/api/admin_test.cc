@@ -119,6 +119,64 @@ TEST_F(RmutexForceUnlock, InspectReadsALockWithoutTouchingIt)
     EXPECT_RC(EINVAL, rmutex_inspect(other.c_str(), &in, sizeof in)) << "a string under the name";
 }
 
+/* The registry's announcement is a script call, made by the watchdog.  On
+ * a server that does not have the script cached (flushed, restarted, or
+ * another server after rmutex_shutdown) the call is answered NOSCRIPT; it
+ * must go again at once with the script's body.  It used to be dropped,
+ * leaving the hold unannounced for a whole period (lease/3: 20 s here). */
+static bool announced(const std::string &name)
+{
+    rmutex_lockinfo_t in;
+    return wait_until_unscaled([&] {
+        return rmutex_inspect(name.c_str(), &in, sizeof in) == 0 && in.holder_known;
+    }, ms(5000));
+}
+
+static std::string with_long_lease(std::string url)
+{
+    return url + (url.find('?') == std::string::npos ? "?" : "&") + "lease=60000";
+}
+
+TEST_F(RmutexForceUnlock, AHoldIsAnnouncedAtOnceAfterTheServerForgotItsScripts)
+{
+    ASSERT_RC(0, rmutex_shutdown());
+    ASSERT_RC(0, rmutex_configure(with_long_lease(url()).c_str()));
+    std::string first = lock_name("first"), second = lock_name("second");
+    rmutex_t a, b;
+    init_mutex(&a, first);
+    ASSERT_RC(0, rmutex_lock(&a));
+    EXPECT_TRUE(announced(first));
+    ASSERT_RC(0, rmutex_unlock(&a));
+    redis().cmd({ "SCRIPT", "FLUSH" });
+    init_mutex(&b, second);
+    ASSERT_RC(0, rmutex_lock(&b));
+    EXPECT_TRUE(announced(second)) << "the announcement answered NOSCRIPT was not sent again";
+    ASSERT_RC(0, rmutex_unlock(&b));
+}
+
+TEST_F(RmutexForceUnlock, AHoldIsAnnouncedAtOnceOnAnotherServerAfterAShutdown)
+{
+    std::string name = lock_name();
+    {
+        rmutex_t m;
+        ASSERT_RC(0, rmutex_init(&m, name.c_str(), nullptr));
+        ASSERT_RC(0, rmutex_lock(&m));
+        EXPECT_TRUE(announced(name));
+        ASSERT_RC(0, rmutex_unlock(&m));
+        ASSERT_RC(0, rmutex_destroy(&m));
+    }
+    ASSERT_RC(0, rmutex_shutdown());
+    auto other = RedisServer::start();
+    ASSERT_RC(0, rmutex_configure(with_long_lease(other->url()).c_str()));
+    rmutex_t m;
+    ASSERT_RC(0, rmutex_init(&m, name.c_str(), nullptr));
+    ASSERT_RC(0, rmutex_lock(&m));
+    EXPECT_TRUE(announced(name)) << "the first announcement to the new server was dropped";
+    ASSERT_RC(0, rmutex_unlock(&m));
+    ASSERT_RC(0, rmutex_destroy(&m));
+    ASSERT_RC(0, rmutex_shutdown()); /* (before the server it uses stops) */
+}
+
 /* The holder registry, read back by rmutex_inspect: this very process. */
 TEST_F(RmutexForceUnlock, InspectNamesTheHoldersProcessAndHowLongItHasHeld)
 {

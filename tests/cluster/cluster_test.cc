@@ -1104,14 +1104,13 @@ class ClusterDeadlocks : public ClusterTest {
         return c;
     }
     /* rmutex deadlocks on the cluster: its exit code, its output. */
-    int deadlocks(std::string *out)
+    int deadlocks(std::string *out) { return cli({ "deadlocks" }, out); }
+    /* rmutex ARGS on the cluster: its exit code, its output. */
+    int cli(const std::vector<std::string> &args, std::string *out)
     {
-        Child c(std::vector<std::string>{ RMUTEX_CLI, "deadlocks" },
-                std::map<std::string, std::string>{ { "RMUTEX_URL", cluster->url(options()) } });
-        out->clear();
-        while (auto l = c.read_line(ms(20000))) *out += *l + "\n";
-        int st = c.wait(ms(20000));
-        return st >= 0 && WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+        std::vector<std::string> argv{ RMUTEX_CLI };
+        argv.insert(argv.end(), args.begin(), args.end());
+        return run_to_end(argv, { { "RMUTEX_URL", cluster->url(options()) } }, out);
     }
 };
 
@@ -1142,6 +1141,30 @@ TEST_F(ClusterDeadlocks, ADetectingMutexBreaksACycleAcrossThePrimaries)
     ASSERT_TRUE(l) << "the detecting process never gave up";
     EXPECT_EQ(std::to_string(EDEADLK), field(*l, "rc")) << *l;
     EXPECT_FALSE(a->poll_line() || b->poll_line());
+}
+
+/* Every process's published counters, on whichever primary its registry
+ * key lands: rmutex stats --prom reads every primary. */
+TEST_F(ClusterDeadlocks, StatsPromReadsTheCountersOfEveryProcessOnEveryPrimary)
+{
+    auto n = spread("stat");
+    ASSERT_FALSE(n[0].empty() || n[1].empty() || n[2].empty());
+    std::vector<std::unique_ptr<Child>> churns;
+    for (int i = 0; i < 6; i++) {
+        churns.push_back(std::make_unique<Child>(
+            std::vector<std::string>{ "churn", n[i % 3], "1", "3000", "5" }, cluster->url(options())));
+        ASSERT_TRUE(churns.back()->expect_line("ready", ms(10000)));
+    }
+    std::string out;
+    EXPECT_TRUE(wait_until([&] {
+        if (cli({ "stats", "--prom" }, &out) != 0) return false;
+        for (auto &p : churns)
+            if (out.find("rmutex_acquisitions_total{name=\"" + n[0]) == std::string::npos ||
+                out.find(",pid=\"" + std::to_string(p->pid()) + "\"") == std::string::npos)
+                return false;
+        return true;
+    }, ms(10000))) << out;
+    for (auto &p : churns) p->expect_line("done ", ms(10000));
 }
 #endif
 

@@ -277,6 +277,17 @@ std::vector<std::string> words(const std::string &line)
     return w;
 }
 
+int run_to_end(const std::vector<std::string> &argv, const std::map<std::string, std::string> &env,
+               std::string *out, ms bound)
+{
+    Child c(argv, env);
+    std::string o;
+    while (auto l = c.read_line(bound)) o += *l + "\n";
+    int st = c.wait(bound);
+    if (out) *out = o;
+    return st >= 0 && WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+}
+
 std::string field(const std::string &line, const std::string &key)
 {
     for (auto &w : words(line))

@@ -92,6 +92,12 @@ std::vector<std::string> words(const std::string &line);
 /* "key=value" lookup among words; "" if missing. */
 std::string field(const std::string &line, const std::string &key);
 
+/* Run argv (argv[0] its path; env as Child's env constructor takes it) to
+ * its end, within scaled(bound): its exit code (-1 if it did not exit),
+ * its stdout into *out (may be NULL). */
+int run_to_end(const std::vector<std::string> &argv, const std::map<std::string, std::string> &env,
+               std::string *out = nullptr, ms bound = ms(20000));
+
 /* Run a command through /bin/sh and return its stdout. */
 std::string shell(const std::string &cmd, int *status = nullptr);
 
