@@ -93,11 +93,12 @@ server_run() { # per_call|per_pair COMMANDS...
 
 # N acquire+release pairs of fair.lua loaded as $1.
 fair_cmds() {
-    local i keys='m {m}:q {m}:a {m}:s {m}:t {m}:o {m}:n {m}:c {m}:r'
+    # (A revision before the lease hash, KEYS 10, ignores it.)
+    local i keys='m {m}:q {m}:a {m}:s {m}:t {m}:o {m}:n {m}:c {m}:r {m}:h'
     for i in $(seq "$pairs"); do
         # ARGV: op owner acq hold-lease waiter-lease robust try notrec notrec-ms publish
-        echo "EVALSHA $1 9 $keys acquire u:1 $i 2000 1000 0 0 0 0 publish"
-        echo "EVALSHA $1 9 $keys release u:1 $i 2000 1000 0 0 0 0 publish"
+        echo "EVALSHA $1 10 $keys acquire u:1 $i 2000 1000 0 0 0 0 publish"
+        echo "EVALSHA $1 10 $keys release u:1 $i 2000 1000 0 0 0 0 publish"
     done
 }
 
