@@ -531,6 +531,41 @@ TEST_F(FairLock, AStallLongerThanTheWaiterLeaseRightAfterAHandOffKeepsTheHold)
     EXPECT_EQ(0, rc_of(child_do(*w2, "unlock")));
 }
 
+/* A grant message older than the waiter's last look -- one held up while
+ * its process was stopped, naming a grant that has lapsed since, and that
+ * look found the lock busy -- must not make the waiter an owner on
+ * receipt: its token is no newer than the fencing counter that look saw.
+ * (Here the stale message is published by hand while this process holds
+ * the lock.)  Were it owned, two threads would hold the lock at once. */
+TEST_F(FairLock, AStaleGrantMessageDoesNotMakeTheWaiterAnOwner)
+{
+    std::string name = lock_name();
+    FairKeys k(name);
+    rmutex_t m;
+    init_fair(&m, name);
+    ASSERT_RC(0, rmutex_lock(&m));
+    auto w = child(name);
+    ASSERT_TRUE(w);
+    log_every_command();
+    std::string wm = enqueue(*w, k, "lock 0");
+    ASSERT_FALSE(wm.empty());
+    /* Its look after subscribing, so that the message below is heard. */
+    ASSERT_TRUE(wait_until([&] { return acquire_calls(wm) >= 2; }, ms(3000)));
+    ASSERT_TRUE(wait_until([&] { return subscriptions_of(w->pid()) == 1; }, ms(3000)));
+    std::string counter = redis().get(k.token).value_or("0");
+    Reply heard = redis().cmd({"PUBLISH", k.fchannel + ":" + wm.substr(0, wm.find(':')),
+                               wm + " " + counter + " 0 " + std::to_string(kLease) + " 0 0 1"});
+    ASSERT_EQ(1, heard.integer()) << "precondition: the waiter's process hears its channel";
+    EXPECT_FALSE(w->poll_line(ms(kWaiterLease)))
+        << "the waiter took a stale grant message for a hold while this process holds the lock";
+    EXPECT_EQ(0u, redis().hgetall(name).count(owner_of(wm))) << "the waiter's field is in the lock hash";
+    EXPECT_RC(0, rmutex_unlock(&m));
+    auto line = w->expect_line("lock t=0 ", ms(2000));
+    ASSERT_TRUE(line);
+    EXPECT_EQ(0, rc_of(*line));
+    EXPECT_EQ(0, rc_of(child_do(*w, "unlock")));
+}
+
 /* A mutex with a fixed lease (rmutexattr_setlease, nobody renews it) keeps
  * the lock for that lease, whether it found the lock free or was handed it. */
 TEST_F(FairLock, AFixedLeaseHoldGotByHandOffKeepsItsLease)
