@@ -36,14 +36,16 @@ class FairDepth : public FairTest {
     static std::string fake_owner(int i) { return "fake" + std::to_string(i) + "-0000-4000-8000-000000000000:1"; }
     static std::string fake_member(int i) { return fake_owner(i) + "|1"; }
 
-    /* fair.lua's argument vector for one call by a made-up owner. */
+    /* fair.lua's argument vector for one call by a made-up owner.  Its hold
+     * lease is its waiter lease: nobody renews a made-up holder, and a grant
+     * it hears (this test's PSUBSCRIBE) is a full hold of that lease. */
     std::vector<std::string> call(const FairKeys &k, const std::string &op, const std::string &owner,
                                   const std::string &acq, unsigned long wlease)
     {
         std::vector<std::string> v = {"EVALSHA", sha_, std::to_string(k.script_keys().size())};
         for (auto &key : k.script_keys())
             v.push_back(key);
-        for (const std::string &a : {op, owner, acq, std::to_string(kLease), std::to_string(wlease),
+        for (const std::string &a : {op, owner, acq, std::to_string(wlease), std::to_string(wlease),
                                      std::string("0"), std::string("0"),
                                      std::string("0"), std::string("86400000"), std::string("publish")})
             v.push_back(a);
