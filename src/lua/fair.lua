@@ -15,7 +15,10 @@
 --                                        (ms: the grant's life; owned 1: the
 --                                        grant is a full hold, see below)
 --       9 R  redisson_lock__channel:{NAME}  "0" when the lock is left free
---      10 H  rmutex_fair_lease:{NAME}    hash  <waiter> -> its hold lease ms
+--      10 H  rmutex_fair_lease:{NAME}    hash  <waiter> -> its hold lease ms;
+--                                        a full grant's holder -> "g" until
+--                                        it lets go (so its confirm, below,
+--                                        answers the grant's token)
 -- ARGV  1 op: acquire | release | cancel
 --       2 owner "<uuid>:<thread>"   3 acquisition id (acquire, cancel: this
 --         call's; release: the hold's, so a late release ends no later hold;
@@ -148,6 +151,7 @@ local function settle()
       if lease and heard > 0 then
         redis.call('pexpire', L, lease)
         redis.call('set', O, mark_make(head, false, dead), 'px', 2 * lease)
+        redis.call('hset', H, head, 'g') -- a grant: its look (confirm) gets the token
       else
         redis.call('pexpire', L, left)
         redis.call('set', O, mark_make(head, true, dead), 'px', 2 * left + 1000)
@@ -172,12 +176,14 @@ local function settle_or_announce()
 end
 
 -- This acquisition holds L (granted or taken): make it a full hold.  A
--- grant not yet confirmed got the counter's last token (only its holder
--- can take another: fence.lua); any other hold takes its token when asked.
+-- grant (unconfirmed, or full and found by a look rather than its message)
+-- got the counter's last token (only its holder can take another:
+-- fence.lua); any other hold takes its token when asked.
 local function confirm(hold)
   local mark = redis.call('get', O)
   local dead = mark_dead(mark)
-  local granted = mark and mark_names(mark, member) and string.find(mark, '?', 1, true)
+  local granted = mark and mark_names(mark, member) and
+    (string.find(mark, '?', 1, true) or redis.call('hget', H, member) == 'g')
   redis.call('pexpire', L, hold)
   redis.call('set', O, mark_make(member, false, dead), 'px', 2 * hold)
   redis.call('zrem', Q, member)
@@ -280,6 +286,7 @@ elseif op == 'release' then
   local held = redis.call('hget', L, me)
   if not held or (acq ~= '0' and held ~= acq) then return 0 end
   redis.call('del', L, O)
+  redis.call('hdel', H, me .. '|' .. held)
   if ARGV[8] == '1' then redis.call('set', N, '1', 'px', ARGV[9]) end
   settle_or_announce()
   return 1
