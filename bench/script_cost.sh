@@ -14,7 +14,10 @@
 #   Redisson  Redisson's lock and unlock scripts + the DEL of the unlock
 #             latch its client sends (tests/redisson_scripts.h)
 # then the medians and the ratios fair / non-fair and non-fair / Redisson.
-# With REV, fair.lua of that revision too, per call.  R runs each, the
+# With REV, fair.lua of that revision too, per call; and contended rounds
+# (a holds, b queues, a releases to b, b releases: one hand-off) for the
+# non-fair pair, REV's fair.lua (b confirms its grant, as the revisions
+# before the owned grant did) and this tree's.  R runs each, the
 # kinds alternating, so a drift of the machine hits all.  Needs
 # redis-server, redis-cli and cmake (to expand the scripts' includes).
 set -euo pipefail
@@ -93,11 +96,12 @@ server_run() { # per_call|per_pair COMMANDS...
 
 # N acquire+release pairs of fair.lua loaded as $1.
 fair_cmds() {
-    local i keys='m {m}:q {m}:a {m}:s {m}:t {m}:o {m}:n {m}:c {m}:r'
+    # (A revision before the lease hash, KEYS 10, ignores it.)
+    local i keys='m {m}:q {m}:a {m}:s {m}:t {m}:o {m}:n {m}:c {m}:r {m}:h'
     for i in $(seq "$pairs"); do
         # ARGV: op owner acq hold-lease waiter-lease robust try notrec notrec-ms publish
-        echo "EVALSHA $1 9 $keys acquire u:1 $i 2000 1000 0 0 0 0 publish"
-        echo "EVALSHA $1 9 $keys release u:1 $i 2000 1000 0 0 0 0 publish"
+        echo "EVALSHA $1 10 $keys acquire u:1 $i 2000 1000 0 0 0 0 publish"
+        echo "EVALSHA $1 10 $keys release u:1 $i 2000 1000 0 0 0 0 publish"
     done
 }
 
@@ -108,17 +112,28 @@ fair_calls() {
     server_run per_call evalsha
 }
 
+# N rounds of the non-fair calls STEP... ("acquire OWNER", "release OWNER"),
+# acquisition i in round i.
+nonfair_cmds() { # STEP...
+    local a r i step
+    a=$(load "$tmp/acquire.lua") r=$(load "$tmp/release.lua")
+    for i in $(seq "$pairs"); do
+        for step in "$@"; do
+            case $step in
+            acquire*) echo "EVALSHA $a 4 m {m}:o {m}:n {m}:c 2000 ${step#* } 0 $i publish" ;;
+            *) echo "EVALSHA $r 4 m {m}:c {m}:o {m}:n ${step#* } 0 86400000 $i publish 0" ;;
+            esac
+        done
+    done
+}
+
 # One run of a protocol's pairs: usec per pair.
 pair_cost() {
     server_start
     local a r i
     case $1 in
     nonfair)
-        a=$(load "$tmp/acquire.lua") r=$(load "$tmp/release.lua")
-        for i in $(seq "$pairs"); do
-            echo "EVALSHA $a 4 m {m}:o {m}:n {m}:c 2000 u:1 0 $i publish"
-            echo "EVALSHA $r 4 m {m}:c {m}:o {m}:n u:1 0 86400000 $i publish 0"
-        done > "$dir/cmds" ;;
+        nonfair_cmds "acquire u:1" "release u:1" > "$dir/cmds" ;;
     fair)
         fair_cmds "$(load "$tmp/fair.lua")" > "$dir/cmds" ;;
     redisson)
@@ -130,6 +145,41 @@ pair_cost() {
         done > "$dir/cmds" ;;
     esac
     server_run per_pair evalsha del
+}
+
+# N contended rounds, one hand-off each: a takes the lock, b queues (busy),
+# a releases (the lock passes to b), b -- confirming the grant first when
+# CONFIRM is 1, as a revision before the owned grant did -- releases.
+# b's process is subscribed to its grant channel, as a waiting rmutex
+# process is (fair.lua counts who heard the grant).
+fair_handoff_cmds() { # SHA CONFIRM
+    local i keys='m {m}:q {m}:a {m}:s {m}:t {m}:o {m}:n {m}:c {m}:r {m}:h' tail='2000 1000 0 0 0 0 publish'
+    for i in $(seq "$pairs"); do
+        echo "EVALSHA $1 10 $keys acquire a:1 $i $tail"
+        echo "EVALSHA $1 10 $keys acquire b:1 $i $tail"
+        echo "EVALSHA $1 10 $keys release a:1 $i $tail"
+        [ "$2" = 1 ] && echo "EVALSHA $1 10 $keys acquire b:1 $i $tail"
+        echo "EVALSHA $1 10 $keys release b:1 $i $tail"
+    done
+}
+
+# One run of contended rounds: usec per round (two acquisitions, one
+# hand-off).  KIND nonfair, or fair with fair.lua $2 and CONFIRM $3.
+handoff_cost() { # KIND [LUA CONFIRM]
+    server_start
+    redis-cli -p "$port" subscribe '{m}:c:b' >/dev/null 2>&1 &
+    for _ in $(seq 100); do
+        [ "$(redis-cli -p "$port" pubsub numsub '{m}:c:b' | tail -1)" = 1 ] && break
+        sleep 0.02
+    done
+    if [ "$1" = nonfair ]; then
+        # a takes, b is busy, a releases, b takes, b releases.
+        nonfair_cmds "acquire a:1" "acquire b:1" "release a:1" "acquire b:1" "release b:1" > "$dir/cmds"
+    else
+        fair_handoff_cmds "$(load "$2")" "$3" > "$dir/cmds"
+    fi
+    server_run per_pair evalsha
+    wait
 }
 
 median() { sort -n | awk '{ v[NR] = $1 } END { print NR % 2 ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2 }'; }
@@ -161,4 +211,19 @@ if [ -n "$rev" ]; then
             printf '  run %d  %-12s %s\n' "$r" "$label" "$(fair_calls "$tmp/$v.lua")"
         done
     done
+fi
+
+if [ -n "$rev" ]; then
+    echo "contended rounds (a holds, b queues, a releases to b, b releases), $pairs per run: Redis µs per round"
+    for r in $(seq "$runs"); do
+        line="  run $r"
+        v=$(handoff_cost nonfair); echo "$v" >> "$tmp/h_nonfair.cost"; line+="  non-fair $v"
+        v=$(handoff_cost fair "$tmp/rev.lua" 1); echo "$v" >> "$tmp/h_rev.cost"; line+="  fair $rev (b confirms) $v"
+        v=$(handoff_cost fair "$tmp/work.lua" 0); echo "$v" >> "$tmp/h_work.cost"; line+="  fair work $v"
+        echo "$line"
+    done
+    hn=$(median < "$tmp/h_nonfair.cost") hr=$(median < "$tmp/h_rev.cost") hw=$(median < "$tmp/h_work.cost")
+    awk -v n="$hn" -v r="$hr" -v w="$hw" -v rev="$rev" 'BEGIN {
+        printf "  median   non-fair %s  fair %s %s  fair work %s\n", n, rev, r, w
+        printf "  fair / non-fair: %s %.2f, work %.2f (target <= 1.2)\n", rev, r / n, w / n }'
 fi

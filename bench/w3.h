@@ -21,6 +21,7 @@ struct w3_result {
     double rate;           /* per second */
     double p50_us, p99_us; /* hand-off: unlock returns -> next owner's lock returns */
     double p50_call_us;    /* hand-off from unlock called */
+    double p50_xproc_us;   /* the same, to a thread of another process only (NAN: none) */
     double gap_ms;         /* longest time without an acquisition */
     double fifo;           /* acquisitions that overtook an earlier caller by > slack */
     double min_share, max_share; /* per-thread acquisitions / mean */
@@ -28,8 +29,9 @@ struct w3_result {
     size_t nh;
 };
 
-/* Read records [0, n) of nthreads threads over the window [t0, t1]. */
-void w3_analyze(const struct w3_rec *rec, size_t n, int nthreads, int64_t t0, int64_t t1,
-                double slack_ns, struct w3_result *out);
+/* Read records [0, n) of nthreads threads, per_proc to a process (thread
+ * numbers in order; 0: unknown), over the window [t0, t1]. */
+void w3_analyze(const struct w3_rec *rec, size_t n, int nthreads, int per_proc, int64_t t0,
+                int64_t t1, double slack_ns, struct w3_result *out);
 
 #endif

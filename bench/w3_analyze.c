@@ -5,7 +5,10 @@
  * returned (so it was waiting: a real hand-off, not a lock found free),
  * acq[i+1] - rel[i].  It can be negative: the grant message may reach the
  * next owner before the reply reaches the releaser.  Also from the unlock
- * call, acq[i+1] - unl[i], which always includes the release's trip.
+ * call, acq[i+1] - unl[i], which always includes the release's trip; and
+ * that one again for the hand-offs to a thread of another process only
+ * (release -> the next process holding: what pub/sub must carry, against
+ * W3's floor, a raw PUBLISH -> a subscriber process read it).
  *
  * Longest gap: the longest time in the window without an acquisition.
  *
@@ -25,8 +28,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-void w3_analyze(const struct w3_rec *rec, size_t n, int nthreads, int64_t t0, int64_t t1,
-                double slack_ns, struct w3_result *out)
+void w3_analyze(const struct w3_rec *rec, size_t n, int nthreads, int per_proc, int64_t t0,
+                int64_t t1, double slack_ns, struct w3_result *out)
 {
     memset(out, 0, sizeof *out);
     /* The window: records [lo, hi) with t0 <= acq <= t1, all written. */
@@ -38,7 +41,8 @@ void w3_analyze(const struct w3_rec *rec, size_t n, int nthreads, int64_t t0, in
     out->rate = (double)out->n / ((double)(t1 - t0) / 1e9);
 
     double *h = malloc(sizeof *h * (hi - lo + 1)), *hc = malloc(sizeof *hc * (hi - lo + 1));
-    size_t nh = 0;
+    double *hx = malloc(sizeof *hx * (hi - lo + 1));
+    size_t nh = 0, nx = 0;
     int64_t gap = hi > lo ? rec[lo].acq - t0 : t1 - t0;
     for (size_t i = lo; i + 1 < hi; i++) {
         int64_t g = rec[i + 1].acq - rec[i].acq;
@@ -46,6 +50,8 @@ void w3_analyze(const struct w3_rec *rec, size_t n, int nthreads, int64_t t0, in
         if (rec[i + 1].call < rec[i].rel) {
             h[nh] = (double)(rec[i + 1].acq - rec[i].rel) / 1e3;
             hc[nh++] = (double)(rec[i + 1].acq - rec[i].unl) / 1e3;
+            if (per_proc > 0 && (rec[i + 1].who - 1) / per_proc != (rec[i].who - 1) / per_proc)
+                hx[nx++] = (double)(rec[i + 1].acq - rec[i].unl) / 1e3;
         }
     }
     if (hi > lo && t1 - rec[hi - 1].acq > gap) gap = t1 - rec[hi - 1].acq;
@@ -55,6 +61,9 @@ void w3_analyze(const struct w3_rec *rec, size_t n, int nthreads, int64_t t0, in
     out->p50_us = quantile_sorted(h, nh, 0.5);
     out->p99_us = quantile_sorted(h, nh, 0.99);
     out->p50_call_us = quantile_sorted(hc, nh, 0.5);
+    sort_doubles(hx, nx);
+    out->p50_xproc_us = nx ? quantile_sorted(hx, nx, 0.5) : NAN;
+    free(hx);
     out->handoff_us = h;
     out->nh = nh;
     free(hc);

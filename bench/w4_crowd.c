@@ -266,7 +266,7 @@ static int rep(int r, int nthreads, double seconds, struct crowd_out *o)
     if (sh->counter > cap) ok = 0;
     if (ok) {
         struct w3_result res;
-        w3_analyze(sh->rec, sh->counter, nthreads, t0, t1, 1e18, &res);
+        w3_analyze(sh->rec, sh->counter, nthreads, 0, t0, t1, 1e18, &res);
         free(res.handoff_us);
         double secs = (double)(t1 - t0) / 1e9;
         o->p50_us = res.p50_us;

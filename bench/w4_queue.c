@@ -46,7 +46,7 @@ static const int depth[] = { 1, 100, 1000, 10000 };
 struct fair {
     redisContext *c;
     char sha[41];
-    char keys[9][256];
+    char keys[10][256];
     char *text; /* the script, for EVAL */
     size_t len;
 };
@@ -60,14 +60,14 @@ static void call(struct fair *f, int timed, const char *op, const char *owner, l
 {
     char acqs[24];
     snprintf(acqs, sizeof acqs, "%ld", acq);
-    const char *argv[22] = { timed ? "EVALSHA" : "EVAL", timed ? f->sha : f->text, "9" };
-    size_t lens[22];
-    for (int i = 0; i < 9; i++) argv[3 + i] = f->keys[i];
+    const char *argv[23] = { timed ? "EVALSHA" : "EVAL", timed ? f->sha : f->text, "10" };
+    size_t lens[23];
+    for (int i = 0; i < 10; i++) argv[3 + i] = f->keys[i];
     const char *rest[] = { op, owner, acqs, "30000", "600000", "0", "0", "0", "86400000", "publish" };
-    memcpy(argv + 12, rest, sizeof rest);
-    for (int i = 0; i < 22; i++) lens[i] = strlen(argv[i]);
+    memcpy(argv + 13, rest, sizeof rest);
+    for (int i = 0; i < 23; i++) lens[i] = strlen(argv[i]);
     if (!timed) lens[1] = f->len;
-    redisAppendCommandArgv(f->c, 22, argv, lens);
+    redisAppendCommandArgv(f->c, 23, argv, lens);
 }
 
 static int replies(struct fair *f, int n)
@@ -140,12 +140,12 @@ static int load_fair(struct fair *f)
 
 static void set_keys(struct fair *f, const char *name)
 {
-    static const char *const prefix[9] = { NULL, "rmutex_fair_queue", "rmutex_fair_alive",
-                                           "rmutex_fair_seq", "redisson_lock_token", "rmutex_owner",
-                                           "rmutex_notrecoverable", "rmutex_fair_channel",
-                                           "redisson_lock__channel" };
+    static const char *const prefix[10] = { NULL, "rmutex_fair_queue", "rmutex_fair_alive",
+                                            "rmutex_fair_seq", "redisson_lock_token", "rmutex_owner",
+                                            "rmutex_notrecoverable", "rmutex_fair_channel",
+                                            "redisson_lock__channel", "rmutex_fair_lease" };
     snprintf(f->keys[0], sizeof f->keys[0], "%s", name);
-    for (int i = 1; i < 9; i++) snprintf(f->keys[i], sizeof f->keys[i], "%s:{%s}", prefix[i], name);
+    for (int i = 1; i < 10; i++) snprintf(f->keys[i], sizeof f->keys[i], "%s:{%s}", prefix[i], name);
 }
 
 /* The waiters in queue order, as owner numbers (owner(k), acquisition 1). */
@@ -241,8 +241,8 @@ static int measure(struct fair *f, int rep, int N, int K, double out[NOPS])
         out[op] = timing_median(&t[op]);
     }
 
-    redisReply *x = rcmd(f->c, "DEL %s %s %s %s %s %s", f->keys[0], f->keys[1], f->keys[2], f->keys[3],
-                         f->keys[4], f->keys[5]);
+    redisReply *x = rcmd(f->c, "DEL %s %s %s %s %s %s %s", f->keys[0], f->keys[1], f->keys[2],
+                         f->keys[3], f->keys[4], f->keys[5], f->keys[9]);
     if (x) freeReplyObject(x);
     free(d.v);
     return r;

@@ -57,7 +57,7 @@ int rm_keys_slot(const char *key, size_t len)
 static const char *const lock_prefixes[] = {
     "redisson_lock__channel", "redisson_lock_token", "rmutex_owner",
     "rmutex_notrecoverable", "rmutex_fair_queue",
-    "rmutex_fair_alive", "rmutex_fair_seq", "rmutex_fair_channel",
+    "rmutex_fair_alive", "rmutex_fair_seq", "rmutex_fair_channel", "rmutex_fair_lease",
 };
 #define NLOCK (sizeof lock_prefixes / sizeof lock_prefixes[0])
 
@@ -144,6 +144,7 @@ int rm_keys_make(const char *name, struct rm_keys *k)
     k->alive = out[6];
     k->seq = out[7];
     k->fchannel = out[8];
+    k->lease = out[9];
     return 0;
 }
 

@@ -17,6 +17,7 @@ struct rm_keys {
     const char *alive;   /* rmutex_fair_alive:{NAME}: zset waiter -> liveness deadline */
     const char *seq;     /* rmutex_fair_seq:{NAME}: ticket counter */
     const char *fchannel; /* rmutex_fair_channel:{NAME}: + ":<uuid>", a process's grants */
+    const char *lease;   /* rmutex_fair_lease:{NAME}: hash waiter -> its hold lease ms */
     int slot;            /* the cluster slot of them all */
     char *buf;           /* one allocation holding the strings */
 };

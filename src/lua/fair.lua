@@ -11,8 +11,14 @@
 --       7 N  rmutex_notrecoverable:{NAME}
 --       8 C  rmutex_fair_channel:{NAME}  prefix of the grant channels, one per
 --                                        process: C:<uuid> gets "<waiter> <token>
---                                        <dead> <ms> <notrec>"
+--                                        <dead> <ms> <notrec> <queued> <owned>"
+--                                        (ms: the grant's life; owned 1: the
+--                                        grant is a full hold, see below)
 --       9 R  redisson_lock__channel:{NAME}  "0" when the lock is left free
+--      10 H  rmutex_fair_lease:{NAME}    hash  <waiter> -> its hold lease ms;
+--                                        a full grant's holder -> "g" until
+--                                        it lets go (so its confirm, below,
+--                                        answers the grant's token)
 -- ARGV  1 op: acquire | release | cancel
 --       2 owner "<uuid>:<thread>"   3 acquisition id (acquire, cancel: this
 --         call's; release: the hold's, so a late release ends no later hold;
@@ -23,8 +29,9 @@
 --      11 acquire: the ticket an earlier answer of this call gave it ("0",
 --         or absent: none yet)
 -- acquire answers {0, token, dead, queued} (queued 1: others wait behind
--- this hold), {1, pttl, ticket} busy (trylock: {1, pttl}), {2} not
--- recoverable; release and cancel 1 or 0 (the hold was not there).
+-- this hold), {1, pttl, ticket, counter} busy (counter: the fencing
+-- counter T now, so a later grant's token is above it; trylock: {1, pttl}),
+-- {2} not recoverable; release and cancel 1 or 0 (the hold was not there).
 --
 -- Lock caching: a process that caches the lock acquires and queues as
 -- "<uuid>:0" (no thread has number 0).  A waiter (or trylock) that finds
@@ -44,14 +51,22 @@
 -- Invariants:
 --  * Q and A hold the same members; every member of A whose deadline has
 --    passed is dead and may be removed by any call (at most PURGE per call).
+--    H has the hold lease of each (it may lack one: then the grant below is
+--    always a short one).
 --  * The lock is never left free while a live waiter is queued: whoever
 --    frees it (release, cancel) or finds it free (acquire) grants it to the
---    first live waiter: the waiter's field is written into L with a PEXPIRE
---    no longer than the waiter's remaining liveness, it leaves the queue,
---    gets a fencing token, and one message on C names it.  Its thread
---    confirms the grant with its next acquire (confirm below: the full hold
---    lease) before its lock call returns.  A grant nobody confirms lapses
---    with the waiter's lease and passes on.
+--    first live waiter: the waiter's field is written into L, it leaves the
+--    queue, gets a fencing token, and one message on C names it.  The
+--    message's PUBLISH says whether the waiter's process heard it (its
+--    multiplexer is subscribed there):
+--      heard: the grant is a full hold at once -- L's PEXPIRE is the
+--        waiter's hold lease (H), the mark confirmed -- and the woken thread
+--        owns it on receipt, no further call ("owned" 1);
+--      not heard (nobody subscribed: its process is gone or cut off): a
+--        short grant, PEXPIRE no longer than the waiter's remaining
+--        liveness, that the waiter's next acquire confirms into the full
+--        hold lease (confirm below) before its lock call returns, and that
+--        lapses with the waiter lease, passing on, when nobody does.
 --  * L's field names the acquisition that holds it (a grant writes the
 --    waiter's), so a confirm, a release or a cancel acts on that hold only.
 --  * The owner mark O names the waiter and says whether its grant is
@@ -67,8 +82,8 @@
 -- no key but the lock's.
 if redis.replicate_commands then redis.replicate_commands() end
 
-local L, Q, A, S, T, O, N, C, R =
-  KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6], KEYS[7], KEYS[8], KEYS[9]
+local L, Q, A, S, T, O, N, C, R, H =
+  KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6], KEYS[7], KEYS[8], KEYS[9], KEYS[10]
 local op, me, acq = ARGV[1], ARGV[2], ARGV[3]
 local PUBLISH = ARGV[10]
 
@@ -110,6 +125,7 @@ local function settle()
   if #dead > 0 then
     redis.call('zrem', A, unpack(dead))
     redis.call('zrem', Q, unpack(dead))
+    redis.call('hdel', H, unpack(dead))
   end
   for _ = 1, PURGE do
     local head = redis.call('zrange', Q, 0, 0)[1]
@@ -117,19 +133,29 @@ local function settle()
     redis.call('zrem', Q, head)
     local deadline = tonumber(redis.call('zscore', A, head))
     redis.call('zrem', A, head)
+    local lease = tonumber(redis.call('hget', H, head))
+    redis.call('hdel', H, head)
     if deadline and deadline > now then
       local left = deadline - now
       local dead = mark_died(redis.call('get', O))
       local owner, its = string.match(head, '^(.*)|(.*)$')
-      redis.call('hset', L, owner or head, its or 1)
-      redis.call('pexpire', L, left)
-      redis.call('set', O, mark_make(head, true, dead), 'px', 2 * left + 1000)
       local token = token_take(T, 1)
-      -- One message, on the channel of the waiter's process only.
+      -- One message, on the channel of the waiter's process only; it
+      -- offers a full hold when the waiter's lease is known.
       owner = owner or head
-      redis.call(PUBLISH, C .. ':' .. (string.match(owner, '^(.*):') or owner),
+      local heard = redis.call(PUBLISH, C .. ':' .. (string.match(owner, '^(.*):') or owner),
                  head .. ' ' .. string.format('%.0f', token) .. ' ' .. (dead and 1 or 0) .. ' ' ..
-                 left .. ' ' .. redis.call('exists', N))
+                 (lease or left) .. ' ' .. redis.call('exists', N) .. ' ' ..
+                 redis.call('exists', Q) .. ' ' .. (lease and 1 or 0))
+      redis.call('hset', L, owner, its or 1)
+      if lease and heard > 0 then
+        redis.call('pexpire', L, lease)
+        redis.call('set', O, mark_make(head, false, dead), 'px', 2 * lease)
+        redis.call('hset', H, head, 'g') -- a grant: its look (confirm) gets the token
+      else
+        redis.call('pexpire', L, left)
+        redis.call('set', O, mark_make(head, true, dead), 'px', 2 * left + 1000)
+      end
       return head
     end
   end
@@ -150,16 +176,19 @@ local function settle_or_announce()
 end
 
 -- This acquisition holds L (granted or taken): make it a full hold.  A
--- grant not yet confirmed got the counter's last token (only its holder
--- can take another: fence.lua); any other hold takes its token when asked.
+-- grant (unconfirmed, or full and found by a look rather than its message)
+-- got the counter's last token (only its holder can take another:
+-- fence.lua); any other hold takes its token when asked.
 local function confirm(hold)
   local mark = redis.call('get', O)
   local dead = mark_dead(mark)
-  local granted = mark and mark_names(mark, member) and string.find(mark, '?', 1, true)
+  local granted = mark and mark_names(mark, member) and
+    (string.find(mark, '?', 1, true) or redis.call('hget', H, member) == 'g')
   redis.call('pexpire', L, hold)
   redis.call('set', O, mark_make(member, false, dead), 'px', 2 * hold)
   redis.call('zrem', Q, member)
   redis.call('zrem', A, member)
+  redis.call('hdel', H, member)
   return {0, granted and tonumber(redis.call('get', T)) or 0, dead and 1 or 0,
           redis.call('exists', Q)}
 end
@@ -173,6 +202,7 @@ if op == 'acquire' then
   if ARGV[6] == '1' and redis.call('exists', N) == 1 then
     redis.call('zrem', Q, member)
     redis.call('zrem', A, member)
+    redis.call('hdel', H, member)
     if redis.call('hget', L, me) == acq then
       redis.call('del', L)
       settle_or_announce()
@@ -194,6 +224,7 @@ if op == 'acquire' then
     redis.call('set', O, mark_make(member, false, false), 'px', 2 * hold)
     redis.call('zrem', Q, member)
     redis.call('zrem', A, member)
+    redis.call('hdel', H, member)
     return {0, 0, 0, redis.call('exists', Q)}
   end
   -- Back after losing its entry: queued at its ticket again, before the
@@ -204,6 +235,7 @@ if op == 'acquire' then
      ticket <= (tonumber(redis.call('get', S)) or 0) then
     redis.call('zadd', Q, ticket, member)
     redis.call('zadd', A, clock() + wlease, member)
+    redis.call('hset', H, member, hold)
   end
   if free then
     local granted = settle()
@@ -236,12 +268,14 @@ if op == 'acquire' then
   if not ticket then
     ticket = redis.call('incr', S)
     redis.call('zadd', Q, ticket, member)
+    redis.call('hset', H, member, hold)
   end
   redis.call('zadd', A, clock() + wlease, member)
   keep(Q, 2 * wlease)
   keep(A, 2 * wlease)
   keep(S, 2 * wlease)
-  return {1, pttl, tonumber(ticket)}
+  keep(H, 2 * wlease)
+  return {1, pttl, tonumber(ticket), tonumber(redis.call('get', T)) or 0}
 
 elseif op == 'release' then
   -- Only the hold of this acquisition: a release the watchdog retries late
@@ -252,6 +286,7 @@ elseif op == 'release' then
   local held = redis.call('hget', L, me)
   if not held or (acq ~= '0' and held ~= acq) then return 0 end
   redis.call('del', L, O)
+  redis.call('hdel', H, me .. '|' .. held)
   if ARGV[8] == '1' then redis.call('set', N, '1', 'px', ARGV[9]) end
   settle_or_announce()
   return 1
@@ -261,6 +296,7 @@ elseif op == 'cancel' then
   -- pass on a hold this acquisition got without the caller knowing.
   redis.call('zrem', Q, member)
   redis.call('zrem', A, member)
+  redis.call('hdel', H, member)
   if redis.call('hget', L, me) == acq then
     local mark = redis.call('get', O)
     redis.call('del', L)

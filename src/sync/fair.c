@@ -31,20 +31,41 @@
  *    fencing token, and publishes one message naming it on the lock's fair
  *    channel of the waiter's process (rmutex_fair_channel:{NAME}:<uuid>:
  *    one subscription per process and lock, in the multiplexer), which
- *    wakes exactly that thread.  The grant's PEXPIRE is no longer than the
- *    waiter's remaining liveness, so a dead head delays the queue by at most
- *    its waiter lease (and a grant that lapsed unconfirmed is not an
- *    EOWNERDEAD case).  The woken thread confirms the grant with one call
- *    (the acquire op finds its field and makes the hold a full lease)
- *    before rmutex_lock returns: a hold the caller has been given is
- *    protected for the configured lease from the start, however long Redis
- *    then stalls.  Were the grant owned on receipt, a stall between the
- *    message and the first renewal longer than the grant's remaining life
- *    would let it lapse and pass to the next waiter while the caller runs
- *    its critical section.  If the confirmation comes too late (the grant
- *    lapsed during a stall), the waiter is queued again and waits on; it
- *    never returned, so nothing overlaps.  The cost: one round trip per
- *    hand-off (BENCHMARKS.md).
+ *    wakes exactly that thread.  What the grant is depends on whether that
+ *    PUBLISH reached anyone:
+ *      reached (the process's multiplexer is subscribed): the grant is a
+ *        full hold at once -- PEXPIRE the waiter's own hold lease (each
+ *        waiter leaves it in rmutex_fair_lease:{NAME} when it queues), the
+ *        owner mark confirmed -- and the woken thread owns it on receipt:
+ *        rmutex_lock returns with no further round trip.  A Redis stall
+ *        right after the hand-off meets a full lease, as after any
+ *        acquisition (tests/fair: AStallLongerThanTheWaiterLease...).
+ *      reached nobody (the process is gone, or its connection is): a short
+ *        grant, PEXPIRE no longer than the waiter's remaining liveness,
+ *        owner mark "?" (unconfirmed); if the waiter is alive after all its
+ *        next look (a poll, the watchdog's wake, the resubscription)
+ *        confirms it into a full hold (the acquire op finds its field)
+ *        before rmutex_lock returns.  A grant nobody confirms lapses with
+ *        the waiter lease, passes on, and is not an EOWNERDEAD case.
+ *    The trade: a waiter that died while its process's subscription still
+ *    stands -- the process is stopped or hung, not dead; or it was killed
+ *    and Redis has not yet read its connection's close -- holds the queue
+ *    for one hold lease instead of at most one waiter lease, which is what
+ *    a holder that dies costs anyway.  Any subscriber of the channel counts
+ *    (a monitoring PSUBSCRIBE too).  The alternatives cost more: a confirm
+ *    call before returning costs the hand-off a round trip and Redis a
+ *    script (BENCHMARKS.md: 1.76 RTT, 177 us of Redis CPU per acquisition);
+ *    a confirm sent without waiting and a reclaim by the grantee's liveness
+ *    entry both lose to the very stall the hold must survive (the stall ages
+ *    the liveness deadline, and lets a short grant lapse, before either
+ *    lands).
+ *    The woken thread owns the grant only when the message is newer than
+ *    its last attempt (its token is above the fencing counter that busy
+ *    answer saw: a message delayed while the process was stopped may name
+ *    a grant that has lapsed since) and the hold is known good for two
+ *    thirds of its lease from now (it was written after that attempt was
+ *    sent); otherwise, and when it must wait for replica acknowledgement
+ *    or the lock is not recoverable, it confirms with one call as above.
  *  - No barging: with waiters queued, the lock is never found free by a
  *    newcomer (it was granted on release), and trylock never queues: EBUSY.
  *  - Giving up (deadline, error, lost reply) always runs the cancel
@@ -93,7 +114,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define NARGS 20
+#define NKEYS 10
+#define NARGS 21
 /* A release Redis cannot hear in time is handed to the watchdog whole. */
 _Static_assert(NARGS <= RM_WATCHDOG_MAXARGS, "fair.lua's calls must fit a deferred call");
 
@@ -115,17 +137,17 @@ static void fair_req_make(struct fair_req *q, const struct rm_keys *k, int robus
     size_t nticket = rm_conn_uint(q->ticket, ticket);
     const char *v[NARGS] = {
         k->lock, k->queue, k->alive, k->seq, k->token, k->owner, k->notrec, k->fchannel,
-        k->channel,
+        k->channel, k->lease,
         op, owner, q->acq, q->hold, q->wlease, robust ? "1" : "0", try_only ? "1" : "0",
         notrec ? "1" : "0", RM_CALL_NOTREC_MS, rm_endpoint_publish(ep), q->ticket,
     };
     memcpy(q->argv, v, sizeof v);
     for (int i = 0; i < NARGS; i++) q->lens[i] = strlen(v[i]);
-    q->lens[10] = owner_len;
-    q->lens[11] = nacq;
-    q->lens[12] = nhold;
-    q->lens[13] = nwlease;
-    q->lens[19] = nticket;
+    q->lens[NKEYS + 1] = owner_len;
+    q->lens[NKEYS + 2] = nacq;
+    q->lens[NKEYS + 3] = nhold;
+    q->lens[NKEYS + 4] = nwlease;
+    q->lens[NKEYS + 10] = nticket;
 }
 
 static void req_make(struct fair_req *q, const struct rm_mutex *mx, struct rm_endpoint *ep,
@@ -142,7 +164,7 @@ static int cancel(struct rm_mutex *mx, const struct rm_who *me, struct rm_endpoi
     struct fair_req q;
     long long answer;
     req_make(&q, mx, ep, "cancel", me, 0, 0);
-    return rm_call_release(ep, RM_SCRIPT_FAIR, 9, NARGS, q.argv, q.lens, rm_call_deadline(),
+    return rm_call_release(ep, RM_SCRIPT_FAIR, NKEYS, NARGS, q.argv, q.lens, rm_call_deadline(),
                            rm_clock_after(RM_MSEC(rm_handle_lease(mx))), &answer);
 }
 
@@ -158,7 +180,7 @@ static int attempt(struct rm_mutex *mx, const struct rm_who *me, struct rm_endpo
     req_make(&q, mx, ep, "acquire", me, try_only, o->ticket);
     rm_nsec sent = rm_clock_now();
     struct rm_ack ack;
-    int r = rm_call(ep, RM_SCRIPT_FAIR, 9, NARGS, q.argv, q.lens, deadline,
+    int r = rm_call(ep, RM_SCRIPT_FAIR, NKEYS, NARGS, q.argv, q.lens, deadline,
                     try_only ? RM_POOL_FAILFAST : 0, &reply, &ack);
     if (r) return r;
     redisReply **e = reply->element;
@@ -171,10 +193,12 @@ static int attempt(struct rm_mutex *mx, const struct rm_who *me, struct rm_endpo
         o->queued = e[3]->integer == 1;
         o->valid_until = sent + RM_MSEC(rm_handle_lease(mx));
         o->due = sent + RM_MSEC(rm_handle_lease(mx)) / 3;
-    } else if (ok && o->state == RM_CALL_BUSY && (reply->elements == 2 || reply->elements == 3)) {
+    } else if (ok && o->state == RM_CALL_BUSY && reply->elements >= 2 && reply->elements <= 4) {
         o->pttl = e[1]->integer;
-        if (reply->elements == 3 && e[2]->type == REDIS_REPLY_INTEGER && e[2]->integer > 0)
+        if (reply->elements >= 3 && e[2]->type == REDIS_REPLY_INTEGER && e[2]->integer > 0)
             o->ticket = (uint64_t)e[2]->integer;
+        o->token = reply->elements == 4 && e[3]->type == REDIS_REPLY_INTEGER
+                       ? (uint64_t)e[3]->integer : UINT64_MAX;
     } else if (!ok || o->state != RM_CALL_NOTRECOVERABLE) {
         rm_detail("unexpected reply from fair.lua");
         r = EIO;
@@ -205,13 +229,56 @@ struct queuing {
     const char *member;       /* "<owner>|<acquisition>" */
     size_t mlen;
     struct rm_waiter waiter;
+    rm_nsec sent;             /* when the last attempt was sent */
+    uint64_t counter;         /* the fencing counter its busy answer saw */
+    int owns;                 /* a grant owned on receipt, in owned */
+    struct rm_outcome owned;
 };
+
+/* The grant message in x->waiter.msg ("<waiter> <token> <dead> <ms>
+ * <notrec> <queued> <owned>", fair.lua): 1 with x->owned filled when it
+ * is a full hold this thread may own with no further call -- fair.lua
+ * made it one, nothing asks for a look (not recoverable; a replica
+ * acknowledgement to wait for), it is newer than this waiter's last
+ * attempt, and it is known good for two thirds of its lease from now at
+ * least.  Newer: its token is above the counter that attempt's busy
+ * answer saw (a message held up while its process was stopped can name a
+ * grant that has lapsed since, and the attempt after it found the lock
+ * busy).  So it was written after that attempt was sent and lasts until
+ * the sending + its lease at least. */
+static int grant_owned(struct queuing *x)
+{
+    const char *m = x->waiter.msg;
+    unsigned long long token;
+    unsigned long ms;
+    int dead, notrec, queued, owned;
+    if (strncmp(m, x->member, x->mlen) || m[x->mlen] != ' ') return 0;
+    if (sscanf(m + x->mlen, "%llu %d %lu %d %d %d", &token, &dead, &ms, &notrec, &queued,
+               &owned) != 6 || owned != 1 || notrec || ms == 0 || token <= x->counter)
+        return 0;
+    if (RM_SETTING(replicas) || RM_SETTING(min_replicas)) return 0;
+    rm_nsec life = RM_MSEC(ms), until = x->sent + life;
+    if (until - rm_clock_now() < life / 3 * 2) return 0;
+    x->owns = 1;
+    x->owned = (struct rm_outcome){ .state = RM_CALL_ACQUIRED, .token = token, .dead = dead == 1,
+                                    .queued = queued == 1, .valid_until = until,
+                                    .due = x->sent + life / 3 };
+    return 1;
+}
 
 static int step_attempt(void *ctx, rm_nsec deadline, struct rm_outcome *o)
 {
     struct queuing *x = ctx;
+    if (x->owns) {
+        *o = x->owned;
+        return 0;
+    }
+    x->sent = rm_clock_now();
     int r = attempt(x->mx, x->me, x->ep, x->try_only, deadline, o);
-    if (!r && o->state == RM_CALL_BUSY) x->queued = !x->try_only;
+    if (!r && o->state == RM_CALL_BUSY) {
+        x->queued = !x->try_only;
+        x->counter = o->token;
+    }
     return r;
 }
 
@@ -227,7 +294,8 @@ static int step_wait(void *ctx, const struct rm_outcome *o, rm_nsec deadline)
     struct queuing *x = ctx;
     if (!x->alive) {
         x->alive = rm_watchdog_waiter(x->ep, x->mx->keys.alive, x->mx->keys.queue,
-                                      x->mx->keys.seq, NULL, x->member, x->mlen, x->wlease);
+                                      x->mx->keys.seq, x->mx->keys.lease, x->member, x->mlen,
+                                      x->wlease);
         if (!x->alive) {
             rm_detail("out of memory");
             return ENOMEM;
@@ -239,6 +307,7 @@ static int step_wait(void *ctx, const struct rm_outcome *o, rm_nsec deadline)
     rm_nsec until = rm_clock_min(deadline, rm_clock_after(bound));
     int why = x->joined > 0 ? rm_sub_wait(&x->waiter, until) : RM_WAKE_TIMEOUT;
     if (why == RM_WAKE_REFUSED) return rm_sub_refused(&x->waiter);
+    if (why == RM_WAKE_MESSAGE) grant_owned(x);
     if (why == RM_WAKE_MOVED) {
         rm_watchdog_set_wake(x->alive, NULL, NULL); /* the waiter is remade */
         x->joined = rm_endpoint_rejoin(x->ep, x->mx->keys.slot, &x->waiter) ? -1 : 1;
@@ -368,7 +437,7 @@ static int fair_release(struct rm_endpoint *ep, const struct rm_keys *k, int rob
 {
     struct fair_req q;
     fair_req_make(&q, k, robust, 0, ep, "release", owner, owner_len, acq, 0, notrec, 0);
-    return rm_call_unlock(ep, RM_SCRIPT_FAIR, 9, NARGS, q.argv, q.lens, deadline, give_up_at);
+    return rm_call_unlock(ep, RM_SCRIPT_FAIR, NKEYS, NARGS, q.argv, q.lens, deadline, give_up_at);
 }
 
 static int fair_unlock(struct rm_mutex *mx, struct rm_thread *self, struct rm_endpoint *ep,

@@ -48,7 +48,8 @@ struct rm_outcome {
     int dead;          /* acquired: the previous holder died (robust) */
     int back;          /* acquired: the parked cache's hold, taken back (nonfair.c) */
     int queued;        /* acquired: others wait behind this hold (fair.c) */
-    uint64_t token;    /* acquired by a fair hand-off: its fencing token */
+    uint64_t token;    /* acquired by a fair hand-off: its fencing token;
+                          busy (fair.c): the fencing counter then */
     long long pttl;    /* busy: the holder's remaining lease, -1 unknown */
     uint64_t ticket;   /* busy: the waiter's place, kept for the whole call (fair.c) */
     rm_nsec sent;      /* when the attempt was sent */

@@ -1,6 +1,6 @@
 /* fair_test.cc -- the fair lock's semantics: the keys it writes, return codes, trylock never jumping the queue,
- * direct hand-off (one message, to the head only, one confirming round trip
- * of the woken thread), fencing tokens per new owner, robust mutexes, lost holds,
+ * direct hand-off (one message, to the head only, owned on receipt by the
+ * woken thread), fencing tokens per new owner, robust mutexes, lost holds,
  * fork, and a fair and a non-fair handle on the same name.
  *
  * Every process here runs with lease=2000 (hold lease, renewed by the
@@ -337,11 +337,12 @@ TEST_F(FairLock, FairAndNonFairHandlesOnOneNameExcludeEachOtherBothWays)
     EXPECT_FALSE(redis().exists(k.queue));
 }
 
-/* Hand-off: the release makes the head the owner and publishes one message
- * naming it; only that thread, in the one process that has it, wakes, and
- * it confirms the grant with one round trip before returning.  Each new
- * owner gets a new fencing token, by hand-off too. */
-TEST_F(FairLock, HandOffWakesOnlyTheHeadWhichConfirmsWithOneRoundTrip)
+/* Hand-off: the release makes the head the owner for its full hold lease
+ * and publishes one message naming it; only that thread, in the one
+ * process that has it, wakes, and it owns the lock on receipt: no round
+ * trip after the message (a confirmation would cost the hand-off one).
+ * Each new owner gets a new fencing token, by hand-off too. */
+TEST_F(FairLock, HandOffWakesOnlyTheHeadWhichHoldsWithNoFurtherRoundTrip)
 {
     std::string name = lock_name();
     FairKeys k(name);
@@ -366,25 +367,26 @@ TEST_F(FairLock, HandOffWakesOnlyTheHeadWhichConfirmsWithOneRoundTrip)
     ASSERT_TRUE(l1);
     EXPECT_EQ(0, rc_of(*l1));
     EXPECT_EQ(1, num_field(*l1, "pubsub")) << *l1;
-    /* Round trips of the call: its first attempt (the enqueue), one per
-     * wake-up that was not the grant, and one to confirm the grant. */
-    EXPECT_EQ(2 + num_field(*l1, "sub") + num_field(*l1, "poll"), num_field(*l1, "rt"))
-        << "the woken thread made more round trips than the confirmation: " << *l1;
+    /* Round trips of the call: its first attempt (the enqueue) and one per
+     * wake-up that was not the grant; none after the grant. */
+    EXPECT_EQ(1 + num_field(*l1, "sub") + num_field(*l1, "poll"), num_field(*l1, "rt"))
+        << "the woken thread made a round trip after its grant: " << *l1;
     long long f1 = num_field(*l1, "fence");
     EXPECT_GT(f1, static_cast<long long>(f0)) << "a new owner by hand-off gets a new token";
 
     auto msg = sub.next_message(ms(1000));
     ASSERT_TRUE(msg) << "no grant message";
     auto wds = words(msg->second);
-    ASSERT_EQ(5u, wds.size()) << msg->second;
+    ASSERT_EQ(7u, wds.size()) << msg->second;
     EXPECT_EQ(m1, wds[0]) << "the message names the head";
     EXPECT_EQ(k.fchannel + ":" + m1.substr(0, m1.find(':')), msg->first)
         << "the grant goes to the head's process only";
     EXPECT_EQ(std::to_string(f1), wds[1]);
     EXPECT_EQ("0", wds[2]);
-    EXPECT_GT(std::stoll(wds[3]), 0);
-    EXPECT_LE(std::stoll(wds[3]), kWaiterLease) << "the grant lasts no longer than the head's waiter lease";
+    EXPECT_EQ(std::to_string(kLease), wds[3]) << "the grant is a full hold lease";
     EXPECT_EQ("0", wds[4]);
+    EXPECT_EQ("1", wds[5]) << "the second waiter is still queued";
+    EXPECT_EQ("1", wds[6]) << "a grant owned on receipt";
 
     EXPECT_FALSE(w2->poll_line(ms(200))) << "the second waiter woke on the first one's grant";
     auto s = read_queue(redis(), k);
@@ -397,7 +399,7 @@ TEST_F(FairLock, HandOffWakesOnlyTheHeadWhichConfirmsWithOneRoundTrip)
     ASSERT_TRUE(l2);
     EXPECT_EQ(0, rc_of(*l2));
     EXPECT_EQ(1, num_field(*l2, "pubsub")) << *l2;
-    EXPECT_EQ(2 + num_field(*l2, "sub") + num_field(*l2, "poll"), num_field(*l2, "rt")) << *l2;
+    EXPECT_EQ(1 + num_field(*l2, "sub") + num_field(*l2, "poll"), num_field(*l2, "rt")) << *l2;
     long long f2 = num_field(*l2, "fence");
     EXPECT_GT(f2, f1);
     auto msg2 = sub.next_message(ms(1000));
@@ -527,6 +529,41 @@ TEST_F(FairLock, AStallLongerThanTheWaiterLeaseRightAfterAHandOffKeepsTheHold)
     ASSERT_TRUE(l2);
     EXPECT_EQ(0, rc_of(*l2));
     EXPECT_EQ(0, rc_of(child_do(*w2, "unlock")));
+}
+
+/* A grant message older than the waiter's last look -- one held up while
+ * its process was stopped, naming a grant that has lapsed since, and that
+ * look found the lock busy -- must not make the waiter an owner on
+ * receipt: its token is no newer than the fencing counter that look saw.
+ * (Here the stale message is published by hand while this process holds
+ * the lock.)  Were it owned, two threads would hold the lock at once. */
+TEST_F(FairLock, AStaleGrantMessageDoesNotMakeTheWaiterAnOwner)
+{
+    std::string name = lock_name();
+    FairKeys k(name);
+    rmutex_t m;
+    init_fair(&m, name);
+    ASSERT_RC(0, rmutex_lock(&m));
+    auto w = child(name);
+    ASSERT_TRUE(w);
+    log_every_command();
+    std::string wm = enqueue(*w, k, "lock 0");
+    ASSERT_FALSE(wm.empty());
+    /* Its look after subscribing, so that the message below is heard. */
+    ASSERT_TRUE(wait_until([&] { return acquire_calls(wm) >= 2; }, ms(3000)));
+    ASSERT_TRUE(wait_until([&] { return subscriptions_of(w->pid()) == 1; }, ms(3000)));
+    std::string counter = redis().get(k.token).value_or("0");
+    Reply heard = redis().cmd({"PUBLISH", k.fchannel + ":" + wm.substr(0, wm.find(':')),
+                               wm + " " + counter + " 0 " + std::to_string(kLease) + " 0 0 1"});
+    ASSERT_EQ(1, heard.integer()) << "precondition: the waiter's process hears its channel";
+    EXPECT_FALSE(w->poll_line(ms(kWaiterLease)))
+        << "the waiter took a stale grant message for a hold while this process holds the lock";
+    EXPECT_EQ(0u, redis().hgetall(name).count(owner_of(wm))) << "the waiter's field is in the lock hash";
+    EXPECT_RC(0, rmutex_unlock(&m));
+    auto line = w->expect_line("lock t=0 ", ms(2000));
+    ASSERT_TRUE(line);
+    EXPECT_EQ(0, rc_of(*line));
+    EXPECT_EQ(0, rc_of(child_do(*w, "unlock")));
 }
 
 /* A mutex with a fixed lease (rmutexattr_setlease, nobody renews it) keeps

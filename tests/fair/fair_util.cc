@@ -49,11 +49,12 @@ FairKeys::FairKeys(const std::string &name)
     notrec = derive("rmutex_notrecoverable");
     fchannel = derive("rmutex_fair_channel");
     channel = derive("redisson_lock__channel");
+    lease = derive("rmutex_fair_lease");
 }
 
 std::vector<std::string> FairKeys::script_keys() const
 {
-    return {lock, queue, alive, seq, token, owner, notrec, fchannel, channel};
+    return {lock, queue, alive, seq, token, owner, notrec, fchannel, channel, lease};
 }
 
 bool QueueState::consistent() const
@@ -265,7 +266,7 @@ int FairTest::acquire_calls(const std::string &member)
         std::vector<std::string> a;
         for (size_t j = 0; j < argv->elements; j++)
             a.emplace_back(argv->element[j]->str ? argv->element[j]->str : "");
-        /* EVALSHA sha 9 K1..K9 op owner acquisition ...  Only a call that
+        /* EVALSHA sha 10 K1..K10 op owner acquisition ...  Only a call that
          * ran: its script's own commands (lower case, as fair.lua spells
          * them) are logged just before it, newest first; an EVALSHA
          * refused with NOSCRIPT (the client then sends the body) has none. */
@@ -273,8 +274,9 @@ int FairTest::acquire_calls(const std::string &member)
         bool ran = prev && prev->type == REDIS_REPLY_ARRAY && prev->elements >= 4 &&
                    prev->element[3]->type == REDIS_REPLY_ARRAY && prev->element[3]->elements > 0 &&
                    prev->element[3]->element[0]->str && islower(prev->element[3]->element[0]->str[0]);
-        if (a.size() > 14 && (a[0] == "EVALSHA" || a[0] == "EVAL") && a[12] == "acquire" &&
-            a[13] == owner && a[14] == acq && ran)
+        size_t op = 3 + FairKeys("x").script_keys().size();
+        if (a.size() > op + 2 && (a[0] == "EVALSHA" || a[0] == "EVAL") && a[op] == "acquire" &&
+            a[op + 1] == owner && a[op + 2] == acq && ran)
             n++;
     }
     return n;

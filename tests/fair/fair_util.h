@@ -27,8 +27,8 @@ using rmt::ms;
 
 struct FairKeys {
     explicit FairKeys(const std::string &name);
-    std::string lock, queue, alive, seq, token, owner, notrec, fchannel, channel;
-    /* KEYS 1..9 of fair.lua, in order. */
+    std::string lock, queue, alive, seq, token, owner, notrec, fchannel, channel, lease;
+    /* KEYS 1..10 of fair.lua, in order. */
     std::vector<std::string> script_keys() const;
 };
 
