@@ -6,10 +6,11 @@
  *     reports when rcond_wait returned (CLOCK_MONOTONIC is one clock for
  *     both processes).  Median and p99 over the rounds, and the median in
  *     units of the EVALSHA RTT of this run.  After the wake-up the waiter
- *     makes two script round trips of its own before rcond_wait returns
- *     (leave, then the mutex's acquire), so "signal -> wake" is given as
- *     that figure minus an uncontended lock+unlock (two script round trips)
- *     the waiter times right after each round: derived, not observed;
+ *     makes one script round trip of its own before rcond_wait returns
+ *     (its leave, sent ahead, and the mutex's acquire, in flight together:
+ *     cond.c), so "signal -> wake" is given as that figure minus an
+ *     uncontended lock (one script round trip) the waiter times right
+ *     after each round: derived, not observed;
  *   - round trips of the calling thread per wait (the waiter's, including
  *     the mutex's release and retake), per signal and per broadcast;
  *   - a broadcast's Redis-side time (SLOWLOG, exact per command) with 1
@@ -45,7 +46,7 @@ struct report_line {
     int64_t returned_ns; /* rcond_wait returned */
     int rc;
     double round_trips;  /* of the wait */
-    int64_t pair_ns;     /* an uncontended lock+unlock right after: two script round trips */
+    int64_t lock_ns;     /* an uncontended lock right after: one script round trip */
 };
 
 static long long zcard(redisContext *c, const char *key)
@@ -79,8 +80,9 @@ static void child_waiter(const char *mname, const char *cname, int rounds, int f
         l.round_trips = (double)(s1.round_trips - s0.round_trips);
         rmutex_unlock(&m);
         int64_t p0 = now_ns();
-        if (rmutex_lock(&m) || rmutex_unlock(&m)) _exit(4);
-        l.pair_ns = now_ns() - p0;
+        if (rmutex_lock(&m)) _exit(4);
+        l.lock_ns = now_ns() - p0;
+        if (rmutex_unlock(&m)) _exit(4);
         if (write(fd, &l, sizeof l) != (ssize_t)sizeof l) _exit(3);
     }
     _exit(0);
@@ -124,7 +126,7 @@ static void latency(redisContext *c)
                 break;
             }
             lat[i] = (double)(l.returned_ns - t0) / 1e3;
-            woke[i] = (double)(l.returned_ns - t0 - l.pair_ns) / 1e3;
+            woke[i] = (double)(l.returned_ns - t0 - l.lock_ns) / 1e3;
             trips += l.round_trips;
         }
         int status;
@@ -157,7 +159,7 @@ static void latency(redisContext *c)
     row_limit_ref(r, &lim.eval_rtt_us, 1, "EVALSHA RTT");
     row_target(r, "ratio ≤ 3", ON_RATIO, J_LE, 3, 0);
     report_row("W10", "signal → waiter holds the mutex, p99", "µs", ok ? &holds_p99 : NULL);
-    r = report_row("W10", "signal → wake, p50 (derived: above − the waiter's lock+unlock)", "µs",
+    r = report_row("W10", "signal → wake, p50 (derived: above − the waiter's uncontended lock)", "µs",
                    ok ? &wake : NULL);
     row_limit_ref(r, &lim.eval_rtt_us, 1, "EVALSHA RTT");
     row_target(r, "ratio ≤ 1.5", ON_RATIO, J_LE, 1.5, 0);

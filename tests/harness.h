@@ -103,6 +103,9 @@ class RedisTest : public ::testing::Test {
     std::string url_with(const std::string &options) const;
     /* The URL rmutex was configured with (base + this test's options). */
     std::string url() const { return url_with(options_); }
+    /* The same server and options reached at 127.0.0.1:port instead (a
+     * Proxy in front of it, tests/proxy.h): plain TCP, the password. */
+    std::string url_through(int port) const;
 
     Redis &redis() { return *redis_; }
     RedisServer *server() { return server_.get(); }

@@ -42,10 +42,7 @@ class Indeterminate : public RedisTest {
         if (HasFatalFailure())
             return;
         proxy_ = std::make_unique<Proxy>(host(), port());
-        std::string purl = proxy_->url();
-        if (!password_.empty())
-            purl = "redis://:" + password_ + "@127.0.0.1:" + std::to_string(proxy_->port());
-        ASSERT_RC(0, rmutex_configure((purl + (options_.empty() ? "" : "?" + options_)).c_str()));
+        ASSERT_RC(0, rmutex_configure(url_through(proxy_->port()).c_str()));
         rmutex_t warm;
         init_mutex(&warm, lock_name("warmup"));
         ASSERT_RC(0, rmutex_lock(&warm));

@@ -24,7 +24,14 @@
  * a release that ran and lost its reply.  Those cases are counted
  * (releases_unconfirmed): a false "lost" is the safe answer, a false
  * "released" is not.  (Without INFO -- an ACL that refuses it -- the
- * run_id is unknown and only the first two checks apply.) */
+ * run_id is unknown and only the first two checks apply.)
+ *
+ * A call may also be sent ahead (rm_call_send) and its reply read after
+ * another call of the same thread (rm_call_collect): two round trips in
+ * the time of one, for a call that is safe to repeat -- anything but a
+ * plain answer (no reply, NOSCRIPT, a redirection) and the caller makes
+ * it again the usual way.  It goes on a spare connection (pool.c), so the
+ * call in between never waits for it. */
 #include "call.h"
 #include "ack.h"
 #include "conn.h"
@@ -125,6 +132,39 @@ static int call(struct rm_endpoint *ep, int script, int nkeys, int argc, const c
         }
         return r;
     }
+}
+
+int rm_call_send(struct rm_endpoint *ep, int script, int nkeys, int argc, const char *const *argv,
+                 const size_t *lens, rm_nsec deadline, struct rm_call_sent *sent)
+{
+    int slot = rm_endpoint_clustered(ep) ? rm_keys_slot(argv[0], lens[0]) : 0;
+    struct rm_node *n = rm_endpoint_route(ep, slot, deadline);
+    struct rm_conn *c;
+    if (!n || rm_pool_get(&n->pool, deadline, RM_POOL_SPARE, &c)) return RM_E_UNSENT;
+    rm_script_append(c, script, nkeys, argc, argv, lens, 0);
+    int r = rm_conn_flush(c, deadline);
+    if (r) {
+        rm_pool_put(&n->pool, c, 0);
+        return r;
+    }
+    sent->node = n;
+    sent->conn = c;
+    return 0;
+}
+
+int rm_call_collect(struct rm_call_sent *sent, rm_nsec deadline, redisReply **out)
+{
+    redisReply *reply;
+    int r = rm_conn_read(sent->conn, deadline, &reply);
+    if (!r && reply->type == REDIS_REPLY_ERROR) {
+        /* NOSCRIPT, a redirection, a refusal: the caller's own call sorts
+         * it out (the connection is still good). */
+        freeReplyObject(reply);
+        r = RM_E_TRANSIENT;
+    }
+    rm_pool_put(&sent->node->pool, sent->conn, r != RM_E_LOST);
+    if (!r) *out = reply;
+    return r;
 }
 
 /* Who retries a release its caller could not finish: the watchdog, which

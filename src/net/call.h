@@ -10,6 +10,7 @@
 
 struct rm_endpoint;
 struct rm_conn;
+struct rm_node;
 struct redisReply;
 
 
@@ -40,6 +41,28 @@ rm_nsec rm_call_deadline(void);
 int rm_call(struct rm_endpoint *ep, int script, int nkeys, int argc, const char *const *argv,
             const size_t *lens, rm_nsec deadline, int pool_flags, struct redisReply **out,
             struct rm_ack *ack);
+
+/* A call sent and not yet answered (rm_call_send). */
+struct rm_call_sent {
+    struct rm_node *node;
+    struct rm_conn *conn;
+};
+
+/* Send a call of script to the node that serves argv[0], and return
+ * without its reply, so that the calling thread can make another call
+ * while this one is on its way (two round trips in the time of one).  One
+ * try: no redirection followed, and only a spare connection of the pool
+ * is used (RM_POOL_SPARE: never one the other call would have to wait
+ * for).  0: read the reply with rm_call_collect, which gives the
+ * connection back; else nothing was sent or it may have been (the caller
+ * makes the call the usual way, so the script must be safe to repeat). */
+int rm_call_send(struct rm_endpoint *ep, int script, int nkeys, int argc, const char *const *argv,
+                 const size_t *lens, rm_nsec deadline, struct rm_call_sent *sent);
+
+/* The reply of a sent call: 0 and *out (freeReplyObject).  Else (no reply
+ * by deadline, or an error reply: NOSCRIPT, a cluster's redirection) a
+ * negative status, and the call may or may not have run. */
+int rm_call_collect(struct rm_call_sent *sent, rm_nsec deadline, struct redisReply **out);
 
 /* A call that is safe to make again (it reads, or doing it twice does no
  * harm -- a token skipped, a force-unlock of what is already free): up to

@@ -33,6 +33,7 @@ struct rm_conn {
     char run_id[41];       /* the server's run_id (INFO server), "" if it would not say */
     struct rm_conn *next, *prev; /* the owner's list of every connection */
     struct rm_conn *idle_next;   /* the pool's idle stack */
+    int spare;                   /* the pool's: lent as a spare (RM_POOL_SPARE) */
 };
 
 /* Who is told whether a dial reached the server: the endpoint, which

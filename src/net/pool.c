@@ -31,6 +31,12 @@
  * one whose reply was lost (call.c).  After fork() the child's handler closes every connection of
  * the pool without writing a byte (rm_pool_atfork).
  *
+ * A thread may hold two connections at once, no more: a spare
+ * (RM_POOL_SPARE), lent only when idle and never the last the pool can
+ * lend, for a call it sent ahead and reads after another (call.c,
+ * rm_call_send), so that other call never waits for a connection that
+ * only the same thread would give back.
+ *
  * The first connection also reads maxmemory-policy: anything but noeviction
  * lets Redis evict lock keys under memory pressure, which breaks mutual
  * exclusion silently; the calling thread's detail says so.  A connection on
@@ -130,8 +136,32 @@ static int check_policy(struct rm_pool *p, struct rm_conn *c)
     return 0;
 }
 
+/* RM_POOL_SPARE: spares are at most the pool's size - 1, so a thread that
+ * holds one and makes another call always has a connection left to come
+ * back to it (every other lent connection comes back after one request). */
+static int get_spare(struct rm_pool *p, struct rm_conn **out)
+{
+    pthread_mutex_lock(&p->mu);
+    struct rm_conn *c = p->idle;
+    if (!c || p->spares + 1 >= RM_SETTING(pool_size)) {
+        pthread_mutex_unlock(&p->mu);
+        return RM_E_UNSENT;
+    }
+    p->idle = c->idle_next;
+    p->spares++;
+    c->spare = 1;
+    pthread_mutex_unlock(&p->mu);
+    if (rm_conn_usable(c)) {
+        *out = c;
+        return 0;
+    }
+    rm_pool_put(p, c, 0);
+    return RM_E_UNSENT;
+}
+
 int rm_pool_get(struct rm_pool *p, rm_nsec deadline, int flags, struct rm_conn **out)
 {
+    if (flags & RM_POOL_SPARE) return get_spare(p, out);
     pthread_mutex_lock(&p->mu);
     for (;;) {
         if (p->idle) {
@@ -246,6 +276,10 @@ void rm_pool_drain(struct rm_pool *p, int on)
 void rm_pool_put(struct rm_pool *p, struct rm_conn *c, int ok)
 {
     pthread_mutex_lock(&p->mu);
+    if (c->spare) {
+        c->spare = 0;
+        p->spares--;
+    }
     if (ok && c->wlen == 0 && !p->draining) {
         c->idle_next = p->idle;
         p->idle = c;
@@ -279,6 +313,7 @@ void rm_pool_atfork(struct rm_pool *p, int who)
     }
     p->idle = NULL;
     p->open = 0;
+    p->spares = 0;
     p->dial_failures = 0;
     p->refused = 0;
     p->broken = 0;

@@ -27,6 +27,7 @@ struct rm_pool {
     int policy_checked;        /* maxmemory-policy was read */
     int draining;              /* the server is no longer the primary: close on put */
     int preload;               /* load the scripts on every new connection */
+    unsigned spares;           /* connections lent as spares (RM_POOL_SPARE) */
 };
 
 /* Set up an empty pool for addr (kept by reference: it must outlive the
@@ -34,11 +35,18 @@ struct rm_pool {
 void rm_pool_init(struct rm_pool *p, const struct rm_server_addr *addr, struct rm_reach reach);
 void rm_pool_fini(struct rm_pool *p);
 
-enum { RM_POOL_FAILFAST = 1 }; /* do not wait out a dial backoff */
+enum {
+    RM_POOL_FAILFAST = 1, /* do not wait out a dial backoff */
+    RM_POOL_SPARE = 2,    /* an idle connection at once, and only while another one
+                             stays for the calls of threads that hold a spare */
+};
 
 /* Lend the caller a connection for its exclusive use: an idle one, else a
  * new one if the pool is not full (one dial per call; a failed dial
  * returns at once), else wait for one to come back, all before deadline.
+ * With SPARE: an idle one or RM_E_UNSENT at once, never the last the pool
+ * can lend -- its holder makes another call before giving it back (a call
+ * sent ahead, call.c), and that call must never wait for a spare.
  * While dials are backing off after failures, waits for the backoff (or,
  * with FAILFAST, returns at once).  Returns 0; RM_E_UNSENT (no connection
  * by the deadline, server unreachable); EACCES/EINVAL when the server

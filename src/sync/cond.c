@@ -28,7 +28,11 @@
  *   6. leave (op leave: the release is used up; a timed-out waiter that was
  *      signalled at the last moment returns 0 and uses it), and take the
  *      mutex back through the handle it was given with (mutex.c), restoring
- *      a recursive count.
+ *      a recursive count.  A waiter that knows it was released (its
+ *      message, or a check, said so) needs no answer from its leave before
+ *      the retake: the leave is sent ahead on a spare connection and its
+ *      answer read after the retake (rm_call_send), so the two take one
+ *      round trip; the leave is done before the wait returns either way.
  * Cancellation is enabled only in the sleep of step 5.  Its cleanup handler
  * does step 6 with "pass on": a signal the cancelled waiter got goes to the
  * next waiter; the thread then unwinds holding the mutex, as POSIX says.
@@ -51,8 +55,9 @@
  * A wait refused with EINVAL never let go of its mutex.
  *
  * Round trips: a wait costs 2 (register, leave) + 1 per poll or broadcast
- * it was not part of, plus the mutex's own release and acquisition; signal
- * and broadcast cost 1 each, whatever the number of waiters. */
+ * it was not part of, plus the mutex's own release and acquisition -- the
+ * leave in the time of the acquisition when it is sent ahead; signal and
+ * broadcast cost 1 each, whatever the number of waiters. */
 #include "call.h"
 #include "condattr.h"
 #include "endpoint.h"
@@ -307,23 +312,64 @@ static int check(struct waiting *wt, rm_nsec deadline)
     return (int)v;
 }
 
+/* q with its own copy of every string (one block, returned for free()),
+ * so that it outlives the condition's state: once the waiter no longer
+ * counts (count_waiter), rcond_destroy may free the keys q pointed to.
+ * NULL (q unchanged) when out of memory. */
+static char *req_own(struct cond_req *q)
+{
+    size_t n = 0;
+    for (int i = 0; i < NARGS; i++) n += q->lens[i] + 1;
+    char *buf = malloc(n), *p = buf;
+    if (!buf) return NULL;
+    for (int i = 0; i < NARGS; i++) {
+        memcpy(p, q->argv[i], q->lens[i]);
+        p[q->lens[i]] = 0;
+        q->argv[i] = p;
+        p += q->lens[i] + 1;
+    }
+    return buf;
+}
+
+/* The leave, asked until answered (it may be repeated: a repeated leave
+ * finds nothing to do); *released as for finish(). */
+static void leave(struct rm_endpoint *ep, const struct cond_req *q, int *released)
+{
+    long long answer = 0;
+    int r = rm_call_release(ep, RM_SCRIPT_COND, NKEYS, NARGS, q->argv, q->lens, rm_call_deadline(),
+                            rm_clock_after(RM_MSEC(RM_SETTING(waiter_lease_ms))), &answer);
+    *released = !r && answer == 1;
+}
+
 /* Leave the condition (pass_on: give a signal this waiter got but will not
  * use to the next one) and take the mutex back.  *released: Redis said the
- * waiter had been released (used up now).  Returns the retake's result. */
-static int finish(struct waiting *wt, int pass_on, int *released)
+ * waiter had been released (used up now).  A waiter that already knows it
+ * was released (known) and passes nothing on needs no answer before its
+ * retake: its leave is sent ahead and read after the retake (call.c), one
+ * round trip for the two; one that got no plain answer there is asked
+ * again.  Either way the leave is done when the wait returns.  Returns
+ * the retake's result. */
+static int finish(struct waiting *wt, int pass_on, int known, int *released)
 {
     rm_registry_wait_end(&wt->announced);
     if (wt->alive) rm_watchdog_cancel(wt->alive);
-    if (wt->joined > 0) rm_sub_leave(&wt->waiter);
     struct cond_req q;
-    long long answer = 0;
-    unsigned long wlease = RM_SETTING(waiter_lease_ms);
+    struct rm_call_sent ahead;
     req_make(&q, wt->cs, wt->ep, "leave", wt->member, wt->member_len, NULL, pass_on);
-    int r = rm_call_release(wt->ep, RM_SCRIPT_COND, NKEYS, NARGS, q.argv, q.lens,
-                            rm_call_deadline(), rm_clock_after(RM_MSEC(wlease)), &answer);
-    *released = !r && answer == 1;
+    char *own = known && !pass_on ? req_own(&q) : NULL;
+    int sent = own && !rm_call_send(wt->ep, RM_SCRIPT_COND, NKEYS, NARGS, q.argv, q.lens,
+                                    rm_call_deadline(), &ahead);
+    if (wt->joined > 0) rm_sub_leave(&wt->waiter);
+    if (!sent) leave(wt->ep, &q, released);
     count_waiter(wt->cs, -1);
-    r = rm_mutex_wait_retake(wt->mx, wt->self, wt->ep, wt->depth);
+    int r = rm_mutex_wait_retake(wt->mx, wt->self, wt->ep, wt->depth);
+    if (sent) {
+        redisReply *reply;
+        if (rm_call_collect(&ahead, rm_call_deadline(), &reply)) leave(wt->ep, &q, released);
+        else freeReplyObject(reply);
+        *released = 1;
+    }
+    free(own);
     rm_mutex_wait_end(wt->mx);
     rm_session_leave();
     return r;
@@ -333,7 +379,7 @@ static void cancelled(void *arg)
 {
     int released, ignored;
     pthread_setcancelstate(PTHREAD_CANCEL_DISABLE, &ignored);
-    finish(arg, 1, &released);
+    finish(arg, 1, 0, &released);
     free(arg);
 }
 
@@ -470,7 +516,7 @@ static int wait_common(rcond_t *c, rmutex_t *m, struct rm_wait *w, int cancel_st
     released = sleep_until_released(wt, w, cancel_state);
     pthread_cleanup_pop(0);
     int used;
-    r = finish(wt, 0, &used);
+    r = finish(wt, 0, released, &used);
     if (!r && !released && !used) r = ETIMEDOUT;
     free(wt);
     return r;

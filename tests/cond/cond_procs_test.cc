@@ -7,6 +7,7 @@
 #include <signal.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cstring>
 #include <memory>
@@ -14,6 +15,7 @@
 #include <vector>
 
 #include "cond_util.h"
+#include "proxy.h"
 
 namespace {
 
@@ -363,6 +365,69 @@ TEST_F(Cond, ABoundedQueueWithTwoConditionsNeverDeadlocks)
     EXPECT_EQ(0, p2.rc());
     EXPECT_EQ(0, c2.rc());
     EXPECT_EQ(0, redis().cmd({"LLEN", qkey}).integer());
+}
+
+/* The library through a proxy that can hold back a waiter's leave. */
+class CondProxied : public Cond {
+  protected:
+    void SetUp() override
+    {
+        Cond::SetUp();
+        if (HasFatalFailure())
+            return;
+        proxy_ = std::make_unique<Proxy>(host(), port());
+        ASSERT_RC(0, rmutex_configure(url_through(proxy_->port()).c_str()));
+    }
+
+    void TearDown() override
+    {
+        Cond::TearDown();
+        proxy_.reset();
+    }
+
+    static bool is_leave(const Proxy::Args &a)
+    {
+        return Proxy::is_eval(a) && std::find(a.begin(), a.end(), "leave") != a.end();
+    }
+
+    std::unique_ptr<Proxy> proxy_;
+};
+
+TEST_F(CondProxied, ASignalledWaiterWaitsForItsLeaveBeforeItTakesTheMutexBack)
+{
+    /* Released by its signal, a waiter needs no answer from its leave to
+     * take the mutex back: the two go out together.  Its leave held back
+     * by the proxy, the waiter must still hold the mutex in Redis at once,
+     * and return (holding it, its entry gone) as soon as the leave gets
+     * through. */
+    std::string mname = lock_name("m");
+    rmutex_t m;
+    init_mutex(&m, mname);
+    rcond_t *c = make_cond();
+    std::atomic<int> returned{0};
+    Async waiter([&] {
+        int r = rmutex_lock(&m);
+        if (r) return r;
+        r = rcond_wait(c, &m);
+        returned = 1;
+        int u = rmutex_unlock(&m);
+        return r ? r : u;
+    });
+    ASSERT_TRUE(wait_until([&] { return registered() == 1; }, ms(5000)));
+    ASSERT_TRUE(wait_until([&] { return !redis().exists(mname); }, ms(5000)))
+        << "the wait did not let go of the mutex";
+    proxy_->stall_requests(is_leave);
+    /* Signalled by another process: no call of this one's is in flight. */
+    Forked signaller([&] { return rcond_signal(c); });
+    ASSERT_EQ(0, signaller.wait(ms(5000)));
+    EXPECT_TRUE(wait_until([&] { return redis().exists(mname); }, ms(1000)))
+        << "the waiter did not take the mutex back while its leave was held up";
+    EXPECT_EQ(0, returned.load()) << "the wait returned before its leave got through";
+    proxy_->disarm();
+    proxy_->close_all(); /* the held-back leave is lost: asked again */
+    ASSERT_TRUE(waiter.wait(ms(5000)));
+    EXPECT_RC(0, waiter.rc());
+    EXPECT_EQ(0, registered()) << "the wait returned with its entry still in Redis";
 }
 
 TEST_F(Cond, AKilledWaiterDoesNotSwallowASignal)

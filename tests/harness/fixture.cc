@@ -152,6 +152,13 @@ std::string RedisTest::url_with(const std::string &options) const
     return base_url_ + (base_url_.find('?') == std::string::npos ? "?" : "&") + options;
 }
 
+std::string RedisTest::url_through(int port) const
+{
+    std::string u = "redis://" + (password_.empty() ? std::string() : ":" + password_ + "@") +
+                    "127.0.0.1:" + std::to_string(port);
+    return options_.empty() ? u : u + "?" + options_;
+}
+
 void init_mutex(rmutex_t *m, const std::string &name, int type, int robust, unsigned long lease_ms)
 {
     rmutexattr_t a;
