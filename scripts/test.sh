@@ -9,7 +9,9 @@
 #   tsan    ThreadSanitizer build, tests labelled threaded but not long,
 #           nor the TLS and Valkey runs                      (build/tsan)
 #   fuzz    the libFuzzer targets of fuzz/ (clang, ASan + UBSan), each for
-#           RMUTEX_FUZZ_SECONDS (default 30) on its seed corpus (build/fuzz)
+#           RMUTEX_FUZZ_SECONDS (default 30) on its seed corpus (build/fuzz);
+#           when it is the last stage it runs beside the one before it, at
+#           the lowest priority (fuzzers run for a set time, not a set work)
 #
 # usage: scripts/test.sh [--quick] [--stage NAME]... [--no-deps] [--werror]
 #                        [-j N] [-- CTEST-ARG...]
@@ -341,7 +343,7 @@ fi
 start_all=$SECONDS
 for i in "${!stages[@]}"; do
     s=${stages[$i]}
-    rm -f build/"$s"/ctest.log build/"$s"-clang/ctest.log
+    rm -f build/"$s"/ctest.log build/"$s"-clang/ctest.log build/"$s".out build/"$s".test.seconds
 done
 # The first stage's build in the foreground, at normal priority.
 first=${stages[0]}
@@ -350,22 +352,54 @@ t0=$SECONDS
 ( stage_build "$first" )
 first_rc=$?
 build_seconds[$first]=$((SECONDS - t0))
+# The fuzzers run for a fixed time each whatever CPU they get, so when the
+# fuzz stage comes last it runs beside the stage before it, at the lowest
+# priority (the tests there take the CPU first), its output kept in
+# build/fuzz.out and shown in its turn.
+beside=""
+n_stages=${#stages[@]}
+if [ "$n_stages" -ge 2 ] && [ "${stages[$((n_stages - 1))]}" = fuzz ]; then beside=fuzz; fi
+start_beside() { # NAME
+    (
+        renice -n 19 -p "$BASHPID" >/dev/null 2>&1
+        t=$SECONDS
+        stage_build_wait "$1" || exit $?
+        t=$SECONDS
+        ( stage_test "$1" )
+        rc=$?
+        echo "$((SECONDS - t))" >"build/$1.test.seconds"
+        exit $rc
+    ) >"build/$1.out" 2>&1 &
+    beside_pid=$!
+}
 for i in "${!stages[@]}"; do
     s=${stages[$i]}
-    if [ "$i" -gt 0 ]; then
-        banner "$(stage_title "$s")"
-        stage_build_wait "$s"
+    if [ "$s" = "$beside" ]; then
+        banner "$(stage_title "$s") -- ran beside the stage before it"
+        t0=$SECONDS
+        wait "$beside_pid"
         rc=$?
+        cat "build/$s.out"
+        read -r _ secs _ <"build/$s.build.rc" 2>/dev/null && build_seconds[$s]=$secs
+        read -r secs <"build/$s.test.seconds" 2>/dev/null && test_seconds[$s]=$secs
+        echo "(waited $((SECONDS - t0)) s for it after the stage before it)"
     else
-        rc=$first_rc
+        if [ "$i" -gt 0 ]; then
+            banner "$(stage_title "$s")"
+            stage_build_wait "$s"
+            rc=$?
+        else
+            rc=$first_rc
+        fi
+        [ "$i" -eq 0 ] && [ "$n_stages" -gt 1 ] && builds_start "${stages[@]:1}"
+        [ -n "$beside" ] && [ "$i" -eq $((n_stages - 2)) ] && start_beside "$beside"
+        t0=$SECONDS
+        if [ $rc -eq 0 ]; then
+            ( stage_test "$s" )
+            rc=$?
+        fi
+        test_seconds[$s]=$((SECONDS - t0))
     fi
-    [ "$i" -eq 0 ] && [ ${#stages[@]} -gt 1 ] && builds_start "${stages[@]:1}"
-    t0=$SECONDS
-    if [ $rc -eq 0 ]; then
-        ( stage_test "$s" )
-        rc=$?
-    fi
-    test_seconds[$s]=$((SECONDS - t0))
     result[$s]=$([ $rc -eq 0 ] && echo passed || echo "FAILED (exit $rc)")
     counts[$s]=""
     for d in build/"$s" build/"$s"-clang; do

@@ -192,7 +192,7 @@ TEST_F(Deadlocks, BusyFairQueueIsNeverReportedAsADeadlock)
     std::vector<std::unique_ptr<Child>> procs;
     for (int i = 0; i < 4; i++) {
         procs.push_back(std::make_unique<Child>(
-            std::vector<std::string>{ "churn", name, "2", "5000", "20", "--fair" }, url()));
+            std::vector<std::string>{ "churn", name, "2", "10000", "20", "--fair" }, url()));
         ASSERT_TRUE(procs.back()->expect_line("ready", ms(5000)));
     }
     int runs = 0, seen_waiters = 0;
