@@ -333,7 +333,10 @@ stage_counts() {
 # paths stay absolute, as __FILE__ must be for the header swap's names
 # (-fmacro-prefix-map strips the source directory from them).
 if command -v ccache >/dev/null 2>&1; then
+    # Depend mode: a miss runs the compiler once, not the preprocessor
+    # first (the hash of what a file includes comes from its -MD list).
     export CCACHE_DIR="$ROOT/build/ccache" CCACHE_BASEDIR="$ROOT/build" CCACHE_NOHASHDIR=1
+    export CCACHE_DEPEND=1
     export CCACHE_MAXSIZE=${CCACHE_MAXSIZE:-3G}
     mkdir -p "$CCACHE_DIR"
     ccache -z >/dev/null 2>&1
