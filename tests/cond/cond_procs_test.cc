@@ -24,6 +24,11 @@ using namespace rmt::cond;
 
 TEST_F(Cond, TwoMutexesOnOneConditionAtOnceAreEinval)
 {
+    /* It forks while its waiter waits and the library's threads run: under
+     * ASan the child hung once in 20 s before its first call returned (the
+     * allocator's fork trouble RMT_SKIP_FORK_WITH_THREADS_UNDER_SANITIZERS
+     * says; its siblings below skip for it too). */
+    RMT_SKIP_FORK_WITH_THREADS_UNDER_SANITIZERS();
     rmutex_t m1, m2;
     init_mutex(&m1, lock_name("m1"));
     init_mutex(&m2, lock_name("m2"));
