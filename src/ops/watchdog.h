@@ -124,8 +124,10 @@ struct rm_watchdog_call {
  * held -- it may list the holds (rm_watchdog_each_hold_locked), must not
  * block nor call in here otherwise -- fill *call for ep now (key: the
  * entry's key, KEYS[1]), or return 0 to send nothing and stay dormant
- * until poked (or until call->again, when it sets that).  done: the call was answered (answered = 1) or not, sent
- * at sent; return when it is due again. */
+ * until poked (or until call->again, when it sets that).  done: the call
+ * was answered (answered = 1) or not, sent at sent; return when it is due
+ * again.  A call answered NOSCRIPT reaches neither: the watchdog sends the
+ * same call again at once with the script's body (watchdog.c, apply). */
 struct rm_watchdog_periodic {
     int (*build)(void *arg, struct rm_endpoint *ep, const char *key, size_t key_len, rm_nsec now,
                  struct rm_watchdog_call *call);
