@@ -365,7 +365,6 @@ if [ "$n_stages" -ge 2 ] && [ "${stages[$((n_stages - 1))]}" = fuzz ]; then besi
 start_beside() { # NAME
     (
         renice -n 19 -p "$BASHPID" >/dev/null 2>&1
-        t=$SECONDS
         stage_build_wait "$1" || exit $?
         t=$SECONDS
         ( stage_test "$1" )
