@@ -4,8 +4,8 @@
 # build tree into it: DEFn_REL is TARGETn's file relative to the tree's root,
 # and tests/harness/build.h makes DEFn its absolute path at run time.  A test's
 # object file is then the same in every build tree, which lets the test
-# command's ASan stage take the normal stage's compiled tests from ccache
-# (scripts/test.sh).  Before CMake 3.24 (no $<PATH:RELATIVE_PATH>) DEFn is
+# command's ASan stage link the normal stage's compiled tests
+# (cmake/test_objects.cmake).  Before CMake 3.24 (no $<PATH:RELATIVE_PATH>) DEFn is
 # the absolute path, as it used to be: everything works, nothing is shared.
 
 # rmutex_test_path_def(VAR DEF TARGET): that definition, in VAR (for a

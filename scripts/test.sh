@@ -23,18 +23,18 @@
 #   --no-deps      do not check/install the Debian packages
 #   --werror       build with -DRMUTEX_WERROR=ON
 #   -j N           parallel build jobs (default: nproc).  ctest runs tests
-#                  in parallel: 4 at once in the normal stage (they mostly
-#                  wait on Redis and on each other: about half of 2 cores
-#                  busy), 3 under ASan, 2 under TSan and for the fuzzers
-#                  (CPU-bound); RMUTEX_CTEST_JOBS overrides them all
+#                  in parallel: 6 at once in the normal and quick stages
+#                  (they mostly wait on Redis and on each other: at 4 at
+#                  once they kept 0.84 of 2 cores busy), 4 under ASan (1.3
+#                  cores), 3 under TSan, 2 for the fuzzers (CPU-bound);
+#                  RMUTEX_CTEST_JOBS overrides them all
 #   -- ARGS        extra arguments for every ctest run (e.g. -R lock)
 #
 # The later stages build one after another in the background at the lowest
 # CPU priority (nice 19) from the first stage's tests on (the tests mostly
-# wait), each one's output in build/NAME.build.log.  Where ccache is
-# installed the normal and ASan stages compile the C++ tests once: ASan
-# instruments the C (library, shim, CLI) and takes the normal stage's test
-# objects from the cache (build/ccache).
+# wait), each one's output in build/NAME.build.log.  The C++ test code is
+# compiled once for the normal and ASan stages: ASan instruments the C
+# (library, shim, CLI) and links the normal stage's test objects.
 # Every stage runs even if an earlier one failed; the exit status is non-zero
 # if any failed.  The tests start their own redis-server unless
 # RMUTEX_TEST_URL is set (it is passed through to them).  Sanitizer stages
@@ -142,12 +142,26 @@ sanitizer_prefix() { # CC FLAGS -> prints prefix
 # they need it (nice 19 against 0).
 declare -A result counts build_seconds test_seconds
 
+# The C++ compiler of the normal and quick stages, which compile the test
+# code (C++, GoogleTest) for everyone: CXX if set, else clang++ where it
+# is installed (it compiles a test file in about half of g++'s time at -O0,
+# a third with the precompiled header), else c++.  The library, the shim
+# and the CLI are C, compiled by CC (default cc) in every stage; the ASan
+# stage links these objects with its own C++ compiler's driver (the
+# sanitizer runtime is the C compiler's).
+tests_cxx() {
+    if [ -n "${CXX:-}" ]; then echo "$CXX"
+    elif command -v clang++ >/dev/null 2>&1; then echo clang++
+    else echo c++; fi
+}
+
 stage_env() { # NAME [quiet]: sets dir cc cxx sanitize prefix labels timeout tests_at_once
     name=$1 dir="build/$1" sanitize="" cc="${CC:-cc}" cxx="${CXX:-c++}"
-    prefix="" labels=() timeout=900 tests_at_once=4
+    prefix="" labels=() timeout=900 tests_at_once=6
     case $name in
-        normal) ;;
+        normal) cxx=$(tests_cxx) ;;
         quick)
+            cxx=$(tests_cxx)
             labels=(-LE "long|faults|cluster|redis-acl|redis-tls|redis-valkey" -E NOT_BUILT) ;;
         asan)
             # The two-minute soak runs in the normal stage; the ACL runs repeat
@@ -162,7 +176,7 @@ stage_env() { # NAME [quiet]: sets dir cc cxx sanitize prefix labels timeout tes
             export ASAN_OPTIONS="detect_leaks=1:halt_on_error=1${ASAN_OPTIONS:+:$ASAN_OPTIONS}"
             export UBSAN_OPTIONS="halt_on_error=1:print_stacktrace=1${UBSAN_OPTIONS:+:$UBSAN_OPTIONS}"
             export RMUTEX_TEST_TIME_SCALE=4
-            tests_at_once=3
+            tests_at_once=4
             timeout=1500 ;;
         tsan)
             sanitize="thread"
@@ -191,7 +205,7 @@ stage_env() { # NAME [quiet]: sets dir cc cxx sanitize prefix labels timeout tes
             # a child by default.
             export TSAN_OPTIONS="halt_on_error=1:second_deadlock_stack=1:die_after_fork=0${TSAN_OPTIONS:+:$TSAN_OPTIONS}"
             export RMUTEX_TEST_TIME_SCALE=5
-            tests_at_once=2
+            tests_at_once=3
             timeout=1500 ;;
         fuzz)
             dir=build/fuzz cc=clang cxx=clang++ tests_at_once=2
@@ -239,23 +253,25 @@ stage_build() { # NAME
     # TSan builds only what it runs (tests/CMakeLists.txt: rmutex_tests_threaded).
     [ "$name" = tsan ] && targets=(--target rmutex_tests_threaded)
     [ "$name" = quick ] && targets=(--target rmutex_tests_quick)
-    # The normal, quick and ASan stages compile the C++ test code alike
-    # (ASan instruments only the C: the library, the shim, the CLI), through
-    # ccache: the ASan stage takes the normal stage's test objects instead
-    # of compiling them again (tests/harness/build.h says what that asks of
-    # the tests).  TSan instruments the tests too: a build of its own.
-    if [ "$name" != tsan ] && command -v ccache >/dev/null 2>&1; then
-        shared=(-DCMAKE_C_COMPILER_LAUNCHER=ccache -DCMAKE_CXX_COMPILER_LAUNCHER=ccache
-                -DRMUTEX_TEST_PCH=OFF -DRMUTEX_SANITIZE_TESTS=OFF)
+    # The C++ test code is most of a build's compile time, and it is
+    # compiled once per run: the ASan stage instruments only the C (the
+    # library, the shim, the CLI, the C helpers) and links the objects the
+    # normal stage compiled in this run (cmake/test_objects.cmake; without
+    # them -- that stage not run, or its build failed -- it compiles its
+    # own).  TSan instruments the tests too: a build of its own.
+    if [ "$name" = tsan ]; then
+        shared=(-DRMUTEX_TEST_PCH=ON -DRMUTEX_SANITIZE_TESTS=ON -DRMUTEX_TEST_OBJECTS_FROM=)
+    elif [ "$name" = asan ]; then
+        shared=(-DRMUTEX_TEST_PCH=OFF -DRMUTEX_SANITIZE_TESTS=OFF
+                -DRMUTEX_TEST_OBJECTS_FROM="${objects_from:-}")
     else
-        shared=(-UCMAKE_C_COMPILER_LAUNCHER -UCMAKE_CXX_COMPILER_LAUNCHER
-                -DRMUTEX_TEST_PCH=ON -DRMUTEX_SANITIZE_TESTS=ON)
+        shared=(-DRMUTEX_TEST_PCH=ON -DRMUTEX_SANITIZE_TESTS=OFF -DRMUTEX_TEST_OBJECTS_FROM=)
     fi
     CC=$cc CXX=$cxx cmake --log-level=WARNING -S . -B "$dir" \
         -DCMAKE_BUILD_TYPE=RelWithDebInfo \
         -DRMUTEX_BUILD_TESTS=ON -DRMUTEX_BUILD_EXAMPLES=$examples -DRMUTEX_BUILD_BENCH=$bench \
         -DRMUTEX_TEST_TLS_VALKEY=$servers -DRMUTEX_SANITIZE="$sanitize" -DRMUTEX_WERROR="$werror" \
-        "${shared[@]}" || return 1
+        -UCMAKE_C_COMPILER_LAUNCHER -UCMAKE_CXX_COMPILER_LAUNCHER "${shared[@]}" || return 1
     # Under the prefix too: gtest_discover_tests runs the test programs.
     # shellcheck disable=SC2086
     $prefix cmake --build "$dir" -j "$jobs" "${targets[@]}" || return 1
@@ -327,22 +343,6 @@ stage_counts() {
     echo "$((total - failed - skipped)) $failed $skipped"
 }
 
-# ccache's cache is the build directory's (a clean clone starts empty).
-# Paths below build/ are hashed relative to the compiler's directory, so two
-# build trees (build/normal, build/asan) share their objects; the sources'
-# paths stay absolute, as __FILE__ must be for the header swap's names
-# (-fmacro-prefix-map strips the source directory from them).
-if command -v ccache >/dev/null 2>&1; then
-    # Depend mode: a miss runs the compiler once, not the preprocessor
-    # first (the hash of what a file includes comes from its -MD list).
-    export CCACHE_DIR="$ROOT/build/ccache" CCACHE_BASEDIR="$ROOT/build" CCACHE_NOHASHDIR=1
-    export CCACHE_DEPEND=1
-    export CCACHE_MAXSIZE=${CCACHE_MAXSIZE:-3G}
-    mkdir -p "$CCACHE_DIR"
-    ccache -z >/dev/null 2>&1
-else
-    echo "test.sh: no ccache here (scripts/deps.sh installs it): the ASan stage compiles the tests again"
-fi
 start_all=$SECONDS
 for i in "${!stages[@]}"; do
     s=${stages[$i]}
@@ -393,6 +393,8 @@ for i in "${!stages[@]}"; do
         else
             rc=$first_rc
         fi
+        # (the ASan stage links the normal stage's C++ test objects: built)
+        [ "$i" -eq 0 ] && [ "$s" = normal ] && [ $rc -eq 0 ] && objects_from="$ROOT/build/normal"
         [ "$i" -eq 0 ] && [ "$n_stages" -gt 1 ] && builds_start "${stages[@]:1}"
         [ -n "$beside" ] && [ "$i" -eq $((n_stages - 2)) ] && start_beside "$beside"
         t0=$SECONDS
@@ -430,11 +432,6 @@ for s in "${stages[@]}"; do
 done
 printf '  %-7s %-16s %5ds (the builds after the first run during the tests before them)\n' total "" \
     $((SECONDS - start_all))
-if [ -n "${CCACHE_DIR:-}" ]; then
-    hits=$(ccache --print-stats 2>/dev/null | awk '$1 ~ /^(direct|preprocessed)_cache_hit$/ { n += $2 } END { print n + 0 }')
-    misses=$(ccache --print-stats 2>/dev/null | awk '$1 == "cache_miss" { print $2 + 0 }')
-    echo "  ccache: ${hits:-0} compilations taken from an earlier stage's (or run's), ${misses:-0} compiled"
-fi
 echo
 echo "tests: $n_pass passed, $n_fail failed, $n_skip skipped"
 [ $all_ok -eq 1 ]
