@@ -8,6 +8,7 @@
  * 2 x 100 ms + 1 s. */
 #include "harness.h"
 
+#include <pthread.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -384,6 +385,54 @@ TEST_F(Deadlocks, SemaphoreBarrierAndOnceWaitsAreListedByStatus)
     }, ms(3000))) << out;
     rsem_destroy(&s);
     rbarrier_destroy(&b);
+}
+
+/* A wait is a record on the waiting thread's stack, linked into the
+ * registry; a semaphore wait is a cancellation point.  A cancelled waiter
+ * must take its record out as it unwinds: left in, the watchdog reads a
+ * dead thread's stack at its next announcement (a crash under TSan, a
+ * phantom waiter in status otherwise). */
+TEST_F(Deadlocks, ACancelledSemaphoreWaiterLeavesStatusAndTheRegistryLivesOn)
+{
+    RMT_SKIP_CANCEL_UNDER_ASAN();
+    std::string sname = lock_name("sem-cancel");
+    static rsem_t s;
+    ASSERT_RC(0, rsem_init(&s, sname.c_str(), 0, nullptr));
+    pthread_t th;
+    ASSERT_EQ(0, pthread_create(&th, nullptr, [](void *) -> void * {
+        rsem_wait(&s);
+        return nullptr;
+    }, nullptr));
+    std::string out;
+    ASSERT_TRUE(wait_until([&] {
+        cli({ "status", sname }, &out);
+        return out.find("for permits") != std::string::npos;
+    }, ms(5000))) << out;
+    ASSERT_EQ(0, pthread_cancel(th));
+    void *rc = nullptr;
+    ASSERT_EQ(0, pthread_join(th, &rc));
+    EXPECT_EQ(PTHREAD_CANCELED, rc);
+    /* Another thread reuses the freed stack meanwhile (glibc's cache). */
+    std::thread([] {
+        volatile char scribble[64 * 1024];
+        for (size_t i = 0; i < sizeof scribble; i++) scribble[i] = (char)0xa5;
+    }).join();
+    EXPECT_TRUE(wait_until([&] {
+        cli({ "status", sname }, &out);
+        return out.find("for permits") == std::string::npos;
+    }, ms(4000))) << "the cancelled waiter is still announced:\n" << out;
+    /* The registry still announces this process's holds afterwards. */
+    std::string held = lock_name("after-cancel");
+    rmutex_t m;
+    ASSERT_RC(0, rmutex_init(&m, held.c_str(), nullptr));
+    ASSERT_RC(0, rmutex_lock(&m));
+    EXPECT_TRUE(wait_until([&] {
+        cli({ "status", held }, &out);
+        return out.find("pid " + std::to_string(getpid())) != std::string::npos;
+    }, ms(5000))) << out;
+    EXPECT_RC(0, rmutex_unlock(&m));
+    EXPECT_RC(0, rmutex_destroy(&m));
+    EXPECT_RC(0, rsem_destroy(&s));
 }
 
 } // namespace

@@ -19,7 +19,11 @@
  * watchdog announces it once it has lasted announce_wait ms), and one
  * whose mutex asks for deadlock detection looks for a cycle of waits
  * through its lock once it has waited rm_deadlock_threshold, then once a
- * second (deadlock.c): its waits are cut at the next look. */
+ * second (deadlock.c): its waits are cut at the next look.  The record
+ * leaves the registry however the call ends, cancellation included: an
+ * algorithm's wait step may be a cancellation point (a semaphore's), and
+ * its own cleanup handler does not know this frame's record, so a handler
+ * of this frame takes it out before the stack it lives on is gone. */
 #include "wait.h"
 #include "call.h"
 #include "deadlock.h"
@@ -28,6 +32,7 @@
 #include "thread.h"
 
 #include <errno.h>
+#include <pthread.h>
 
 void rm_wait_timed(struct rm_wait *w, clockid_t clock, const struct timespec *abs)
 {
@@ -157,6 +162,26 @@ static rm_nsec next_look(const struct rm_wait_subject *subject, const struct rm_
     return first > now ? first : now + RM_MSEC(1000);
 }
 
+/* A cancelled wait step: the registry must not keep a record on a stack
+ * that unwinds. */
+static void wait_cancelled(void *arg)
+{
+    struct rm_registry_wait *rw = arg;
+    if (rw->ep) rm_registry_wait_ended(rw, ECANCELED);
+}
+
+/* The algorithm's wait step, rw taken out of the registry if it is
+ * cancelled (a frame of its own: the cleanup's setjmp sees only this). */
+static int wait_step(const struct rm_acquire_steps *s, void *ctx, const struct rm_outcome *o,
+                     rm_nsec until, struct rm_registry_wait *rw)
+{
+    int r;
+    pthread_cleanup_push(wait_cancelled, rw);
+    r = s->wait(ctx, o, until);
+    pthread_cleanup_pop(0);
+    return r;
+}
+
 int rm_wait_acquire(struct rm_wait *w, const struct rm_acquire_steps *s, void *ctx,
                     const char *lock, const char *why_busy, uint32_t *rng, struct rm_outcome *o,
                     int *unknown, const struct rm_wait_subject *subject)
@@ -206,7 +231,7 @@ int rm_wait_acquire(struct rm_wait *w, const struct rm_acquire_steps *s, void *c
             }
             look = next_look(subject, &rw, rm_clock_now());
         }
-        if ((r = s->wait(ctx, o, rm_clock_min(w->deadline, look)))) break;
+        if ((r = wait_step(s, ctx, o, rm_clock_min(w->deadline, look), &rw))) break;
     }
     *unknown = at.unknown;
     if (rw.ep) rm_registry_wait_ended(&rw, r);
