@@ -9,12 +9,20 @@
 --                                     -ticket once a signal picked it
 --       3 A  rmutex_cond_alive:{C}    zset <waiter> -> liveness deadline
 --       4 P  rmutex_cond_channel:{C}  "s <waiter>": that waiter was
---                                     signalled; "* <bcast>": every ticket
---                                     below bcast was released
+--                                     signalled; "s <waiter> g": signalled
+--                                     and handed its mutex (below); "*
+--                                     <bcast>": every ticket below bcast
+--                                     was released
+--       5 G  rmutex_cond_grant:{C}    hash <waiter> -> "<lock key>\n<hold
+--                                     lease ms>" while a waiter that can be
+--                                     handed its mutex waits; "g" once a
+--                                     signal did
 -- ARGV  1 op: wait | check | leave | signal | broadcast
 --       2 waiter "<owner> <request id>"   3 waiter lease ms
 --       4 the mutex's name (wait)         5 "1": pass a signal on (leave)
 --       6 the publishing command: publish, or spublish in a cluster
+--       7 wait: the mutex's hold lease in ms when a signal may hand it
+--         over, else empty
 --
 -- A waiter registers (wait) before it lets go of its mutex, so whoever
 -- takes the mutex after that and signals finds it registered.  Its ticket
@@ -37,16 +45,38 @@
 -- dead one binds until its lease runs out (found by the refusing wait
 -- itself, beyond PURGE); a waiter whose entry is gone binds nothing.
 --
+-- Wait morphing: a signal that finds the picked waiter's mutex free takes
+-- it for that waiter in the same script -- the hold exactly as acquire.lua
+-- writes it for that owner (the field "<owner>" = its request id, the
+-- acquisition's number; PEXPIRE its hold lease) -- and publishes
+-- "s <waiter> g": the waiter owns the mutex on receipt, with no round trip
+-- after its wake-up.  Only a waiter whose client registered terms in G: a
+-- non-fair, uncached, non-robust mutex whose lock key Redis can reach from
+-- here.  That key is not in KEYS (only G knows it); in a cluster this is
+-- sound only because the waiter's client registers terms only when the
+-- lock key hashes to the condition's slot (cond.c).  No grant when the
+-- lock key exists (a grant never makes two owners), nor when the PUBLISH
+-- reached nobody (the waiter's process is gone or polling): then the plain
+-- signal.  A granted waiter is signalled as any other (its score
+-- negative: unblocked) and G says "g", so that its check or leave, if it
+-- comes (the message unread: a deadline, a cancel, a poll), answers 3,
+-- granted -- and a cancelled one passes nothing on: the mutex is its own.
+-- Its client does not wait for that leave (the watchdog sends it).  A
+-- granted waiter that died is purged as any dead waiter, its signal
+-- passed on: no wake-up is lost, and the mutex it was handed is free
+-- again within one hold lease (nobody renews it), as a dead holder's is.
+-- A broadcast grants nothing (it stays O(1)).
+--
 -- Liveness as in the fair lock: A holds each waiter's deadline (server
 -- TIME + waiter lease), pushed forward by its process's watchdog
 -- (renew.lua, kind 'w', with KEYS A, W, H).  Any call removes up to PURGE
 -- dead waiters; a dead waiter's signal is passed on to the next, and so is
 -- the signal of one that leaves without using it (cancelled).  Every write
--- keeps all three keys for two waiter leases; when the last waiter leaves
+-- keeps all four keys for two waiter leases; when the last waiter leaves
 -- they go.
 if redis.replicate_commands then redis.replicate_commands() end
 
-local H, W, A, P = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
+local H, W, A, P, G = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5]
 local op, member, wlease = ARGV[1], ARGV[2], tonumber(ARGV[3])
 local PUBLISH = ARGV[6]
 local PURGE = 16
@@ -58,14 +88,35 @@ local function bcast()
   return tonumber(redis.call('hget', H, 'bcast')) or 0
 end
 
+-- Hand waiter m its mutex (terms from G) if it is free and the message
+-- reaches a subscriber; true if it did (the caller marks it signalled).
+local function grant(m, terms)
+  local lock, lease = string.match(terms, '^(.*)\n(%d+)$')
+  if not lock or redis.call('exists', lock) == 1 then return false end
+  if redis.call(PUBLISH, P, 's ' .. m .. ' g') == 0 then return false end
+  local owner, acq = string.match(m, '^(.*) (%d+)$')
+  redis.call('hset', lock, owner, acq)
+  redis.call('pexpire', lock, lease)
+  redis.call('hset', G, m, 'g')
+  return true
+end
+
 -- Signal the lowest ticket still waiting; 1 if there was one.
 local function give()
   local first = redis.call('zrangebyscore', W, math.max(bcast(), 1), '+inf',
                            'withscores', 'limit', 0, 1)
   if #first == 0 then return 0 end
   redis.call('zadd', W, -tonumber(first[2]), first[1])
-  redis.call(PUBLISH, P, 's ' .. first[1])
+  local terms = redis.call('hget', G, first[1])
+  if not (terms and grant(first[1], terms)) then redis.call(PUBLISH, P, 's ' .. first[1]) end
   return 1
+end
+
+-- Forget waiter m.
+local function drop(m)
+  redis.call('zrem', W, m)
+  redis.call('zrem', A, m)
+  redis.call('hdel', G, m)
 end
 
 local function keep(key)
@@ -74,9 +125,9 @@ end
 
 local function tidy()
   if redis.call('zcard', A) == 0 then
-    redis.call('del', H, W, A)
+    redis.call('del', H, W, A, G)
   else
-    keep(H); keep(W); keep(A)
+    keep(H); keep(W); keep(A); keep(G)
   end
 end
 
@@ -87,8 +138,7 @@ local function purge()
   for _, m in ipairs(dead) do
     local s = tonumber(redis.call('zscore', W, m))
     if s and s < 0 then redo = redo + 1 end
-    redis.call('zrem', W, m)
-    redis.call('zrem', A, m)
+    drop(m)
   end
   for _ = 1, redo do give() end
   if #dead > 0 then tidy() end
@@ -104,16 +154,17 @@ local function anyone_blocked()
     if #first == 0 then return false end
     local deadline = tonumber(redis.call('zscore', A, first[1]))
     if deadline and deadline > clock() then return true end
-    redis.call('zrem', W, first[1])
-    redis.call('zrem', A, first[1])
+    drop(first[1])
   end
 end
 
 -- 1 released (signalled, or broadcast), 0 waiting, 2 unknown (its entry
--- is gone: its lease ran out, or the keys were lost).
+-- is gone: its lease ran out, or the keys were lost), 3 granted: released
+-- and handed its mutex.
 local function state()
   local s = tonumber(redis.call('zscore', W, member))
   if not s then return 2 end
+  if s < 0 and redis.call('hget', G, member) == 'g' then return 3 end
   if s < 0 or s < bcast() then return 1 end
   return 0
 end
@@ -131,6 +182,7 @@ if op == 'wait' then
   redis.call('hset', H, 'mutex', ARGV[4])
   redis.call('zadd', W, ticket, member)
   redis.call('zadd', A, clock() + wlease, member)
+  if ARGV[7] ~= '' then redis.call('hset', G, member, ARGV[4] .. '\n' .. ARGV[7]) end
   tidy()
   return {0, ticket}
 
@@ -140,9 +192,8 @@ elseif op == 'check' then
 elseif op == 'leave' then
   local st = state()
   local s = tonumber(redis.call('zscore', W, member))
-  redis.call('zrem', W, member)
-  redis.call('zrem', A, member)
-  if ARGV[5] == '1' and s and s < 0 then give() st = 0 end
+  drop(member)
+  if ARGV[5] == '1' and st == 1 and s and s < 0 then give() st = 0 end
   tidy()
   return st
 
