@@ -60,7 +60,8 @@
 -- signal.  A granted waiter is signalled as any other (its score
 -- negative: unblocked) and G says "g", so that its check or leave, if it
 -- comes (the message unread: a deadline, a cancel, a poll), answers 3,
--- granted -- and a cancelled one passes nothing on: the mutex is its own.
+-- granted: the mutex is its own (a cancelled one still passes its
+-- signal on, which finds the mutex held: a plain one).
 -- Its client does not wait for that leave (the watchdog sends it).  A
 -- granted waiter that died is purged as any dead waiter, its signal
 -- passed on: no wake-up is lost, and the mutex it was handed is free
@@ -193,7 +194,10 @@ elseif op == 'leave' then
   local st = state()
   local s = tonumber(redis.call('zscore', W, member))
   drop(member)
-  if ARGV[5] == '1' and st == 1 and s and s < 0 then give() st = 0 end
+  if ARGV[5] == '1' and s and s < 0 then
+    give()
+    if st ~= 3 then st = 0 end
+  end
   tidy()
   return st
 

@@ -46,7 +46,8 @@
  * later and its signal passed on: a spurious wake-up at worst).  A waiter that did not read the message (a deadline,
  * a cancel, a poll) is answered "granted" by its check or leave, and owns
  * the mutex the same way: a timed-out one returns 0, a cancelled one
- * unwinds holding it and passes nothing on.  Only waits on a non-fair,
+ * unwinds holding it (and passes its signal on, as any cancelled waiter:
+ * POSIX says it must not consume it while others wait).  Only waits on a non-fair,
  * uncached, non-robust mutex register the terms a grant needs, and in a
  * cluster only when the mutex's lock key is in the condition's slot (the
  * script writes a key it is not given in KEYS).  The trade, as the fair
