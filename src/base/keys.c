@@ -63,7 +63,6 @@ static const char *const lock_prefixes[] = {
 
 static const char *const cond_prefixes[] = {
     "rmutex_cond", "rmutex_cond_wait", "rmutex_cond_alive", "rmutex_cond_channel",
-    "rmutex_cond_grant",
 };
 #define NCOND (sizeof cond_prefixes / sizeof cond_prefixes[0])
 
@@ -159,7 +158,6 @@ int rm_keys_cond(const char *name, struct rm_cond_keys *k)
     k->wait = out[2];
     k->alive = out[3];
     k->channel = out[4];
-    k->grant = out[5];
     return 0;
 }
 

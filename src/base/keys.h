@@ -41,7 +41,6 @@ struct rm_cond_keys {
     const char *wait;    /* rmutex_cond_wait:{NAME}: zset waiter -> ticket */
     const char *alive;   /* rmutex_cond_alive:{NAME}: zset waiter -> deadline */
     const char *channel; /* rmutex_cond_channel:{NAME}: "s <waiter>", "* <bcast>" */
-    const char *grant;   /* rmutex_cond_grant:{NAME}: hash waiter -> its mutex's terms */
     int slot;
     char *buf;
 };

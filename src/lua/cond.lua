@@ -4,7 +4,12 @@
 -- KEYS  1 H  rmutex_cond:{C}          hash: seq (last ticket), bcast (every
 --                                     ticket below it was released by a
 --                                     broadcast), mutex (the mutex of the
---                                     last wait: binds while one is blocked)
+--                                     last wait: binds while one is blocked),
+--                                     and "g <waiter>" -> "<lock key>\n<hold
+--                                     lease ms>" while a waiter that can be
+--                                     handed its mutex waits, "g" once a
+--                                     signal did (in H: the watchdog keeps
+--                                     H alive with the waiters' leases)
 --       2 W  rmutex_cond_wait:{C}     zset <waiter> -> ticket while it waits,
 --                                     -ticket once a signal picked it
 --       3 A  rmutex_cond_alive:{C}    zset <waiter> -> liveness deadline
@@ -13,10 +18,6 @@
 --                                     and handed its mutex (below); "*
 --                                     <bcast>": every ticket below bcast
 --                                     was released
---       5 G  rmutex_cond_grant:{C}    hash <waiter> -> "<lock key>\n<hold
---                                     lease ms>" while a waiter that can be
---                                     handed its mutex waits; "g" once a
---                                     signal did
 -- ARGV  1 op: wait | check | leave | signal | broadcast
 --       2 waiter "<owner> <request id>"   3 waiter lease ms
 --       4 the mutex's name (wait)         5 "1": pass a signal on (leave)
@@ -50,15 +51,15 @@
 -- writes it for that owner (the field "<owner>" = its request id, the
 -- acquisition's number; PEXPIRE its hold lease) -- and publishes
 -- "s <waiter> g": the waiter owns the mutex on receipt, with no round trip
--- after its wake-up.  Only a waiter whose client registered terms in G: a
+-- after its wake-up.  Only a waiter whose client registered terms in H: a
 -- non-fair, uncached, non-robust mutex whose lock key Redis can reach from
--- here.  That key is not in KEYS (only G knows it); in a cluster this is
+-- here.  That key is not in KEYS (only H knows it); in a cluster this is
 -- sound only because the waiter's client registers terms only when the
 -- lock key hashes to the condition's slot (cond.c).  No grant when the
 -- lock key exists (a grant never makes two owners), nor when the PUBLISH
 -- reached nobody (the waiter's process is gone or polling): then the plain
 -- signal.  A granted waiter is signalled as any other (its score
--- negative: unblocked) and G says "g", so that its check or leave, if it
+-- negative: unblocked) and H says "g", so that its check or leave, if it
 -- comes (the message unread: a deadline, a cancel, a poll), answers 3,
 -- granted: the mutex is its own (a cancelled one still passes its
 -- signal on, which finds the mutex held: a plain one).
@@ -73,11 +74,11 @@
 -- (renew.lua, kind 'w', with KEYS A, W, H).  Any call removes up to PURGE
 -- dead waiters; a dead waiter's signal is passed on to the next, and so is
 -- the signal of one that leaves without using it (cancelled).  Every write
--- keeps all four keys for two waiter leases; when the last waiter leaves
+-- keeps all three keys for two waiter leases; when the last waiter leaves
 -- they go.
 if redis.replicate_commands then redis.replicate_commands() end
 
-local H, W, A, P, G = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5]
+local H, W, A, P = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
 local op, member, wlease = ARGV[1], ARGV[2], tonumber(ARGV[3])
 local PUBLISH = ARGV[6]
 local PURGE = 16
@@ -89,7 +90,7 @@ local function bcast()
   return tonumber(redis.call('hget', H, 'bcast')) or 0
 end
 
--- Hand waiter m its mutex (terms from G) if it is free and the message
+-- Hand waiter m its mutex (terms from H) if it is free and the message
 -- reaches a subscriber; true if it did (the caller marks it signalled).
 local function grant(m, terms)
   local lock, lease = string.match(terms, '^(.*)\n(%d+)$')
@@ -98,7 +99,7 @@ local function grant(m, terms)
   local owner, acq = string.match(m, '^(.*) (%d+)$')
   redis.call('hset', lock, owner, acq)
   redis.call('pexpire', lock, lease)
-  redis.call('hset', G, m, 'g')
+  redis.call('hset', H, 'g ' .. m, 'g')
   return true
 end
 
@@ -108,7 +109,7 @@ local function give()
                            'withscores', 'limit', 0, 1)
   if #first == 0 then return 0 end
   redis.call('zadd', W, -tonumber(first[2]), first[1])
-  local terms = redis.call('hget', G, first[1])
+  local terms = redis.call('hget', H, 'g ' .. first[1])
   if not (terms and grant(first[1], terms)) then redis.call(PUBLISH, P, 's ' .. first[1]) end
   return 1
 end
@@ -117,7 +118,7 @@ end
 local function drop(m)
   redis.call('zrem', W, m)
   redis.call('zrem', A, m)
-  redis.call('hdel', G, m)
+  redis.call('hdel', H, 'g ' .. m)
 end
 
 local function keep(key)
@@ -126,9 +127,9 @@ end
 
 local function tidy()
   if redis.call('zcard', A) == 0 then
-    redis.call('del', H, W, A, G)
+    redis.call('del', H, W, A)
   else
-    keep(H); keep(W); keep(A); keep(G)
+    keep(H); keep(W); keep(A)
   end
 end
 
@@ -165,7 +166,7 @@ end
 local function state()
   local s = tonumber(redis.call('zscore', W, member))
   if not s then return 2 end
-  if s < 0 and redis.call('hget', G, member) == 'g' then return 3 end
+  if s < 0 and redis.call('hget', H, 'g ' .. member) == 'g' then return 3 end
   if s < 0 or s < bcast() then return 1 end
   return 0
 end
@@ -183,7 +184,7 @@ if op == 'wait' then
   redis.call('hset', H, 'mutex', ARGV[4])
   redis.call('zadd', W, ticket, member)
   redis.call('zadd', A, clock() + wlease, member)
-  if ARGV[7] ~= '' then redis.call('hset', G, member, ARGV[4] .. '\n' .. ARGV[7]) end
+  if ARGV[7] ~= '' then redis.call('hset', H, 'g ' .. member, ARGV[4] .. '\n' .. ARGV[7]) end
   tidy()
   return {0, ticket}
 

@@ -224,8 +224,8 @@ static void count_waiter(struct rm_cond *cs, int delta)
 
 /* ---- cond.lua ---- */
 
-#define NKEYS 5
-#define NARGS 12
+#define NKEYS 4
+#define NARGS 11
 _Static_assert(NARGS <= RM_WATCHDOG_MAXARGS, "a leave may be deferred to the watchdog");
 
 struct cond_req {
@@ -246,13 +246,13 @@ static void req_make(struct cond_req *q, const struct rm_cond *cs, struct rm_end
     snprintf(q->wlease, sizeof q->wlease, "%lu", RM_SETTING(waiter_lease_ms));
     q->glease[0] = 0;
     const char *v[NARGS] = {
-        k->state, k->wait, k->alive, k->channel, k->grant,
+        k->state, k->wait, k->alive, k->channel,
         op, waiter ? waiter : "", q->wlease, mutex ? mutex : "", pass_on ? "1" : "0",
         rm_endpoint_publish(ep), q->glease,
     };
     memcpy(q->argv, v, sizeof v);
     for (int i = 0; i < NARGS; i++) q->lens[i] = strlen(v[i]);
-    q->lens[6] = waiter ? waiter_len : 0;
+    q->lens[5] = waiter ? waiter_len : 0;
 }
 
 /* Call cond.lua until Redis answers or deadline (every op may be repeated:

@@ -507,8 +507,7 @@ TEST_F(Cond, NothingOfAConditionIsLeftInRedis)
     ASSERT_RC(0, rcond_signal(c));
     ASSERT_TRUE(w.wait(ms(3000)));
     std::string tag = "{" + cond_name("c") + "}";
-    const char *keys[] = {"rmutex_cond:", "rmutex_cond_wait:", "rmutex_cond_alive:",
-                          "rmutex_cond_grant:"};
+    const char *keys[] = {"rmutex_cond:", "rmutex_cond_wait:", "rmutex_cond_alive:"};
     auto none_left = [&] {
         for (auto k : keys)
             if (redis().exists(k + tag)) return false;

@@ -448,11 +448,13 @@ TEST_F(Cond, ACancelledWaitRunsItsCleanupWithTheMutexHeldAndPassesItsSignalOn)
 
 /* A waiter that locks m (depth times), waits once on c, and reports how
  * many round trips this process made during its wait and the count it
- * held the mutex with on return; it unlocks every level. */
+ * held the mutex with on return; it unlocks every level (once keep is
+ * false, if it was set). */
 struct OneWait {
     rcond_t *c;
     rmutex_t *m;
     unsigned depth = 1;
+    std::atomic<bool> keep{false};
     std::atomic<uint64_t> trips{0};
     std::atomic<unsigned> held{0};
     int run()
@@ -465,6 +467,7 @@ struct OneWait {
         unsigned n = 0;
         rmutex_holdcount(m, &n);
         held = n;
+        wait_until([&] { return !keep; }, ms(5000));
         for (unsigned i = 0; i < n; i++)
             if (int u = rmutex_unlock(m)) return r ? r : u;
         return r;
@@ -482,6 +485,14 @@ static int free_signal_round(Cond *t, OneWait &ow, const std::string &mname)
     if (rc) return rc;
     if (!waiter.wait(ms(5000))) return -2;
     return waiter.rc();
+}
+
+/* ow started, in its wait, its mutex free and the process listening. */
+static std::unique_ptr<Async> start_waiting(Cond *t, OneWait &ow, const std::string &mname)
+{
+    auto waiter = std::make_unique<Async>([&ow] { return ow.run(); });
+    EXPECT_TRUE(t->ready_to_hand_over(mname));
+    return waiter;
 }
 
 TEST_F(Cond, ASignalHandsAFreeMutexToItsWaiterWithNoRoundTripAfterTheWakeUp)
@@ -506,16 +517,15 @@ TEST_F(Cond, AMutexHeldAtTheSignalIsNeverHandedOverAndGoesToTheWaiterAfterTheUnl
     rmutex_t m;
     init_mutex(&m, mname);
     OneWait ow{make_cond(), &m};
-    Async waiter([&] { return ow.run(); });
-    ASSERT_TRUE(ready_to_hand_over(mname));
+    auto waiter = start_waiting(this, ow, mname);
     ASSERT_RC(0, rmutex_lock(&m));
     ASSERT_RC(0, rcond_signal(ow.c));
     /* One owner: the signal did not write the waiter's field beside ours. */
     EXPECT_EQ(1u, redis().hgetall(mname).size()) << "the signal made a second owner";
-    EXPECT_FALSE(waiter.done());
+    EXPECT_FALSE(waiter->done());
     ASSERT_RC(0, rmutex_unlock(&m));
-    ASSERT_TRUE(waiter.wait(ms(5000)));
-    EXPECT_RC(0, waiter.rc());
+    ASSERT_TRUE(waiter->wait(ms(5000)));
+    EXPECT_RC(0, waiter->rc());
     EXPECT_EQ(1u, ow.held.load());
     EXPECT_EQ(0, registered());
 }
@@ -532,6 +542,27 @@ TEST_F(Cond, ARecursiveMutexHandedOverByASignalHasItsCountOfTwoBack)
     EXPECT_EQ(2u, ow.held.load());
     EXPECT_EQ(3u, ow.trips.load()) << "the waiter made a round trip after its wake-up";
     EXPECT_FALSE(redis().exists(mname)) << "the second unlock did not let go of it";
+}
+
+TEST_F(Cond, AWaiterThatWaitedLongerThanTwoWaiterLeasesIsStillHandedTheMutex)
+{
+    /* The condition's keys live two waiter leases past their last write;
+     * what a signal needs to hand the mutex over must live as long as the
+     * waiter does (the watchdog renews its lease). */
+    std::string mname = lock_name("m");
+    rmutex_t m;
+    init_mutex(&m, mname);
+    OneWait ow{make_cond(), &m};
+    ow.keep = true; /* until the test looked at the mutex */
+    auto waiter = start_waiting(this, ow, mname);
+    auto later = Clock::now() + ms(3 * kWaiterLeaseMs);
+    ASSERT_TRUE(wait_until([&] { return Clock::now() > later; }, ms(4 * kWaiterLeaseMs)));
+    ASSERT_RC(0, rcond_signal(ow.c));
+    EXPECT_EQ(1u, redis().hgetall(mname).size()) << "the signal did not hand the free mutex over";
+    ow.keep = false;
+    ASSERT_TRUE(waiter->wait(ms(5000)));
+    EXPECT_RC(0, waiter->rc());
+    EXPECT_EQ(1u, ow.held.load());
 }
 
 TEST_F(CondProxied, ACancelledWaiterHandedTheMutexUnwindsHoldingItAndPassesItsSignalOn)
