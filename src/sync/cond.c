@@ -37,25 +37,27 @@
  *
  * Wait morphing.  When a signal finds the picked waiter's mutex free, its
  * script takes the mutex for the waiter and publishes "s <waiter> g"
- * (cond.lua has the rules): the waiter owns the mutex on receipt and
- * makes its local hold as a successful lock does (mutex.c: the gate, the
- * watchdog, the count restored), with no round trip after its wake-up --
- * signal -> holding is the pub/sub delivery plus one thread hop.  Its
- * leave, which now only forgets the grant, is handed to the watchdog (if
- * it never lands, the entry is purged as a dead waiter's a waiter lease
- * later and its signal passed on: a spurious wake-up at worst).  A waiter that did not read the message (a deadline,
- * a cancel, a poll) is answered "granted" by its check or leave, and owns
- * the mutex the same way: a timed-out one returns 0, a cancelled one
- * unwinds holding it (and passes its signal on, as any cancelled waiter:
- * POSIX says it must not consume it while others wait).  Only waits on a non-fair,
- * uncached, non-robust mutex register the terms a grant needs, and in a
- * cluster only when the mutex's lock key is in the condition's slot (the
- * script writes a key it is not given in KEYS).  The trade, as the fair
- * hand-off's: a waiter whose process died after registering, while the
- * condition's channel still had a subscriber, holds the mutex for one
- * hold lease (nobody renews it) instead of none.  Should another thread
- * of this process be in the mutex's local gate when the grant arrives, the
- * waiter gives the grant back and takes the mutex as any locker would.
+ * (cond.lua has the rules): the waiter owns the mutex on receipt and makes
+ * its local hold as a successful lock does (mutex.c: the gate, the watchdog,
+ * the count restored), with no round trip after its wake-up -- signal ->
+ * holding is the pub/sub delivery plus one thread hop.  Its leave, which now
+ * only forgets the grant, is handed to the watchdog (if it never lands, the
+ * entry is purged as a dead waiter's a waiter lease later and its signal
+ * passed on: a spurious wake-up at worst).  A waiter that did not read the
+ * message (a deadline, a cancel, a poll) is answered "granted" by its check
+ * or leave, and owns the mutex the same way: a timed-out one returns 0, a
+ * cancelled one unwinds holding it (and passes its signal on, as any
+ * cancelled waiter: POSIX says it must not consume it while others
+ * wait).  Only waits on a non-fair, uncached, non-robust mutex register the
+ * terms a grant needs, and in a cluster only when the mutex's lock key is in
+ * the condition's slot (the script writes a key it is not given in
+ * KEYS).  The trade, as the fair hand-off's: a waiter whose process died
+ * after registering, while the condition's channel still had a subscriber,
+ * holds the mutex for one hold lease (nobody renews it) instead of
+ * none.  Should another thread of this process be in the mutex's local gate
+ * when the grant arrives, the waiter gives the grant back and takes the mutex
+ * as any locker would.
+ *
  * Cancellation is enabled only in the sleep of step 5.  Its cleanup handler
  * does step 6 with "pass on": a signal the cancelled waiter got goes to the
  * next waiter; the thread then unwinds holding the mutex, as POSIX says.
