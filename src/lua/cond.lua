@@ -4,17 +4,26 @@
 -- KEYS  1 H  rmutex_cond:{C}          hash: seq (last ticket), bcast (every
 --                                     ticket below it was released by a
 --                                     broadcast), mutex (the mutex of the
---                                     last wait: binds while one is blocked)
+--                                     last wait: binds while one is blocked),
+--                                     and "g <waiter>" -> "<lock key>\n<hold
+--                                     lease ms>" while a waiter that can be
+--                                     handed its mutex waits, "g" once a
+--                                     signal did (in H: the watchdog keeps
+--                                     H alive with the waiters' leases)
 --       2 W  rmutex_cond_wait:{C}     zset <waiter> -> ticket while it waits,
 --                                     -ticket once a signal picked it
 --       3 A  rmutex_cond_alive:{C}    zset <waiter> -> liveness deadline
 --       4 P  rmutex_cond_channel:{C}  "s <waiter>": that waiter was
---                                     signalled; "* <bcast>": every ticket
---                                     below bcast was released
+--                                     signalled; "s <waiter> g": signalled
+--                                     and handed its mutex (below); "*
+--                                     <bcast>": every ticket below bcast
+--                                     was released
 -- ARGV  1 op: wait | check | leave | signal | broadcast
 --       2 waiter "<owner> <request id>"   3 waiter lease ms
 --       4 the mutex's name (wait)         5 "1": pass a signal on (leave)
 --       6 the publishing command: publish, or spublish in a cluster
+--       7 wait: the mutex's hold lease in ms when a signal may hand it
+--         over, else empty
 --
 -- A waiter registers (wait) before it lets go of its mutex, so whoever
 -- takes the mutex after that and signals finds it registered.  Its ticket
@@ -37,6 +46,29 @@
 -- dead one binds until its lease runs out (found by the refusing wait
 -- itself, beyond PURGE); a waiter whose entry is gone binds nothing.
 --
+-- Wait morphing: a signal that finds the picked waiter's mutex free takes
+-- it for that waiter in the same script -- the hold exactly as acquire.lua
+-- writes it for that owner (the field "<owner>" = its request id, the
+-- acquisition's number; PEXPIRE its hold lease) -- and publishes
+-- "s <waiter> g": the waiter owns the mutex on receipt, with no round trip
+-- after its wake-up.  Only a waiter whose client registered terms in H: a
+-- non-fair, uncached, non-robust mutex whose lock key Redis can reach from
+-- here.  That key is not in KEYS (only H knows it); in a cluster this is
+-- sound only because the waiter's client registers terms only when the
+-- lock key hashes to the condition's slot (cond.c).  No grant when the
+-- lock key exists (a grant never makes two owners), nor when the PUBLISH
+-- reached nobody (the waiter's process is gone or polling): then the plain
+-- signal.  A granted waiter is signalled as any other (its score
+-- negative: unblocked) and H says "g", so that its check or leave, if it
+-- comes (the message unread: a deadline, a cancel, a poll), answers 3,
+-- granted: the mutex is its own (a cancelled one still passes its
+-- signal on, which finds the mutex held: a plain one).
+-- Its client does not wait for that leave (the watchdog sends it).  A
+-- granted waiter that died is purged as any dead waiter, its signal
+-- passed on: no wake-up is lost, and the mutex it was handed is free
+-- again within one hold lease (nobody renews it), as a dead holder's is.
+-- A broadcast grants nothing (it stays O(1)).
+--
 -- Liveness as in the fair lock: A holds each waiter's deadline (server
 -- TIME + waiter lease), pushed forward by its process's watchdog
 -- (renew.lua, kind 'w', with KEYS A, W, H).  Any call removes up to PURGE
@@ -58,14 +90,35 @@ local function bcast()
   return tonumber(redis.call('hget', H, 'bcast')) or 0
 end
 
+-- Hand waiter m its mutex (terms from H) if it is free and the message
+-- reaches a subscriber; true if it did (the caller marks it signalled).
+local function grant(m, terms)
+  local lock, lease = string.match(terms, '^(.*)\n(%d+)$')
+  if not lock or redis.call('exists', lock) == 1 then return false end
+  if redis.call(PUBLISH, P, 's ' .. m .. ' g') == 0 then return false end
+  local owner, acq = string.match(m, '^(.*) (%d+)$')
+  redis.call('hset', lock, owner, acq)
+  redis.call('pexpire', lock, lease)
+  redis.call('hset', H, 'g ' .. m, 'g')
+  return true
+end
+
 -- Signal the lowest ticket still waiting; 1 if there was one.
 local function give()
   local first = redis.call('zrangebyscore', W, math.max(bcast(), 1), '+inf',
                            'withscores', 'limit', 0, 1)
   if #first == 0 then return 0 end
   redis.call('zadd', W, -tonumber(first[2]), first[1])
-  redis.call(PUBLISH, P, 's ' .. first[1])
+  local terms = redis.call('hget', H, 'g ' .. first[1])
+  if not (terms and grant(first[1], terms)) then redis.call(PUBLISH, P, 's ' .. first[1]) end
   return 1
+end
+
+-- Forget waiter m.
+local function drop(m)
+  redis.call('zrem', W, m)
+  redis.call('zrem', A, m)
+  redis.call('hdel', H, 'g ' .. m)
 end
 
 local function keep(key)
@@ -87,8 +140,7 @@ local function purge()
   for _, m in ipairs(dead) do
     local s = tonumber(redis.call('zscore', W, m))
     if s and s < 0 then redo = redo + 1 end
-    redis.call('zrem', W, m)
-    redis.call('zrem', A, m)
+    drop(m)
   end
   for _ = 1, redo do give() end
   if #dead > 0 then tidy() end
@@ -104,16 +156,17 @@ local function anyone_blocked()
     if #first == 0 then return false end
     local deadline = tonumber(redis.call('zscore', A, first[1]))
     if deadline and deadline > clock() then return true end
-    redis.call('zrem', W, first[1])
-    redis.call('zrem', A, first[1])
+    drop(first[1])
   end
 end
 
 -- 1 released (signalled, or broadcast), 0 waiting, 2 unknown (its entry
--- is gone: its lease ran out, or the keys were lost).
+-- is gone: its lease ran out, or the keys were lost), 3 granted: released
+-- and handed its mutex.
 local function state()
   local s = tonumber(redis.call('zscore', W, member))
   if not s then return 2 end
+  if s < 0 and redis.call('hget', H, 'g ' .. member) == 'g' then return 3 end
   if s < 0 or s < bcast() then return 1 end
   return 0
 end
@@ -131,6 +184,7 @@ if op == 'wait' then
   redis.call('hset', H, 'mutex', ARGV[4])
   redis.call('zadd', W, ticket, member)
   redis.call('zadd', A, clock() + wlease, member)
+  if ARGV[7] ~= '' then redis.call('hset', H, 'g ' .. member, ARGV[4] .. '\n' .. ARGV[7]) end
   tidy()
   return {0, ticket}
 
@@ -140,9 +194,11 @@ elseif op == 'check' then
 elseif op == 'leave' then
   local st = state()
   local s = tonumber(redis.call('zscore', W, member))
-  redis.call('zrem', W, member)
-  redis.call('zrem', A, member)
-  if ARGV[5] == '1' and s and s < 0 then give() st = 0 end
+  drop(member)
+  if ARGV[5] == '1' and s and s < 0 then
+    give()
+    if st ~= 3 then st = 0 end
+  end
   tidy()
   return st
 

@@ -33,6 +33,31 @@
  *      the retake: the leave is sent ahead on a spare connection and its
  *      answer read after the retake (rm_call_send), so the two take one
  *      round trip; the leave is done before the wait returns either way.
+ *      Unless the signal handed it the mutex (below): then it owns it.
+ *
+ * Wait morphing.  When a signal finds the picked waiter's mutex free, its
+ * script takes the mutex for the waiter and publishes "s <waiter> g"
+ * (cond.lua has the rules): the waiter owns the mutex on receipt and makes
+ * its local hold as a successful lock does (mutex.c: the gate, the watchdog,
+ * the count restored), with no round trip after its wake-up -- signal ->
+ * holding is the pub/sub delivery plus one thread hop.  Its leave, which now
+ * only forgets the grant, is handed to the watchdog (if it never lands, the
+ * entry is purged as a dead waiter's a waiter lease later and its signal
+ * passed on: a spurious wake-up at worst).  A waiter that did not read the
+ * message (a deadline, a cancel, a poll) is answered "granted" by its check
+ * or leave, and owns the mutex the same way: a timed-out one returns 0, a
+ * cancelled one unwinds holding it (and passes its signal on, as any
+ * cancelled waiter: POSIX says it must not consume it while others
+ * wait).  Only waits on a non-fair, uncached, non-robust mutex register the
+ * terms a grant needs, and in a cluster only when the mutex's lock key is in
+ * the condition's slot (the script writes a key it is not given in
+ * KEYS).  The trade, as the fair hand-off's: a waiter whose process died
+ * after registering, while the condition's channel still had a subscriber,
+ * holds the mutex for one hold lease (nobody renews it) instead of
+ * none.  Should another thread of this process be in the mutex's local gate
+ * when the grant arrives, the waiter gives the grant back and takes the mutex
+ * as any locker would.
+ *
  * Cancellation is enabled only in the sleep of step 5.  Its cleanup handler
  * does step 6 with "pass on": a signal the cancelled waiter got goes to the
  * next waiter; the thread then unwinds holding the mutex, as POSIX says.
@@ -56,8 +81,10 @@
  *
  * Round trips: a wait costs 2 (register, leave) + 1 per poll or broadcast
  * it was not part of, plus the mutex's own release and acquisition -- the
- * leave in the time of the acquisition when it is sent ahead; signal and
- * broadcast cost 1 each, whatever the number of waiters. */
+ * leave in the time of the acquisition when it is sent ahead; a granted
+ * wait costs 1 (register) plus the release, with nothing after the
+ * wake-up; signal and broadcast cost 1 each, whatever the number of
+ * waiters. */
 #include "call.h"
 #include "condattr.h"
 #include "endpoint.h"
@@ -200,14 +227,18 @@ static void count_waiter(struct rm_cond *cs, int delta)
 /* ---- cond.lua ---- */
 
 #define NKEYS 4
-#define NARGS 10
+#define NARGS 11
 _Static_assert(NARGS <= RM_WATCHDOG_MAXARGS, "a leave may be deferred to the watchdog");
 
 struct cond_req {
     const char *argv[NARGS];
     size_t lens[NARGS];
     char wlease[24];
+    char glease[24];          /* wait: the mutex's hold lease if it may be granted */
 };
+
+/* The waiter's states (cond.lua's check and leave answer them too). */
+enum { WAITING = 0, RELEASED = 1, GRANTED = 3 };
 
 static void req_make(struct cond_req *q, const struct rm_cond *cs, struct rm_endpoint *ep,
                      const char *op, const char *waiter, size_t waiter_len, const char *mutex,
@@ -215,10 +246,11 @@ static void req_make(struct cond_req *q, const struct rm_cond *cs, struct rm_end
 {
     const struct rm_cond_keys *k = &cs->keys;
     snprintf(q->wlease, sizeof q->wlease, "%lu", RM_SETTING(waiter_lease_ms));
+    q->glease[0] = 0;
     const char *v[NARGS] = {
         k->state, k->wait, k->alive, k->channel,
         op, waiter ? waiter : "", q->wlease, mutex ? mutex : "", pass_on ? "1" : "0",
-        rm_endpoint_publish(ep),
+        rm_endpoint_publish(ep), q->glease,
     };
     memcpy(q->argv, v, sizeof v);
     for (int i = 0; i < NARGS; i++) q->lens[i] = strlen(v[i]);
@@ -292,6 +324,8 @@ struct waiting {
     char member[96];          /* "<owner> <request id>" */
     char match[100];          /* "s <member>" */
     size_t member_len;
+    uint64_t acq;             /* the request id: a grant's acquisition number */
+    rm_nsec sent;             /* when the registration was sent: a grant is later */
     long long ticket;
     unsigned depth;           /* the mutex's count, to restore */
     int joined;               /* 1 on the channel, -1 polling */
@@ -300,8 +334,8 @@ struct waiting {
     struct rm_registry_wait announced; /* in the holder registry while it sleeps */
 };
 
-/* Ask Redis how the waiter stands: 1 released, 0 waiting, 2 unknown (its
- * entry is gone), or -1 (no answer: ask at the next bound). */
+/* Ask Redis how the waiter stands: RELEASED, GRANTED, WAITING, 2 unknown
+ * (its entry is gone), or -1 (no answer: ask at the next bound). */
 static int check(struct waiting *wt, rm_nsec deadline)
 {
     struct cond_req q;
@@ -332,37 +366,48 @@ static char *req_own(struct cond_req *q)
 }
 
 /* The leave, asked until answered (it may be repeated: a repeated leave
- * finds nothing to do); *released as for finish(). */
+ * finds nothing to do); *released as for finish(), and GRANTED when a
+ * signal handed the waiter its mutex. */
 static void leave(struct rm_endpoint *ep, const struct cond_req *q, int *released)
 {
     long long answer = 0;
     int r = rm_call_release(ep, RM_SCRIPT_COND, NKEYS, NARGS, q->argv, q->lens, rm_call_deadline(),
                             rm_clock_after(RM_MSEC(RM_SETTING(waiter_lease_ms))), &answer);
-    *released = !r && answer == 1;
+    *released = !r && (answer == RELEASED || answer == GRANTED) ? (int)answer : 0;
 }
 
 /* Leave the condition (pass_on: give a signal this waiter got but will not
  * use to the next one) and take the mutex back.  *released: Redis said the
- * waiter had been released (used up now).  A waiter that already knows it
- * was released (known) and passes nothing on needs no answer before its
- * retake: its leave is sent ahead and read after the retake (call.c), one
- * round trip for the two; one that got no plain answer there is asked
- * again.  Either way the leave is done when the wait returns.  Returns
- * the retake's result. */
+ * waiter had been released (used up now), RELEASED or GRANTED.  A waiter
+ * that already knows it was released (known RELEASED) and passes nothing
+ * on needs no answer before its retake: its leave is sent ahead and read
+ * after the retake (call.c), one round trip for the two; one that got no
+ * plain answer there is asked again.  One that knows it was granted (known
+ * GRANTED) owns the mutex already: its leave (forgetting the grant's mark)
+ * goes to the watchdog, and it makes its hold with no round trip (a leave
+ * that answers GRANTED does the same).  Either way the leave is done or
+ * handed on when the wait returns.  Returns the retake's result. */
 static int finish(struct waiting *wt, int pass_on, int known, int *released)
 {
+    *released = 0;
     rm_registry_wait_end(&wt->announced);
     if (wt->alive) rm_watchdog_cancel(wt->alive);
     struct cond_req q;
     struct rm_call_sent ahead;
     req_make(&q, wt->cs, wt->ep, "leave", wt->member, wt->member_len, NULL, pass_on);
-    char *own = known && !pass_on ? req_own(&q) : NULL;
+    if (known == GRANTED)
+        rm_watchdog_defer(wt->ep, RM_SCRIPT_COND, NKEYS, NARGS, q.argv, q.lens,
+                          rm_clock_after(RM_MSEC(RM_SETTING(waiter_lease_ms))));
+    char *own = known == RELEASED && !pass_on ? req_own(&q) : NULL;
     int sent = own && !rm_call_send(wt->ep, RM_SCRIPT_COND, NKEYS, NARGS, q.argv, q.lens,
                                     rm_call_deadline(), &ahead);
     if (wt->joined > 0) rm_sub_leave(&wt->waiter);
-    if (!sent) leave(wt->ep, &q, released);
+    if (known == GRANTED) *released = GRANTED;
+    else if (!sent) leave(wt->ep, &q, released);
     count_waiter(wt->cs, -1);
-    int r = rm_mutex_wait_retake(wt->mx, wt->self, wt->ep, wt->depth);
+    int r = *released == GRANTED
+                ? rm_mutex_wait_own(wt->mx, wt->self, wt->ep, wt->acq, wt->sent, wt->depth)
+                : rm_mutex_wait_retake(wt->mx, wt->self, wt->ep, wt->depth);
     if (sent) {
         redisReply *reply;
         if (rm_call_collect(&ahead, rm_call_deadline(), &reply)) leave(wt->ep, &q, released);
@@ -391,13 +436,16 @@ static void sleep_cancellable(rm_nsec until, int cancel_state)
     pthread_setcancelstate(PTHREAD_CANCEL_DISABLE, &ignored);
 }
 
-/* A message that releases this waiter without asking Redis: its signal,
- * or a broadcast cut above its ticket. */
+/* A message that releases this waiter without asking Redis: its signal
+ * (GRANTED when it says "g": the mutex is the waiter's), or a broadcast
+ * cut above its ticket (RELEASED); else WAITING. */
 static int message_releases(const struct waiting *wt)
 {
     const char *m = wt->waiter.msg;
-    if (m[0] == 's') return 1; /* matched on "s <member>" */
-    return m[0] == '*' && m[1] == ' ' && wt->ticket < strtoll(m + 2, NULL, 10);
+    if (m[0] == 's') /* matched on "s <member>" */
+        return !strcmp(m + wt->member_len + 2, " g") ? GRANTED : RELEASED;
+    return m[0] == '*' && m[1] == ' ' && wt->ticket < strtoll(m + 2, NULL, 10) ? RELEASED
+                                                                             : WAITING;
 }
 
 /* Steps 1-3 of the DESIGN: join, register, lease.  0, or the error with
@@ -405,9 +453,10 @@ static int message_releases(const struct waiting *wt)
 static int enqueue(struct waiting *wt, const struct rm_wait *w)
 {
     struct rm_cond *cs = wt->cs;
+    wt->acq = ++wt->self->seq;
     wt->member_len = (size_t)snprintf(wt->member, sizeof wt->member, "%.*s %llu",
                                       (int)wt->self->owner_len, wt->self->owner,
-                                      (unsigned long long)++wt->self->seq);
+                                      (unsigned long long)wt->acq);
     int n = snprintf(wt->match, sizeof wt->match, "s %s", wt->member);
     wt->joined = rm_endpoint_join(wt->ep, cs->keys.slot, cs->keys.channel, &wt->waiter,
                                   wt->match, (size_t)n) ? -1 : 1;
@@ -415,6 +464,9 @@ static int enqueue(struct waiting *wt, const struct rm_wait *w)
     struct cond_req q;
     redisReply *reply;
     req_make(&q, cs, wt->ep, "wait", wt->member, wt->member_len, wt->mx->keys.lock, 0);
+    unsigned long glease = rm_mutex_wait_grantable(wt->mx, wt->ep, cs->keys.slot);
+    if (glease) q.lens[NARGS - 1] = (size_t)snprintf(q.glease, sizeof q.glease, "%lu", glease);
+    wt->sent = rm_clock_now();
     int r = call(wt->ep, &q, w->deadline, wt->self, &reply);
     if (!r) {
         redisReply **e = reply->element;
@@ -451,8 +503,8 @@ static int enqueue(struct waiting *wt, const struct rm_wait *w)
     return r;
 }
 
-/* Step 5: 1 released (or spuriously: its entry is gone), 0 the deadline
- * passed first. */
+/* Step 5: RELEASED (or spuriously: its entry is gone), GRANTED, or WAITING:
+ * the deadline passed first. */
 static int sleep_until_released(struct waiting *wt, const struct rm_wait *w, int cancel_state)
 {
     unsigned long wlease = RM_SETTING(waiter_lease_ms);
@@ -462,7 +514,8 @@ static int sleep_until_released(struct waiting *wt, const struct rm_wait *w, int
         int why = RM_WAKE_TIMEOUT;
         if (wt->joined > 0) why = rm_sub_wait_cancellable(&wt->waiter, until, cancel_state);
         else sleep_cancellable(until, cancel_state);
-        if (why == RM_WAKE_MESSAGE && message_releases(wt)) return 1;
+        int st = why == RM_WAKE_MESSAGE ? message_releases(wt) : WAITING;
+        if (st != WAITING) return st;
         if (why == RM_WAKE_REFUSED) { /* no message will come: poll */
             rm_sub_leave(&wt->waiter);
             wt->joined = -1;
@@ -470,10 +523,11 @@ static int sleep_until_released(struct waiting *wt, const struct rm_wait *w, int
             RM_COUNT(resubscribes_moved);
             wt->joined = rm_endpoint_rejoin(wt->ep, wt->cs->keys.slot, &wt->waiter) ? -1 : 1;
         }
-        if (w->deadline != RM_FOREVER && rm_clock_now() >= w->deadline) return 0;
-        int st = check(wt, rm_clock_min(w->deadline, rm_call_deadline()));
+        if (w->deadline != RM_FOREVER && rm_clock_now() >= w->deadline) return WAITING;
+        st = check(wt, rm_clock_min(w->deadline, rm_call_deadline()));
         if (st == 2) RM_COUNT(cond_spurious);
-        if (st == 1 || st == 2) return 1;
+        if (st == RELEASED || st == 2) return RELEASED;
+        if (st == GRANTED) return GRANTED;
     }
 }
 

@@ -9,6 +9,8 @@
  * mutex points rm_state_ at a sentinel, so later use is EINVAL rather than a
  * use-after-free. */
 #include "mutex.h"
+#include "call.h"
+#include "endpoint.h"
 #include "fair.h"
 #include "nonfair.h"
 #include "hold.h"
@@ -224,6 +226,38 @@ int rm_mutex_wait_retake(struct rm_mutex *mx, struct rm_thread *self, struct rm_
     if (h) h->depth = depth;
     pthread_mutex_unlock(&mx->lock->mu);
     return r;
+}
+
+unsigned long rm_mutex_wait_grantable(const struct rm_mutex *mx, const struct rm_endpoint *ep,
+                                      int slot)
+{
+    if (mx->fair || mx->cache || mx->robust) return 0;
+    if (rm_endpoint_clustered(ep) && mx->keys.slot != slot) return 0;
+    return rm_handle_lease(mx);
+}
+
+int rm_mutex_wait_own(struct rm_mutex *mx, struct rm_thread *self, struct rm_endpoint *ep,
+                      uint64_t acq, rm_nsec granted_after, unsigned depth)
+{
+    struct rm_wait try_only = { RM_WAIT_TRY, 0, 0 };
+    struct rm_lock *l = mx->lock;
+    if (!rm_lock_gate_enter(l, self, &try_only)) {
+        rm_nsec lease = RM_MSEC(rm_handle_lease(mx));
+        struct rm_grant g = { 0, 0, granted_after + lease, granted_after + lease / 3, acq };
+        struct rm_hold_terms terms = rm_handle_terms(mx);
+        if (!rm_hold_take(l, &terms, self, ep, &g)) {
+            pthread_mutex_lock(&l->mu);
+            rm_hold_of(l, self)->depth = depth;
+            pthread_mutex_unlock(&l->mu);
+            return 0;
+        }
+        rm_lock_gate_leave(l);
+    }
+    /* Another thread of this process is in the gate, acquiring (it would
+     * wait on our hold), or out of memory: give the grant back and take the
+     * mutex as any locker does, behind that thread. */
+    mx->ops->release_owner(mx, ep, self->owner, self->owner_len, acq, rm_call_deadline());
+    return rm_mutex_wait_retake(mx, self, ep, depth);
 }
 
 void rm_mutex_wait_end(struct rm_mutex *mx)

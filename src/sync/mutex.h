@@ -34,6 +34,19 @@ int rm_mutex_wait_retake(struct rm_mutex *mx, struct rm_thread *self, struct rm_
                          unsigned depth);
 void rm_mutex_wait_end(struct rm_mutex *mx);
 
+/* Wait morphing (cond.c, cond.lua): can a signal take mx in Redis for a
+ * waiter -- a non-fair, uncached, non-robust mutex whose lock key shares
+ * the condition's slot in a cluster?  Its hold lease in ms, or 0: no.
+ * own: such a signal took mx for self as acquisition acq (not before
+ * granted_after, the wait's registration): make the local hold as a
+ * successful lock does, with no round trip, and restore depth.  If another
+ * thread of this process is in the lock's gate, the grant is given back
+ * and mx retaken as retake does.  0, or the retake's result. */
+unsigned long rm_mutex_wait_grantable(const struct rm_mutex *mx, const struct rm_endpoint *ep,
+                                      int slot);
+int rm_mutex_wait_own(struct rm_mutex *mx, struct rm_thread *self, struct rm_endpoint *ep,
+                      uint64_t acq, rm_nsec granted_after, unsigned depth);
+
 /* fork(): -1 lock the list of handles, 0 unlock, 1 child: no handle has
  * a caller any more. */
 void rm_mutex_atfork(int who);

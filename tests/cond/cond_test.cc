@@ -373,6 +373,7 @@ TEST_F(Cond, TheStaticInitializerCreatesTheStateOnFirstUse)
 /* ---- cancellation ----------------------------------------------------------------- */
 
 struct CancelArg {
+    CancelArg(rcond_t *cond, rmutex_t *mutex) : c(cond), m(mutex) {}
     rcond_t *c;
     rmutex_t *m;
     std::atomic<int> registered{0};
@@ -412,9 +413,7 @@ TEST_F(Cond, ACancelledWaitRunsItsCleanupWithTheMutexHeldAndPassesItsSignalOn)
     init_mutex(&m, lock_name());
     rcond_t *c = make_cond();
     for (int i = 0; i < 3; i++) {
-        CancelArg a;
-        a.c = c;
-        a.m = &m;
+        CancelArg a(c, &m);
         pthread_t t;
         ASSERT_EQ(0, pthread_create(&t, nullptr, cancellable_waiter, &a));
         ASSERT_TRUE(wait_until([&] { return registered() == 1; }, ms(5000)));
@@ -442,6 +441,163 @@ TEST_F(Cond, ACancelledWaitRunsItsCleanupWithTheMutexHeldAndPassesItsSignalOn)
         EXPECT_RC(0, other.rc());
         EXPECT_EQ(0, registered());
     }
+}
+
+
+/* ---- wait morphing: a signal hands the free mutex to its waiter ---------------- */
+
+/* A waiter that locks m (depth times), waits once on c, and reports how
+ * many round trips this process made during its wait and the count it
+ * held the mutex with on return; it unlocks every level (once keep is
+ * false, if it was set). */
+struct OneWait {
+    rcond_t *c;
+    rmutex_t *m;
+    unsigned depth = 1;
+    std::atomic<bool> keep{false};
+    std::atomic<uint64_t> trips{0};
+    std::atomic<unsigned> held{0};
+    int run()
+    {
+        for (unsigned i = 0; i < depth; i++)
+            if (int r = rmutex_lock(m)) return r;
+        uint64_t before = stats().round_trips;
+        int r = rcond_wait(c, m);
+        trips = stats().round_trips - before;
+        unsigned n = 0;
+        rmutex_holdcount(m, &n);
+        held = n;
+        wait_until([&] { return !keep; }, ms(5000));
+        for (unsigned i = 0; i < n; i++)
+            if (int u = rmutex_unlock(m)) return r ? r : u;
+        return r;
+    }
+};
+
+/* One round: ow waits, and this thread signals once the wait let go of
+ * the mutex (so that the signal finds it free); ow's result.  The first
+ * round of a process also loads the scripts (more round trips). */
+static int free_signal_round(Cond *t, OneWait &ow, const std::string &mname)
+{
+    Async waiter([&] { return ow.run(); });
+    if (!t->ready_to_hand_over(mname)) return -1;
+    int rc = rcond_signal(ow.c); /* not holding the mutex */
+    if (rc) return rc;
+    if (!waiter.wait(ms(5000))) return -2;
+    return waiter.rc();
+}
+
+/* ow started, in its wait, its mutex free and the process listening. */
+static std::unique_ptr<Async> start_waiting(Cond *t, OneWait &ow, const std::string &mname)
+{
+    auto waiter = std::make_unique<Async>([&ow] { return ow.run(); });
+    EXPECT_TRUE(t->ready_to_hand_over(mname));
+    return waiter;
+}
+
+TEST_F(Cond, ASignalHandsAFreeMutexToItsWaiterWithNoRoundTripAfterTheWakeUp)
+{
+    std::string mname = lock_name("m");
+    rmutex_t m;
+    init_mutex(&m, mname);
+    OneWait ow{make_cond(), &m};
+    ASSERT_RC(0, free_signal_round(this, ow, mname)); /* the scripts loaded */
+    ASSERT_TRUE(wait_until([&] { return registered() == 0; }, ms(1000)));
+    ASSERT_RC(0, free_signal_round(this, ow, mname));
+    EXPECT_EQ(1u, ow.held.load());
+    /* The wait's own register and release, and this thread's signal:
+     * nothing after the wake-up (a retake would be one more). */
+    EXPECT_EQ(3u, ow.trips.load()) << "the waiter made a round trip after its wake-up";
+    EXPECT_TRUE(wait_until([&] { return registered() == 0; }, ms(1000)));
+}
+
+TEST_F(Cond, AMutexHeldAtTheSignalIsNeverHandedOverAndGoesToTheWaiterAfterTheUnlock)
+{
+    std::string mname = lock_name("m");
+    rmutex_t m;
+    init_mutex(&m, mname);
+    OneWait ow{make_cond(), &m};
+    auto waiter = start_waiting(this, ow, mname);
+    ASSERT_RC(0, rmutex_lock(&m));
+    ASSERT_RC(0, rcond_signal(ow.c));
+    /* One owner: the signal did not write the waiter's field beside ours. */
+    EXPECT_EQ(1u, redis().hgetall(mname).size()) << "the signal made a second owner";
+    EXPECT_FALSE(waiter->done());
+    ASSERT_RC(0, rmutex_unlock(&m));
+    ASSERT_TRUE(waiter->wait(ms(5000)));
+    EXPECT_RC(0, waiter->rc());
+    EXPECT_EQ(1u, ow.held.load());
+    EXPECT_EQ(0, registered());
+}
+
+TEST_F(Cond, ARecursiveMutexHandedOverByASignalHasItsCountOfTwoBack)
+{
+    std::string mname = lock_name("m");
+    rmutex_t m;
+    init_mutex(&m, mname, RMUTEX_RECURSIVE);
+    OneWait ow{make_cond(), &m, 2};
+    ASSERT_RC(0, free_signal_round(this, ow, mname)); /* the scripts loaded */
+    ASSERT_TRUE(wait_until([&] { return registered() == 0; }, ms(1000)));
+    EXPECT_RC(0, free_signal_round(this, ow, mname)) << "two unlocks after the wait";
+    EXPECT_EQ(2u, ow.held.load());
+    EXPECT_EQ(3u, ow.trips.load()) << "the waiter made a round trip after its wake-up";
+    EXPECT_FALSE(redis().exists(mname)) << "the second unlock did not let go of it";
+}
+
+TEST_F(Cond, AWaiterThatWaitedLongerThanTwoWaiterLeasesIsStillHandedTheMutex)
+{
+    /* The condition's keys live two waiter leases past their last write;
+     * what a signal needs to hand the mutex over must live as long as the
+     * waiter does (the watchdog renews its lease). */
+    std::string mname = lock_name("m");
+    rmutex_t m;
+    init_mutex(&m, mname);
+    OneWait ow{make_cond(), &m};
+    ow.keep = true; /* until the test looked at the mutex */
+    auto waiter = start_waiting(this, ow, mname);
+    auto later = Clock::now() + ms(3 * kWaiterLeaseMs);
+    ASSERT_TRUE(wait_until([&] { return Clock::now() > later; }, ms(4 * kWaiterLeaseMs)));
+    ASSERT_RC(0, rcond_signal(ow.c));
+    EXPECT_EQ(1u, redis().hgetall(mname).size()) << "the signal did not hand the free mutex over";
+    ow.keep = false;
+    ASSERT_TRUE(waiter->wait(ms(5000)));
+    EXPECT_RC(0, waiter->rc());
+    EXPECT_EQ(1u, ow.held.load());
+}
+
+TEST_F(CondProxied, ACancelledWaiterHandedTheMutexUnwindsHoldingItAndPassesItsSignalOn)
+{
+    if (rmt_asan()) GTEST_SKIP() << "AddressSanitizer cannot follow pthread_cancel of a blocked thread";
+    std::string mname = lock_name("m");
+    rmutex_t m;
+    init_mutex(&m, mname);
+    rcond_t *c = make_cond();
+    CancelArg a(c, &m);
+    pthread_t t;
+    ASSERT_EQ(0, pthread_create(&t, nullptr, cancellable_waiter, &a));
+    ASSERT_TRUE(wait_until([&] { return registered() == 1; }, ms(5000)));
+    /* A second waiter keeps the process on the channel. */
+    std::atomic<int> done{0};
+    Async other([&] { return wait_for(c, &m, [&] { return done == 1; }); });
+    ASSERT_TRUE(ready_to_hand_over(mname, 2));
+    done = 1; /* (read under m by the other, which is in its wait) */
+    /* The cancelled waiter's leave held back: the signal picks it, finds
+     * its mutex free and hands it over; then the leave gets through. */
+    proxy_->stall_requests(is_leave);
+    pthread_cancel(t);
+    ASSERT_TRUE(wait_until([&] { return proxy_->count(is_leave) >= 1; }, ms(5000)));
+    ASSERT_RC(0, rcond_signal(c));
+    EXPECT_TRUE(redis().exists(mname)) << "the signal did not take the free mutex for its waiter";
+    proxy_->disarm();
+    proxy_->close_all(); /* the held-back leave is lost: asked again */
+    void *ret = nullptr;
+    ASSERT_EQ(0, pthread_join(t, &ret));
+    EXPECT_EQ(PTHREAD_CANCELED, ret);
+    EXPECT_EQ(1u, a.held_in_cleanup.load()) << "the cleanup handler did not find the mutex held";
+    EXPECT_RC(0, a.unlock_in_cleanup.load());
+    ASSERT_TRUE(other.wait(ms(kWaiterLeaseMs + kPollMs + 2000))) << "the signal was swallowed";
+    EXPECT_RC(0, other.rc());
+    EXPECT_EQ(0, registered());
 }
 
 

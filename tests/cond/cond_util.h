@@ -11,13 +11,16 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cstring>
 #include <deque>
+#include <memory>
 #include <thread>
 #include <vector>
 
 #include "harness.h"
+#include "proxy.h"
 
 namespace rmt {
 namespace cond {
@@ -61,6 +64,27 @@ class Cond : public RedisTest {
     }
 
     uint64_t cond_waits() { return stats().cond_waits - base_.cond_waits; }
+
+  public: /* (for the tests' helpers too) */
+    /* Processes subscribed to the condition's channel now (a wait joins it
+     * before it registers, but the SUBSCRIBE may land later). */
+    long long subscribers(const std::string &suffix = "c")
+    {
+        std::string ch = "rmutex_cond_channel:{" + cond_name(suffix) + "}";
+        Reply r = redis().cmd({"PUBSUB", "NUMSUB", ch});
+        return r && r->type == REDIS_REPLY_ARRAY && r->elements == 2 ? r->element[1]->integer : -1;
+    }
+
+    /* n waiters registered, one process or more listening, and mname free
+     * (the waits let go of it): a signal now hands it over. */
+    bool ready_to_hand_over(const std::string &mname, long long n = 1, long long listening = 1)
+    {
+        return wait_until([&] { return registered() == n && subscribers() >= listening &&
+                                       !redis().exists(mname); },
+                          ms(5000));
+    }
+
+  protected:
 
     /* A connection to the test's server, for a thread or a forked child. */
     std::unique_ptr<Redis> connect() { return std::make_unique<Redis>(host(), port(), password_); }
@@ -263,6 +287,32 @@ class Forked {
   private:
     pid_t pid_ = -1;
     bool reaped_ = false;
+};
+
+/* The library through a proxy that can hold back a waiter's leave. */
+class CondProxied : public Cond {
+  protected:
+    void SetUp() override
+    {
+        Cond::SetUp();
+        if (HasFatalFailure())
+            return;
+        proxy_ = std::make_unique<Proxy>(host(), port());
+        ASSERT_RC(0, rmutex_configure(url_through(proxy_->port()).c_str()));
+    }
+
+    void TearDown() override
+    {
+        Cond::TearDown();
+        proxy_.reset();
+    }
+
+    static bool is_leave(const Proxy::Args &a)
+    {
+        return Proxy::is_eval(a) && std::find(a.begin(), a.end(), "leave") != a.end();
+    }
+
+    std::unique_ptr<Proxy> proxy_;
 };
 
 struct Shared {
