@@ -325,7 +325,8 @@ struct waiting {
     char match[100];          /* "s <member>" */
     size_t member_len;
     uint64_t acq;             /* the request id: a grant's acquisition number */
-    rm_nsec sent;             /* when the registration was sent: a grant is later */
+    rm_nsec sent;             /* when the registration, or the last look that found
+                                 it waiting, was sent: a grant is later */
     long long ticket;
     unsigned depth;           /* the mutex's count, to restore */
     int joined;               /* 1 on the channel, -1 polling */
@@ -342,7 +343,9 @@ static int check(struct waiting *wt, rm_nsec deadline)
     redisReply *reply;
     long long v;
     req_make(&q, wt->cs, wt->ep, "check", wt->member, wt->member_len, NULL, 0);
+    rm_nsec asked = rm_clock_now();
     if (call(wt->ep, &q, deadline, wt->self, &reply) || integer_reply(reply, &v)) return -1;
+    if (v == WAITING) wt->sent = asked; /* not granted before this look: a grant is later */
     return (int)v;
 }
 

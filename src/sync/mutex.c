@@ -241,8 +241,14 @@ int rm_mutex_wait_own(struct rm_mutex *mx, struct rm_thread *self, struct rm_end
 {
     struct rm_wait try_only = { RM_WAIT_TRY, 0, 0 };
     struct rm_lock *l = mx->lock;
+    rm_nsec lease = RM_MSEC(rm_handle_lease(mx));
+    /* The grant's lease ran from a moment after granted_after (the waiter's
+     * last look that found it still waiting); known here only that far
+     * back.  Older than a renewal period: the hold would be due for renewal
+     * (or look expired) at once -- take it as any locker does instead: the
+     * acquire finds the field it was handed and makes it this hold. */
+    if (rm_clock_now() - granted_after > lease / 3) return rm_mutex_wait_retake(mx, self, ep, depth);
     if (!rm_lock_gate_enter(l, self, &try_only)) {
-        rm_nsec lease = RM_MSEC(rm_handle_lease(mx));
         struct rm_grant g = { 0, 0, granted_after + lease, granted_after + lease / 3, acq };
         struct rm_hold_terms terms = rm_handle_terms(mx);
         if (!rm_hold_take(l, &terms, self, ep, &g)) {

@@ -38,10 +38,13 @@ void rm_mutex_wait_end(struct rm_mutex *mx);
  * waiter -- a non-fair, uncached, non-robust mutex whose lock key shares
  * the condition's slot in a cluster?  Its hold lease in ms, or 0: no.
  * own: such a signal took mx for self as acquisition acq (not before
- * granted_after, the wait's registration): make the local hold as a
- * successful lock does, with no round trip, and restore depth.  If another
- * thread of this process is in the lock's gate, the grant is given back
- * and mx retaken as retake does.  0, or the retake's result. */
+ * granted_after: the wait's registration, or its last look that found it
+ * waiting): make the local hold as a successful lock does, with no round
+ * trip, and restore depth.  A granted_after older than a renewal period
+ * (lease/3): mx is retaken as retake does (its acquire finds the field it
+ * was handed), since the hold's lease is not known to be ahead.  If
+ * another thread of this process is in the lock's gate, the grant is given
+ * back and mx retaken as retake does.  0, or the retake's result. */
 unsigned long rm_mutex_wait_grantable(const struct rm_mutex *mx, const struct rm_endpoint *ep,
                                       int slot);
 int rm_mutex_wait_own(struct rm_mutex *mx, struct rm_thread *self, struct rm_endpoint *ep,

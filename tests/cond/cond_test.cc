@@ -511,6 +511,46 @@ TEST_F(Cond, ASignalHandsAFreeMutexToItsWaiterWithNoRoundTripAfterTheWakeUp)
     EXPECT_TRUE(wait_until([&] { return registered() == 0; }, ms(1000)));
 }
 
+/* A grant is written with the waiter's full hold lease when the signal
+ * runs, which may be long after the wait registered: the waiter's hold
+ * must count from a moment it knows to be before the grant (its last
+ * look that found it still waiting), not from its registration, or a wait
+ * longer than the lease would hand over a hold already "expired" here,
+ * which the watchdog then reports lost. */
+TEST_F(Cond, AWaiterHandedTheMutexAfterWaitingLongerThanTheLeaseKeepsItPastAnotherLease)
+{
+    std::string mname = lock_name("m");
+    rmutex_t m;
+    init_mutex(&m, mname);
+    rcond_t *c = make_cond();
+    uint64_t lost = stats().locks_lost;
+    std::atomic<long long> left_ms{-1000000};
+    Async waiter([&] {
+        int r = rmutex_lock(&m);
+        if (r) return 100 + r;
+        if ((r = rcond_wait(c, &m))) return 200 + r;
+        struct timespec dl, now;
+        if ((r = rmutex_hold_deadline(&m, &dl))) return 300 + r;
+        clock_gettime(CLOCK_MONOTONIC, &now);
+        left_ms = (dl.tv_sec - now.tv_sec) * 1000 + (dl.tv_nsec - now.tv_nsec) / 1000000;
+        /* Held longer than the 2 s lease: renewed, not lost. */
+        std::this_thread::sleep_for(ms(2500));
+        return rmutex_unlock(&m);
+    });
+    ASSERT_TRUE(ready_to_hand_over(mname));
+    std::this_thread::sleep_for(ms(2500)); /* the wait outlasts the hold lease */
+    auto before = stats().round_trips;
+    ASSERT_RC(0, rcond_signal(c));
+    ASSERT_TRUE(wait_until([&] { return redis().exists(mname); }, ms(2000))) << "nobody holds it";
+    ASSERT_TRUE(waiter.wait(ms(10000)));
+    EXPECT_RC(0, waiter.rc()) << "the hold handed over was lost (EPERM at the unlock)";
+    /* Its deadline as the wait returned: most of a lease ahead (a grant
+     * counted from the registration would be 0.5 s in the past). */
+    EXPECT_GT(left_ms.load(), 2000 / 3) << "the hold handed over counts from the registration";
+    EXPECT_EQ(lost, stats().locks_lost) << "the hold handed over was reported lost";
+    EXPECT_GE(stats().round_trips - before, 2u);
+}
+
 TEST_F(Cond, AMutexHeldAtTheSignalIsNeverHandedOverAndGoesToTheWaiterAfterTheUnlock)
 {
     std::string mname = lock_name("m");
