@@ -41,7 +41,13 @@
  * be poked to re-check (rm_sub_poke: the watchdog does, for a fair waiter
  * whose place in the queue is gone), and asked about its place in line
  * (rm_sub_rank, by join numbers, O(1): a fair lock's process keeps only
- * its longest waiter looking often).  A notified waiter (a cached lock's
+ * its longest waiter looking often).  In a cluster a waiter is also told
+ * when its channel is no longer served by this node (RM_WAKE_MOVED: the
+ * server took it away, the connection broke), to join it where it is
+ * served now; that news is kept apart from a message the waiter has not
+ * used yet, and is its next wait's answer -- dropped for the message, it
+ * would leave the waiter listening where nothing is published any more,
+ * found only by its next poll.  A notified waiter (a cached lock's
  * ear for requests, cache.c) is not a sleeping thread: its wake-ups are
  * calls of its notify function, made under the lock.
  *
@@ -255,7 +261,12 @@ static void wake(struct rm_waiter *w, int why)
         w->notify(w->notify_arg, why);
         return;
     }
-    if (w->woken == RM_WAKE_MESSAGE) return;
+    /* Kept apart: behind an unused message it would be lost (DESIGN). */
+    if (why == RM_WAKE_MOVED) w->moved = 1;
+    if (w->woken == RM_WAKE_MESSAGE) {
+        if (why == RM_WAKE_MOVED) rm_log("%s moved: told after its unused message", w->ch->name);
+        return;
+    }
     w->woken = why;
     pthread_cond_signal(&w->cv);
 }
@@ -722,14 +733,15 @@ int rm_sub_wait_cancellable(struct rm_waiter *w, rm_nsec deadline, int cancel_st
     pthread_mutex_lock(&s->mu);
     /* Cancelled in the sleep, the thread has s->mu again: give it back. */
     pthread_cleanup_push(unlock_mu, &s->mu);
-    while (!w->woken) {
+    while (!w->woken && !w->moved) {
         pthread_setcancelstate(cancel_state, &ignored);
         int r = rm_clock_cond_wait_until(&w->cv, &s->mu, deadline);
         pthread_setcancelstate(PTHREAD_CANCEL_DISABLE, &ignored);
         if (r == ETIMEDOUT) break;
     }
-    why = w->woken;
+    why = w->woken ? w->woken : w->moved ? RM_WAKE_MOVED : RM_WAKE_TIMEOUT;
     w->woken = 0;
+    if (why == RM_WAKE_MOVED) w->moved = 0;
     pthread_cleanup_pop(1);
     if (why == RM_WAKE_MESSAGE) RM_COUNT(wakeups_pubsub);
     else if (why == RM_WAKE_SUBSCRIBED || why == RM_WAKE_MOVED) RM_COUNT(wakeups_subscribe);

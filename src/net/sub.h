@@ -43,6 +43,8 @@ struct rm_waiter {
     struct rm_sub *sub;
     pthread_cond_t cv;
     int woken;         /* RM_WAKE_* not yet consumed, or 0 */
+    int moved;         /* RM_WAKE_MOVED not yet consumed: told after a
+                          message kept in woken, never lost behind it */
     const char *match; /* wake only for a message that is this, or this and
                           a space and more (or, on a condition's channel,
                           for a broadcast "*..."); NULL: for "0" */
@@ -108,7 +110,8 @@ void rm_sub_poke(struct rm_waiter *w);
 int rm_sub_refused(const struct rm_waiter *w);
 
 /* Wait until w is woken or deadline.  Returns RM_WAKE_*, counting it in the
- * stats, and consumes the wake-up. */
+ * stats, and consumes the wake-up.  A message comes first; a move of the
+ * channel that came with it is the next wait's answer, at once. */
 int rm_sub_wait(struct rm_waiter *w, rm_nsec deadline);
 
 /* The same, with the sleep a cancellation point: cancel_state (the

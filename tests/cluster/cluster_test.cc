@@ -926,6 +926,52 @@ TEST_F(ClusterTest, ReadAndWriteCallsWaitOutAMigrationHeldOpenAndNeverOverlap)
     EXPECT_RC(0, rrwlock_destroy(&fresh));
 }
 
+/* A reader starts while its slot's migration is held open (every call of
+ * it answered TRYAGAIN), and a release message (Redisson's "0") reaches
+ * it then, unused: it is not waiting yet.  At the end of the move the
+ * server takes its channel away.  That must not be lost behind the
+ * message: the reader listens again at the new owner, and the writer's
+ * release there wakes it at once.  (Polls are 20 s apart here: a reader
+ * left listening at the old owner hears nothing until its deadline.) */
+TEST_F(ClusterTest, AReaderSentAMessageBeforeItsChannelMovedStillListensAtTheNewOwner)
+{
+    reconfigure("poll=20000&waiter_lease=40000&lease=30000&command_timeout=1000");
+    std::string n = name("rw-message-then-moved"), channel = rw_key("redisson_rwlock", n);
+    int slot = cluster->slot(n), from = cluster->owner(slot), to = (from + 1) % 3;
+    rrwlock_t w, r;
+    ASSERT_RC(0, rrwlock_init(&w, n.c_str(), nullptr));
+    ASSERT_RC(0, rrwlock_init(&r, n.c_str(), nullptr));
+    ASSERT_RC(0, rrwlock_wrlock(&w));
+    auto listeners = [&](int node) {
+        return cluster->client(node).cmd({"PUBSUB", "SHARDNUMSUB", channel})->element[1]->integer;
+    };
+    ASSERT_TRUE(cluster->begin_migration(slot, from, to));
+    rmutex_stats_t before = stats();
+    struct timespec deadline = abs_after(CLOCK_REALTIME, scaled(ms(10000)).count());
+    Async reader([&] {
+        int rc = rrwlock_timedrdlock(&r, &deadline);
+        return rc ? rc : rrwlock_unlock(&r);
+    });
+    ASSERT_TRUE(wait_until([&] { return listeners(from) == 1 && stats().cluster_retries > before.cluster_retries; },
+                           ms(3000))) << "the reader did not listen at the old owner and meet the migration";
+    EXPECT_EQ(1, cluster->client(from).cmd({"SPUBLISH", channel, "0"}).integer());
+    ASSERT_TRUE(cluster->migrate_keys(slot, from, to));
+    ASSERT_TRUE(cluster->finish_migration(slot, from, to));
+    EXPECT_TRUE(wait_until([&] {
+        return listeners(to) == 1 &&
+               cluster->client(to).cmd({"ZCARD", rw_key("rmutex_rw_queue", n)}).integer() == 1;
+    }, ms(3000))) << "the reader did not queue and listen again at the new owner";
+    EXPECT_FALSE(reader.done()) << "in beside the writer: " << err_name(reader.rc());
+    auto t0 = Clock::now();
+    EXPECT_RC(0, rrwlock_unlock(&w));
+    ASSERT_TRUE(reader.wait(ms(12000)));
+    EXPECT_EQ(0, reader.rc()) << err_name(reader.rc());
+    EXPECT_LT(std::chrono::duration_cast<ms>(reader.finished_at() - t0).count(), scaled(ms(1000)).count())
+        << "the writer's release did not wake the reader: it was still listening at the old owner";
+    EXPECT_RC(0, rrwlock_destroy(&w));
+    EXPECT_RC(0, rrwlock_destroy(&r));
+}
+
 /* A read hold and a write hold on a primary that restarts empty: each
  * holder is told (the callback, by name), each unlock is EPERM, never 0;
  * the other process's waiters get the locks meanwhile.  A restarted
