@@ -289,6 +289,59 @@ TEST_F(ClusterRenewals, AStalledPrimaryDelaysNoOtherPrimarysRenewals)
 
 /* ---- slots that move ---------------------------------------------------------- */
 
+/* Condition variables in a cluster, and wait morphing there: a signal
+ * takes the waiter's free mutex for it only when the mutex's key is in the
+ * condition's slot (the signal's script writes it on that node); else the
+ * waiter takes it back itself, as before.  Either way it wakes holding it,
+ * and no call meets CROSSSLOT. */
+TEST_F(ClusterTest, AConditionHandsItsFreeMutexOverOnlyWhenTheyShareASlot)
+{
+    std::string a = name("cm-a"), b = name("cm-b");
+    for (int i = 0; cluster->slot(a) == cluster->slot(b); i++) b = name("cm-b" + std::to_string(i));
+    struct Case {
+        std::string c, m;
+        bool same;
+    } cases[] = { { "{" + a + "}:c", "{" + a + "}:m", true }, { "{" + a + "}:c2", "{" + b + "}:m", false } };
+    for (const Case &k : cases) {
+        rcond_t c;
+        rmutex_t m;
+        ASSERT_RC(0, rcond_init(&c, k.c.c_str(), nullptr));
+        init_mutex(&m, k.m);
+        int cowner = cluster->owner(cluster->slot(k.c)), mowner = cluster->owner(cluster->slot(k.m));
+        std::string waiting = "rmutex_cond_wait:" + k.c, channel = "rmutex_cond_channel:" + k.c;
+        for (int round = 0; round < 2; round++) { /* the first loads the scripts */
+            std::atomic<uint64_t> trips{0};
+            Async waiter([&] {
+                int r = rmutex_lock(&m);
+                if (r) return 100 + r;
+                uint64_t before = stats().round_trips;
+                r = rcond_wait(&c, &m);
+                trips = stats().round_trips - before;
+                int u = rmutex_unlock(&m);
+                return r ? 200 + r : u;
+            });
+            /* Registered, listening, and the mutex let go of: a signal now
+             * finds it free. */
+            ASSERT_TRUE(wait_until([&] {
+                Reply subs = cluster->client(cowner).cmd({ "PUBSUB", "SHARDNUMSUB", channel });
+                return cluster->client(cowner).cmd({ "ZCOUNT", waiting, "1", "+inf" }).integer() == 1 &&
+                       subs && subs->elements == 2 && subs->element[1]->integer >= 1 &&
+                       !cluster->client(mowner).exists(k.m);
+            }, ms(5000))) << k.c;
+            ASSERT_RC(0, rcond_signal(&c));
+            ASSERT_TRUE(waiter.wait(ms(5000))) << k.c;
+            EXPECT_RC(0, waiter.rc()) << k.c;
+            if (round == 1 && k.same) {
+                EXPECT_EQ(3u, trips.load()) << "register, release, signal: the mutex was not handed over";
+            } else if (round == 1) {
+                EXPECT_GE(trips.load(), 4u) << "handed over, though the mutex is in another slot";
+            }
+        }
+        EXPECT_RC(0, rcond_destroy(&c));
+        EXPECT_RC(0, rmutex_destroy(&m));
+    }
+}
+
 TEST_F(ClusterTest, AHeldLockSurvivesTheMoveOfItsSlotAndItsWaiterIsWokenAfterTheRelease)
 {
     std::string n = name("moved");
