@@ -72,7 +72,7 @@ TEST_F(Cond, BadArgumentsAreEinvalAndTouchNothing)
     EXPECT_RC(0, rmutex_holdcount(&m, &n));
     EXPECT_EQ(1u, n) << "a refused wait let go of the mutex";
     EXPECT_RC(0, rmutex_unlock(&m));
-    EXPECT_EQ(0, registered());
+    EXPECT_TRUE(none_registered());
     EXPECT_EQ(0u, cond_waits());
 
     rcond_t d;
@@ -94,7 +94,7 @@ TEST_F(Cond, WaitingWithoutHoldingTheMutexIsEperm)
     ASSERT_EQ(0, other.wait_locked(ms(5000)));
     EXPECT_RC(EPERM, rcond_wait(c, &m)) << "held by another thread of this process";
     EXPECT_EQ(0, other.release());
-    EXPECT_EQ(0, registered());
+    EXPECT_TRUE(none_registered());
 }
 
 TEST_F(Cond, SignalAndBroadcastWithNobodyWaitingLeaveNothingBehind)
@@ -187,7 +187,7 @@ TEST_F(Cond, SignalWakesOneWaiterAndBroadcastWakesEveryOne)
         ASSERT_TRUE(w->wait(ms(3000)));
         EXPECT_RC(0, w->rc());
     }
-    EXPECT_EQ(0, registered());
+    EXPECT_TRUE(none_registered());
     EXPECT_EQ(1u, stats().cond_broadcasts - base_.cond_broadcasts);
 }
 
@@ -439,7 +439,7 @@ TEST_F(Cond, ACancelledWaitRunsItsCleanupWithTheMutexHeldAndPassesItsSignalOn)
         EXPECT_RC(0, a.unlock_in_cleanup.load());
         ASSERT_TRUE(other.wait(ms(kWaiterLeaseMs + kPollMs + 2000))) << "the signal was swallowed, round " << i;
         EXPECT_RC(0, other.rc());
-        EXPECT_EQ(0, registered());
+        EXPECT_TRUE(none_registered());
     }
 }
 
@@ -567,7 +567,7 @@ TEST_F(Cond, AMutexHeldAtTheSignalIsNeverHandedOverAndGoesToTheWaiterAfterTheUnl
     ASSERT_TRUE(waiter->wait(ms(5000)));
     EXPECT_RC(0, waiter->rc());
     EXPECT_EQ(1u, ow.held.load());
-    EXPECT_EQ(0, registered());
+    EXPECT_TRUE(none_registered());
 }
 
 TEST_F(Cond, ARecursiveMutexHandedOverByASignalHasItsCountOfTwoBack)
@@ -637,7 +637,7 @@ TEST_F(CondProxied, ACancelledWaiterHandedTheMutexUnwindsHoldingItAndPassesItsSi
     EXPECT_RC(0, a.unlock_in_cleanup.load());
     ASSERT_TRUE(other.wait(ms(kWaiterLeaseMs + kPollMs + 2000))) << "the signal was swallowed";
     EXPECT_RC(0, other.rc());
-    EXPECT_EQ(0, registered());
+    EXPECT_TRUE(none_registered());
 }
 
 
