@@ -1179,6 +1179,9 @@ typedef struct rmutex_stats {
     rmutex_histogram_t wait_time; /* mutex acquisitions that waited: rmutex_*lock called ->
                                     returned with the lock */
     rmutex_histogram_t hold_time; /* mutex holds: lock returned -> unlock called */
+    uint64_t fair_handoffs_local; /* fair hand-offs to a thread of this process that its
+                                     releasing thread woke itself, with the grant its
+                                     release answered (no pub/sub hop) */
 } rmutex_stats_t;
 
 /* Copy the counters into *out.  size is sizeof(rmutex_stats_t) as the

@@ -31,7 +31,9 @@
 -- acquire answers {0, token, dead, queued} (queued 1: others wait behind
 -- this hold), {1, pttl, ticket, counter} busy (counter: the fencing
 -- counter T now, so a later grant's token is above it; trylock: {1, pttl}),
--- {2} not recoverable; release and cancel 1 or 0 (the hold was not there).
+-- {2} not recoverable; release and cancel 1 or 0 (the hold was not there),
+-- but a release that made a full grant to a waiter of its caller's own
+-- process answers the grant's message instead of 1 (see handed below).
 --
 -- Lock caching: a process that caches the lock acquires and queues as
 -- "<uuid>:0" (no thread has number 0).  A waiter (or trylock) that finds
@@ -112,6 +114,11 @@ local PURGE = 64
 --!include token.lua
 
 
+-- A full grant to a waiter of the caller's own process: the message's text,
+-- which a release answers instead of 1 (the caller hands it to that thread
+-- at once, without waiting for the server's copy).
+local handed = false
+
 -- The lock is free: grant it to the first live waiter.  Returns the waiter
 -- granted, false when the queue is empty, or 'more' when this call's share
 -- of purging (PURGE dead entries, PURGE dead heads) ran out before a live
@@ -143,12 +150,14 @@ local function settle()
       -- One message, on the channel of the waiter's process only; it
       -- offers a full hold when the waiter's lease is known.
       owner = owner or head
-      local heard = redis.call(PUBLISH, C .. ':' .. (string.match(owner, '^(.*):') or owner),
-                 head .. ' ' .. string.format('%.0f', token) .. ' ' .. (dead and 1 or 0) .. ' ' ..
-                 (lease or left) .. ' ' .. redis.call('exists', N) .. ' ' ..
-                 redis.call('exists', Q) .. ' ' .. (lease and 1 or 0))
+      local process = string.match(owner, '^(.*):') or owner
+      local text = head .. ' ' .. string.format('%.0f', token) .. ' ' .. (dead and 1 or 0) .. ' ' ..
+                   (lease or left) .. ' ' .. redis.call('exists', N) .. ' ' ..
+                   redis.call('exists', Q) .. ' ' .. (lease and 1 or 0)
+      local heard = redis.call(PUBLISH, C .. ':' .. process, text)
       redis.call('hset', L, owner, its or 1)
       if lease and heard > 0 then
+        if process == string.match(me, '^(.*):') then handed = text end
         redis.call('pexpire', L, lease)
         redis.call('set', O, mark_make(head, false, dead), 'px', 2 * lease)
         redis.call('hset', H, head, 'g') -- a grant: its look (confirm) gets the token
@@ -289,7 +298,7 @@ elseif op == 'release' then
   redis.call('hdel', H, me .. '|' .. held)
   if ARGV[8] == '1' then redis.call('set', N, '1', 'px', ARGV[9]) end
   settle_or_announce()
-  return 1
+  return handed or 1
 
 elseif op == 'cancel' then
   -- The caller gives up (timeout, lost reply, error): leave the queue, and

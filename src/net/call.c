@@ -208,9 +208,20 @@ static int released_by_lost_try(const struct where *lost_on, const struct where 
     return sent < known_good;
 }
 
+static int release(struct rm_endpoint *ep, int script, int nkeys, int argc,
+                   const char *const *argv, const size_t *lens, rm_nsec deadline,
+                   rm_nsec known_good, long long *answer, const struct rm_call_said *said);
+
 int rm_call_release(struct rm_endpoint *ep, int script, int nkeys, int argc,
                     const char *const *argv, const size_t *lens, rm_nsec deadline,
                     rm_nsec known_good, long long *answer)
+{
+    return release(ep, script, nkeys, argc, argv, lens, deadline, known_good, answer, NULL);
+}
+
+static int release(struct rm_endpoint *ep, int script, int nkeys, int argc,
+                   const char *const *argv, const size_t *lens, rm_nsec deadline,
+                   rm_nsec known_good, long long *answer, const struct rm_call_said *said)
 {
     int unknown = 0;
     struct where lost_on = { "" }, at;
@@ -221,7 +232,12 @@ int rm_call_release(struct rm_endpoint *ep, int script, int nkeys, int argc,
         at.run_id[0] = 0;
         int r = call(ep, script, nkeys, argc, argv, lens, deadline, 0, &reply, NULL, &at);
         if (!r) {
-            *answer = reply->type == REDIS_REPLY_INTEGER ? reply->integer : 0;
+            /* A text: done, and this is what it published to a thread of
+             * ours (call.h). */
+            *answer = reply->type == REDIS_REPLY_INTEGER ? reply->integer
+                      : reply->type == REDIS_REPLY_STRING ? 1 : 0;
+            if (reply->type == REDIS_REPLY_STRING && said)
+                said->fn(said->arg, reply->str, reply->len);
             freeReplyObject(reply);
             if (unknown) {
                 RM_COUNT(indeterminate);
@@ -254,19 +270,40 @@ rm_nsec rm_call_deadline(void)
     return rm_clock_after(RM_MSEC(RM_SETTING(command_timeout_ms)));
 }
 
+static int unlock(struct rm_endpoint *ep, int script, int nkeys, int argc,
+                  const char *const *argv, const size_t *lens, rm_nsec deadline,
+                  rm_nsec known_good, rm_nsec (*known_good_now)(void *), void *arg,
+                  const struct rm_call_said *said);
+
 int rm_call_unlock(struct rm_endpoint *ep, int script, int nkeys, int argc,
                    const char *const *argv, const size_t *lens, rm_nsec deadline,
                    rm_nsec known_good)
 {
-    return rm_call_unlock_live(ep, script, nkeys, argc, argv, lens, deadline, known_good, NULL, NULL);
+    return unlock(ep, script, nkeys, argc, argv, lens, deadline, known_good, NULL, NULL, NULL);
+}
+
+int rm_call_unlock_said(struct rm_endpoint *ep, int script, int nkeys, int argc,
+                        const char *const *argv, const size_t *lens, rm_nsec deadline,
+                        rm_nsec known_good, const struct rm_call_said *said)
+{
+    return unlock(ep, script, nkeys, argc, argv, lens, deadline, known_good, NULL, NULL, said);
 }
 
 int rm_call_unlock_live(struct rm_endpoint *ep, int script, int nkeys, int argc,
                         const char *const *argv, const size_t *lens, rm_nsec deadline,
                         rm_nsec known_good, rm_nsec (*known_good_now)(void *), void *arg)
 {
+    return unlock(ep, script, nkeys, argc, argv, lens, deadline, known_good, known_good_now, arg,
+                  NULL);
+}
+
+static int unlock(struct rm_endpoint *ep, int script, int nkeys, int argc,
+                  const char *const *argv, const size_t *lens, rm_nsec deadline,
+                  rm_nsec known_good, rm_nsec (*known_good_now)(void *), void *arg,
+                  const struct rm_call_said *said)
+{
     long long released = 0;
-    int r = rm_call_release(ep, script, nkeys, argc, argv, lens, deadline, known_good, &released);
+    int r = release(ep, script, nkeys, argc, argv, lens, deadline, known_good, &released, said);
     if (r == RM_DEFERRED) {
         /* Redis did not answer in time.  A hold still known good is as
          * good as released: nobody can take it before the watchdog's

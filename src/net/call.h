@@ -87,11 +87,21 @@ void rm_call_set_deferrer(rm_call_deferrer fn);
  * gone after a try whose reply was lost answers "released" only when that
  * try reached the same server incarnation while the hold was known good
  * (see call.c).  Returns 0 with the integer Redis answered in *answer (0
- * for a lock key that holds something else: not our lock any more),
+ * for a lock key that holds something else: not our lock any more; 1 for
+ * a text, below),
  * RM_DEFERRED, or the errno of an error reply. */
 int rm_call_release(struct rm_endpoint *ep, int script, int nkeys, int argc,
                     const char *const *argv, const size_t *lens, rm_nsec deadline,
                     rm_nsec known_good, long long *answer);
+
+/* A release that hands the lock to a thread of the caller's own process
+ * may answer, instead of 1, the text of the message it published to that
+ * thread (fair.lua); rm_call_unlock_said passes it to fn(arg, text, len)
+ * as soon as it is read, the others take it for 1. */
+struct rm_call_said {
+    void (*fn)(void *arg, const char *text, size_t len);
+    void *arg;
+};
 
 /* An unlock's release: rm_call_release, then what the caller returns --
  * 0 when Redis released it (or, the release deferred, while the hold is
@@ -101,6 +111,11 @@ int rm_call_release(struct rm_endpoint *ep, int script, int nkeys, int argc,
 int rm_call_unlock(struct rm_endpoint *ep, int script, int nkeys, int argc,
                    const char *const *argv, const size_t *lens, rm_nsec deadline,
                    rm_nsec known_good);
+
+/* The same, telling said of the text a release answered (above). */
+int rm_call_unlock_said(struct rm_endpoint *ep, int script, int nkeys, int argc,
+                        const char *const *argv, const size_t *lens, rm_nsec deadline,
+                        rm_nsec known_good, const struct rm_call_said *said);
 
 /* The same, for a hold whose lease the watchdog may go on renewing while
  * the release waits (a process's read lease, kept by its other readers):

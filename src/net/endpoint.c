@@ -565,6 +565,13 @@ int rm_endpoint_rejoin(struct rm_endpoint *ep, int slot, struct rm_waiter *w)
     return r;
 }
 
+int rm_endpoint_deliver(struct rm_endpoint *ep, int slot, const char *channel, const char *msg,
+                        size_t len)
+{
+    struct rm_node *n = current(ep, slot); /* no waiting: the server's copy is on its way */
+    return n && n->sub ? rm_sub_deliver(n->sub, channel, msg, len) : 0;
+}
+
 /* ---- fork ---- */
 
 void rm_endpoint_atfork(struct rm_endpoint *ep, int who)

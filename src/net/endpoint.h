@@ -83,6 +83,11 @@ int rm_endpoint_join_releases(struct rm_endpoint *ep, int slot, const char *chan
  * (w is then not joined). */
 int rm_endpoint_rejoin(struct rm_endpoint *ep, int slot, struct rm_waiter *w);
 
+/* rm_sub_deliver on the multiplexer of the node that serves slot now, if
+ * one is known (never waits for one; else 0). */
+int rm_endpoint_deliver(struct rm_endpoint *ep, int slot, const char *channel, const char *msg,
+                        size_t len);
+
 /* fork(): -1 lock (prepare), 0 unlock (parent), 1 child: no threads, no
  * connections; the child keeps what it knows of the topology. */
 void rm_endpoint_atfork(struct rm_endpoint *ep, int who);

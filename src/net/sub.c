@@ -51,6 +51,16 @@
  * ear for requests, cache.c) is not a sleeping thread: its wake-ups are
  * calls of its notify function, made under the lock.
  *
+ * A message can also come from this process (rm_sub_deliver): a fair
+ * lock's release that granted the lock to a thread of its own process
+ * gets the grant's text in its reply and hands it over here, as if read
+ * from the connection -- the same text, so the same rules decide what the
+ * woken thread may do with it.  Whichever copy comes first wakes it (the
+ * server writes the PUBLISH during the script, before the reply, and this
+ * thread may read it first); the other finds the waiter gone or already
+ * woken by it: a message is never more than a reason to look, and a
+ * grant's own token tells a repeat from news (fair.c). 
+ *
  * The connection is kept alive with PING (every 5 s, dropped if no answer
  * within 5 s) and re-dialled with jittered backoff (20 ms doubling to 1 s)
  * when it breaks.  The thread blocks every signal.  Over TLS the thread
@@ -278,34 +288,39 @@ static void keep_message(struct rm_waiter *w, const char *msg, size_t len)
     w->msg[n] = 0;
 }
 
-static void deliver(struct rm_channel *ch, const char *msg, size_t len)
+/* msg to the waiters of ch it is for; how many it woke that were not
+ * already woken by a message. */
+static int deliver(struct rm_channel *ch, const char *msg, size_t len)
 {
-    int zero = len == 1 && msg[0] == '0', one = len == 1 && msg[0] == '1';
+    int zero = len == 1 && msg[0] == '0', one = len == 1 && msg[0] == '1', n = 0;
     if (len >= 1 && msg[0] == '*') { /* a condition's broadcast: everyone here */
         for (struct rm_waiter *w = ch->head; w; w = w->next)
             if (w->woken != RM_WAKE_MESSAGE) {
                 keep_message(w, msg, len);
                 wake(w, RM_WAKE_MESSAGE);
+                n++;
             }
-        return;
+        return n;
     }
     if (one) { /* Redisson's read-write lock left by a writer: every waiter of it */
         for (struct rm_waiter *w = ch->head; w; w = w->next)
-            if (w->releases && w->woken != RM_WAKE_MESSAGE) wake(w, RM_WAKE_MESSAGE);
-        return;
+            if (w->releases && w->woken != RM_WAKE_MESSAGE) wake(w, RM_WAKE_MESSAGE), n++;
+        return n;
     }
     for (struct rm_waiter *w = ch->head; w; w = w->next) {
         if (w->match && len >= w->match_len && !memcmp(w->match, msg, w->match_len) &&
             (len == w->match_len || msg[w->match_len] == ' ')) {
+            n = w->woken != RM_WAKE_MESSAGE;
             keep_message(w, msg, len);
             wake(w, RM_WAKE_MESSAGE);
-            return;
+            return n;
         }
         if (zero && (!w->match || w->releases) && w->woken != RM_WAKE_MESSAGE) {
             wake(w, RM_WAKE_MESSAGE);
-            return;
+            return 1;
         }
     }
+    return 0;
 }
 
 static int is_str(const redisReply *r, const char *s)
@@ -706,6 +721,15 @@ void rm_sub_poke(struct rm_waiter *w)
     pthread_mutex_lock(&s->mu);
     wake(w, RM_WAKE_LOOK);
     pthread_mutex_unlock(&s->mu);
+}
+
+int rm_sub_deliver(struct rm_sub *s, const char *channel, const char *msg, size_t len)
+{
+    pthread_mutex_lock(&s->mu);
+    struct rm_channel *ch = *find(s, channel, strlen(channel));
+    int woke = ch ? deliver(ch, msg, len) : 0;
+    pthread_mutex_unlock(&s->mu);
+    return woke;
 }
 
 void rm_sub_move_all(struct rm_sub *s)

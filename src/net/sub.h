@@ -91,6 +91,12 @@ int rm_sub_join_notify(struct rm_sub *sub, const char *channel, struct rm_waiter
                        const char *match, size_t match_len, void (*notify)(void *arg, int why),
                        void *arg);
 
+/* Deliver msg on channel as if the server had sent it (a message this
+ * process published itself and knows the text of: fair.c's grants to its
+ * own threads).  How many waiters it woke that no message had woken yet
+ * (0: none here, or the server's copy came first). */
+int rm_sub_deliver(struct rm_sub *sub, const char *channel, const char *msg, size_t len);
+
 /* The server is no longer the primary: wake every waiter with
  * RM_WAKE_MOVED, to re-check and join again where the lock is served. */
 void rm_sub_move_all(struct rm_sub *sub);

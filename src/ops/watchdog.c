@@ -809,6 +809,9 @@ static void exchange(struct link *l, struct rm_watchdog_entry **e, int n, int *r
         int ask;
         if (rm_conn_read(c, deadline, &r)) goto drop;
         if (r->type == REDIS_REPLY_INTEGER) res[i] = (int)r->integer;
+        /* A release that answers the grant it made to a thread of ours
+         * (call.h): done; the multiplexer brings that thread its message. */
+        else if (r->type == REDIS_REPLY_STRING && e[i]->kind == KIND_DEFERRED) res[i] = 1;
         else if (rm_conn_reply_is_noscript(r)) res[i] = -2;
         else rm_endpoint_redirect(e[i]->ep, r, l->node, &ask);
         freeReplyObject(r);

@@ -431,13 +431,44 @@ static int fair_lock(struct rm_mutex *mx, struct rm_thread *self, struct rm_endp
 /* fair.lua's release of acquisition acq (0: any) of owner's hold of k
  * (the lock passes to the first live waiter), as an unlock returns it:
  * 0, RM_E_GONE or the error. */
+struct handing {
+    struct rm_endpoint *ep;
+    const struct rm_keys *k;
+    const char *owner; /* the releaser's "<uuid>:<thread>" */
+    size_t owner_len;
+};
+
+/* The release granted the lock to a thread of this process and answered
+ * the grant's message: that thread is woken with it now, by this one,
+ * unless the server's copy, across the pub/sub connection and the
+ * multiplexer's thread, got there first (sub.c: it is written during the
+ * script, the reply after it).  The waiter owns the grant on the same
+ * rules from either copy (grant_owned); the later one finds it gone. */
+static void hand_over(void *arg, const char *text, size_t len)
+{
+    const struct handing *h = arg;
+    const char *colon = memrchr(h->owner, ':', h->owner_len);
+    size_t f = strlen(h->k->fchannel), u = colon ? (size_t)(colon - h->owner) : 0;
+    char *channel = u ? malloc(f + u + 2) : NULL; /* "<fair channel>:<process uuid>" */
+    if (!channel) return; /* the server's copy will do */
+    memcpy(channel, h->k->fchannel, f);
+    channel[f] = ':';
+    memcpy(channel + f + 1, h->owner, u);
+    channel[f + 1 + u] = 0;
+    if (rm_endpoint_deliver(h->ep, h->k->slot, channel, text, len)) RM_COUNT(fair_handoffs_local);
+    free(channel);
+}
+
 static int fair_release(struct rm_endpoint *ep, const struct rm_keys *k, int robust,
                         const char *owner, size_t owner_len, int notrec, uint64_t acq,
                         rm_nsec deadline, rm_nsec give_up_at)
 {
     struct fair_req q;
     fair_req_make(&q, k, robust, 0, ep, "release", owner, owner_len, acq, 0, notrec, 0);
-    return rm_call_unlock(ep, RM_SCRIPT_FAIR, NKEYS, NARGS, q.argv, q.lens, deadline, give_up_at);
+    struct handing h = { ep, k, owner, owner_len };
+    const struct rm_call_said said = { hand_over, &h };
+    return rm_call_unlock_said(ep, RM_SCRIPT_FAIR, NKEYS, NARGS, q.argv, q.lens, deadline,
+                               give_up_at, &said);
 }
 
 static int fair_unlock(struct rm_mutex *mx, struct rm_thread *self, struct rm_endpoint *ep,

@@ -15,6 +15,7 @@
 #include <atomic>
 #include <cstring>
 #include <regex>
+#include <thread>
 
 #include "fair_util.h"
 
@@ -468,6 +469,94 @@ TEST_F(FairLock, ThreadsOfOneProcessShareOneSubscriptionAndWakeOneAtATime)
         }
         EXPECT_EQ(0, rc_of(*unlocked)) << *unlocked;
     }
+}
+
+/* A release that hands the lock to a thread of its own process wakes that
+ * thread itself, with the grant its reply carries (fair.c, hand_over),
+ * unless the server's copy of the message got there first (both race:
+ * the PUBLISH is written during the script).  Either way the thread owns
+ * it on receipt, a confirmed full hold with no round trip after its grant
+ * that outlives a stall longer than the waiter lease.  Over twenty
+ * hand-offs the releaser wins some; a hand-off to another process goes by
+ * pub/sub only. */
+TEST_F(FairLock, AReleaseWakesTheThreadOfItsOwnProcessItHandsTheLockTo)
+{
+    std::string name = lock_name();
+    FairKeys k(name);
+    rmutex_t m;
+    init_fair(&m, name);
+    uint64_t local = 0;
+    std::unique_ptr<FairChild> w;
+    std::string member;
+    for (int round = 0; round < 20; round++) {
+        bool last = local > 0 || round == 19;
+        SCOPED_TRACE("round " + std::to_string(round));
+        ASSERT_RC(0, rmutex_lock(&m));
+        std::atomic<int> got{-1}, release{0};
+        rmutex_stats_t before{}, after{};
+        std::thread b([&] {
+            before = stats();
+            int r = rmutex_lock(&m);
+            after = stats();
+            got = r;
+            wait_until([&] { return release.load() == 1; }, ms(20000));
+            if (!r) rmutex_unlock(&m);
+        });
+        ASSERT_TRUE(wait_until([&] { return read_queue(redis(), k).queue.size() == 1; }, ms(5000)));
+        member = read_queue(redis(), k).queue[0].member;
+        std::string uuid = member.substr(0, member.find(':'));
+        ASSERT_TRUE(wait_until([&] { return redis().numsub(k.fchannel + ":" + uuid) == 1; },
+                               ms(5000)));
+        if (last) { /* a waiter in another process, behind the thread */
+            w = child(name);
+            ASSERT_TRUE(w);
+            ASSERT_FALSE(enqueue(*w, k, "lock 0").empty());
+        }
+        uint64_t local0 = stats().fair_handoffs_local;
+        ASSERT_RC(0, rmutex_unlock(&m));
+        ASSERT_TRUE(wait_until([&] { return got.load() != -1; }, ms(2000)));
+        ASSERT_RC(0, got.load());
+        uint64_t here = stats().fair_handoffs_local - local0;
+        EXPECT_LE(here, 1u);
+        local += here;
+        /* Round trips of the process meanwhile: the thread's enqueue, one
+         * per wake-up that was not the grant (the subscription's
+         * confirmation, a poll), and this thread's release. */
+        EXPECT_EQ(2 + (after.wakeups_subscribe - before.wakeups_subscribe) +
+                      (after.wakeups_poll - before.wakeups_poll),
+                  after.round_trips - before.round_trips)
+            << "the woken thread made a round trip after its grant";
+        EXPECT_EQ(owner_of(member), redis().hgetall(name).begin()->first);
+        EXPECT_EQ(member, redis().get(k.owner).value_or("(none)")) << "not a confirmed grant";
+        EXPECT_GT(redis().pttl(name), kWaiterLease) << "not a full hold lease";
+        if (!last) {
+            release = 1;
+            b.join();
+            continue;
+        }
+        /* The hold survives a stall longer than the waiter lease. */
+        {
+            Redis admin(host(), port(), password_);
+            const int pause_ms = kWaiterLease * 3 / 2;
+            ASSERT_EQ("OK", admin.cmd({ "CLIENT", "PAUSE", std::to_string(pause_ms) }).str());
+            EXPECT_FALSE(w->poll_line(ms(pause_ms + kWaiterLease)))
+                << "the other process got the lock while the thread held it";
+        }
+        EXPECT_EQ(owner_of(member), redis().hgetall(name).begin()->first);
+        /* The thread hands on to the other process: by pub/sub, not counted. */
+        uint64_t local1 = stats().fair_handoffs_local;
+        release = 1;
+        b.join();
+        auto l = w->expect_line("lock t=0 ", ms(3000));
+        ASSERT_TRUE(l);
+        EXPECT_EQ(0, rc_of(*l));
+        EXPECT_EQ(1, num_field(*l, "pubsub")) << *l;
+        EXPECT_EQ(local1, stats().fair_handoffs_local);
+        EXPECT_EQ(0, rc_of(child_do(*w, "unlock")));
+        break;
+    }
+    EXPECT_GE(local, 1u) << "in twenty hand-offs the releaser never woke the thread itself";
+    EXPECT_RC(0, rmutex_destroy(&m));
 }
 
 /* A hold got by hand-off is a full hold when rmutex_lock returns: the owner
