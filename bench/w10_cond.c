@@ -14,6 +14,10 @@
  *     acquire) counts as that figure minus an uncontended lock (one script
  *     round trip) the waiter times right after each round: derived.  The
  *     share of rounds handed the mutex is reported;
+ *   - the same with the waiter a thread of this process (the signalling
+ *     thread wakes it itself when its reply beats the multiplexer's copy
+ *     of the message: cond.c's hand_over), and the share of rounds in
+ *     which it did;
  *   - round trips of the calling thread per wait (the waiter's, including
  *     the mutex's release and retake), per signal and per broadcast;
  *   - a broadcast's Redis-side time (SLOWLOG, exact per command) with 1
@@ -71,14 +75,16 @@ static int await_waiters(redisContext *c, const char *key, long long want)
     return 0;
 }
 
-static void child_waiter(const char *mname, const char *cname, int rounds, int fd)
+/* The waiter's rounds: lock, wait once, report on fd.  0, or where it
+ * failed. */
+static int wait_rounds(const char *mname, const char *cname, int rounds, int fd)
 {
     rmutex_t m;
     rcond_t cv;
-    if (rmutex_init(&m, mname, NULL) || rcond_init(&cv, cname, NULL)) _exit(1);
+    if (rmutex_init(&m, mname, NULL) || rcond_init(&cv, cname, NULL)) return 1;
     for (int i = 0; i < rounds; i++) {
         struct report_line l = { 0, 0, 0 };
-        if (rmutex_lock(&m)) _exit(2);
+        if (rmutex_lock(&m)) return 2;
         rmutex_stats_t s0 = stats_now();
         l.rc = rcond_wait(&cv, &m);
         l.returned_ns = now_ns();
@@ -86,35 +92,62 @@ static void child_waiter(const char *mname, const char *cname, int rounds, int f
         l.round_trips = (double)(s1.round_trips - s0.round_trips);
         rmutex_unlock(&m);
         int64_t p0 = now_ns();
-        if (rmutex_lock(&m)) _exit(4);
+        if (rmutex_lock(&m)) return 4;
         l.lock_ns = now_ns() - p0;
-        if (rmutex_unlock(&m)) _exit(4);
-        if (write(fd, &l, sizeof l) != (ssize_t)sizeof l) _exit(3);
+        if (rmutex_unlock(&m)) return 4;
+        if (write(fd, &l, sizeof l) != (ssize_t)sizeof l) return 3;
     }
-    _exit(0);
+    rcond_destroy(&cv);
+    rmutex_destroy(&m);
+    return 0;
 }
 
-static void latency(redisContext *c)
+static void child_waiter(const char *mname, const char *cname, int rounds, int fd)
+{
+    _exit(wait_rounds(mname, cname, rounds, fd));
+}
+
+/* The same waiter as a thread of this process (the signal wakes it from
+ * here: cond.c's hand_over). */
+struct thread_waiter {
+    const char *mname, *cname;
+    int rounds, fd;
+};
+
+static void *thread_waiter(void *p)
+{
+    struct thread_waiter *t = p;
+    wait_rounds(t->mname, t->cname, t->rounds, t->fd);
+    return NULL;
+}
+
+/* local: the waiter is a thread of this process, not another process. */
+static void latency(redisContext *c, int local)
 {
     char mname[128], cname[128], key[200];
-    lock_name(mname, sizeof mname, "w10:m");
-    lock_name(cname, sizeof cname, "w10:c");
+    lock_name(mname, sizeof mname, local ? "w10:lm" : "w10:m");
+    lock_name(cname, sizeof cname, local ? "w10:lc" : "w10:c");
     snprintf(key, sizeof key, "rmutex_cond_wait:{%s}", cname);
     int rounds = opt.quick ? 100 : 400, fds[2];
     struct sample holds_p50 = { .n = 0 }, holds_p99 = { .n = 0 }, wake = { .n = 0 },
                   rt_wait = { .n = 0 }, rt_signal = { .n = 0 }, rt_broadcast = { .n = 0 },
-                  handed = { .n = 0 };
+                  handed = { .n = 0 }, from_here = { .n = 0 };
     double *lat = calloc((size_t)rounds, sizeof *lat), *woke = calloc((size_t)rounds, sizeof *woke);
     int ok = lat && woke && !pipe(fds);
     rcond_t cv;
     ok = ok && !rcond_init(&cv, cname, NULL);
     for (int rep = 0; ok && rep < opt.reps; rep++) {
-        pid_t pid = fork();
-        if (pid == 0) {
+        pid_t pid = -1;
+        pthread_t tid;
+        struct thread_waiter tw = { mname, cname, rounds, fds[1] };
+        if (local) {
+            if (pthread_create(&tid, NULL, thread_waiter, &tw)) break;
+        } else if ((pid = fork()) == 0) {
             close(fds[0]);
             child_waiter(mname, cname, rounds, fds[1]);
         }
         double trips = 0, sig_trips = 0, handed_rounds = 0;
+        uint64_t here0 = stats_now().cond_signals_local;
         for (int i = 0; ok && i < rounds; i++) {
             struct report_line l;
             if (await_waiters(c, key, 1)) {
@@ -140,8 +173,13 @@ static void latency(redisContext *c)
             trips += l.round_trips;
         }
         int status;
-        if (!ok) kill(pid, SIGKILL);
-        waitpid(pid, &status, 0);
+        if (local) {
+            if (!ok) pthread_cancel(tid); /* (rcond_wait is a cancellation point) */
+            pthread_join(tid, NULL);
+        } else {
+            if (!ok) kill(pid, SIGKILL);
+            waitpid(pid, &status, 0);
+        }
         if (!ok) break;
         sort_doubles(lat, (size_t)rounds);
         double p50 = quantile_sorted(lat, (size_t)rounds, 0.5);
@@ -152,12 +190,14 @@ static void latency(redisContext *c)
         sample_add(&rt_wait, trips / rounds);
         sample_add(&rt_signal, sig_trips / rounds);
         sample_add(&handed, 100.0 * handed_rounds / rounds);
+        sample_add(&from_here, 100.0 * (double)(stats_now().cond_signals_local - here0) / rounds);
         /* A broadcast with nobody waiting is one round trip too. */
         rmutex_stats_t b0 = stats_now();
         rcond_broadcast(&cv);
         rmutex_stats_t b1 = stats_now();
         sample_add(&rt_broadcast, (double)(b1.round_trips - b0.round_trips));
-        printf("  W10 signal -> waiter holds the mutex: p50 %.0f us, p99 %.0f us (%d rounds)\n", p50,
+        printf("  W10 signal -> %s holds the mutex: p50 %.0f us, p99 %.0f us (%d rounds)\n",
+               local ? "a waiting thread of this process" : "waiter", p50,
                quantile_sorted(lat, (size_t)rounds, 0.99), rounds);
     }
     if (ok) rcond_destroy(&cv);
@@ -166,6 +206,14 @@ static void latency(redisContext *c)
     close(fds[0]);
     close(fds[1]);
 
+    if (local) {
+        struct row *r = report_row("W10", "signal → a waiting thread of this process holds the mutex, p50",
+                                   "µs", ok ? &holds_p50 : NULL);
+        row_limit_ref(r, &lim.eval_rtt_us, 1, "EVALSHA RTT");
+        report_row("W10", "signals that woke a thread of this process from the signalling thread",
+                   "%", ok ? &from_here : NULL);
+        return;
+    }
     struct row *r = report_row("W10", "signal → waiter holds the mutex, p50", "µs", ok ? &holds_p50 : NULL);
     row_limit_ref(r, &lim.eval_rtt_us, 1, "EVALSHA RTT");
     row_target(r, "ratio ≤ 3", ON_RATIO, J_LE, 3, 0);
@@ -431,7 +479,8 @@ void w10_run(void)
         return;
     }
     raw_delivery(c);
-    latency(c);
+    latency(c, 0);
+    latency(c, 1);
     isolated(c);
     broadcasts(c);
     redisFree(c);

@@ -1182,6 +1182,9 @@ typedef struct rmutex_stats {
     uint64_t fair_handoffs_local; /* fair hand-offs to a thread of this process that its
                                      releasing thread woke itself, with the grant its
                                      release answered (no pub/sub hop) */
+    uint64_t cond_signals_local;  /* signals to a waiting thread of this process that the
+                                     signalling thread woke itself, with the message its
+                                     signal answered (no pub/sub hop) */
 } rmutex_stats_t;
 
 /* Copy the counters into *out.  size is sizeof(rmutex_stats_t) as the

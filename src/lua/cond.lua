@@ -19,7 +19,8 @@
 --                                     <bcast>": every ticket below bcast
 --                                     was released
 -- ARGV  1 op: wait | check | leave | signal | broadcast
---       2 waiter "<owner> <request id>"   3 waiter lease ms
+--       2 waiter "<owner> <request id>" (signal: the caller's "<owner>")
+--       3 waiter lease ms
 --       4 the mutex's name (wait)         5 "1": pass a signal on (leave)
 --       6 the publishing command: publish, or spublish in a cluster
 --       7 wait: the mutex's hold lease in ms when a signal may hand it
@@ -103,14 +104,23 @@ local function grant(m, terms)
   return true
 end
 
--- Signal the lowest ticket still waiting; 1 if there was one.
-local function give()
+-- Signal the lowest ticket still waiting; 1 if there was one -- or, when
+-- here is the process of that waiter (here: a signal's caller's uuid) and
+-- the message reached a subscriber, the message's text: the caller wakes
+-- that thread itself, without waiting for its own copy (cond.c).
+local function give(here)
   local first = redis.call('zrangebyscore', W, math.max(bcast(), 1), '+inf',
                            'withscores', 'limit', 0, 1)
   if #first == 0 then return 0 end
-  redis.call('zadd', W, -tonumber(first[2]), first[1])
-  local terms = redis.call('hget', H, 'g ' .. first[1])
-  if not (terms and grant(first[1], terms)) then redis.call(PUBLISH, P, 's ' .. first[1]) end
+  local m = first[1]
+  redis.call('zadd', W, -tonumber(first[2]), m)
+  local terms = redis.call('hget', H, 'g ' .. m)
+  local text = 's ' .. m .. ' g'
+  if not (terms and grant(m, terms)) then
+    text = 's ' .. m
+    if redis.call(PUBLISH, P, text) == 0 then return 1 end
+  end
+  if here and string.match(m, '^(.*):') == here then return text end
   return 1
 end
 
@@ -203,8 +213,8 @@ elseif op == 'leave' then
   return st
 
 elseif op == 'signal' then
-  local n = give()
-  if n > 0 then tidy() end
+  local n = give(string.match(member, '^(.*):'))
+  if n ~= 0 then tidy() end
   return n
 
 elseif op == 'broadcast' then

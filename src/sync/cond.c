@@ -288,6 +288,19 @@ static int integer_reply(redisReply *reply, long long *v)
 
 /* ---- signal and broadcast ---- */
 
+/* The signal picked a waiter of this process and answered the message it
+ * published to it (text, "s <waiter>" or "s <waiter> g"): that thread is
+ * woken with it now, by this one, unless the multiplexer read the
+ * server's copy first (the PUBLISH is written during the script, the
+ * reply after it).  The same text from either copy means the same to the
+ * waiter (message_releases); the later copy finds it woken or gone. */
+static void hand_over(struct rm_endpoint *ep, const struct rm_cond *cs, const char *text,
+                      size_t len)
+{
+    if (rm_endpoint_deliver(ep, cs->keys.slot, cs->keys.channel, text, len))
+        RM_COUNT(cond_signals_local);
+}
+
 static int wake(rcond_t *c, const char *op)
 {
     int r;
@@ -298,9 +311,18 @@ static int wake(rcond_t *c, const char *op)
     struct cond_req q;
     redisReply *reply;
     long long woke = 0;
-    req_make(&q, cs, ep, op, NULL, 0, NULL, 0);
-    r = call(ep, &q, rm_call_deadline(), rm_thread_self(), &reply);
-    if (!r) r = integer_reply(reply, &woke);
+    struct rm_thread *self = rm_thread_self();
+    /* A signal names its caller: a waiter of this process that it picks is
+     * woken from here (cond.lua's give, below). */
+    req_make(&q, cs, ep, op, op[0] == 's' ? self->owner : NULL, self->owner_len, NULL, 0);
+    r = call(ep, &q, rm_call_deadline(), self, &reply);
+    if (!r && reply->type == REDIS_REPLY_STRING) {
+        hand_over(ep, cs, reply->str, reply->len);
+        freeReplyObject(reply);
+        woke = 1;
+    } else if (!r) {
+        r = integer_reply(reply, &woke);
+    }
     rm_session_leave();
     if (r == ETIMEDOUT) {
         rm_detail("Redis did not answer the %s of %s within the command timeout; it may or "

@@ -511,6 +511,49 @@ TEST_F(Cond, ASignalHandsAFreeMutexToItsWaiterWithNoRoundTripAfterTheWakeUp)
     EXPECT_TRUE(wait_until([&] { return registered() == 0; }, ms(1000)));
 }
 
+/* A signal that picks a waiter of its own process gets the message it
+ * published in its reply and wakes that thread itself (cond.c,
+ * hand_over), unless the multiplexer read the server's copy first (they
+ * race).  Both kinds of message: "s <waiter> g" (the mutex free at the
+ * signal, handed over) and "s <waiter>" (held: the waiter retakes it after
+ * the unlock).  Over twenty signals of each kind the signaller wins some;
+ * every wait returns 0 holding the mutex once. */
+TEST_F(Cond, ASignalWakesAWaiterOfItsOwnProcessItself)
+{
+    std::string mname = lock_name("m");
+    rmutex_t m;
+    init_mutex(&m, mname);
+    OneWait ow{make_cond(), &m};
+    ASSERT_RC(0, free_signal_round(this, ow, mname)); /* the scripts loaded */
+    uint64_t handed = 0, plain = 0;
+    for (int round = 0; round < 20 && !handed; round++) {
+        ASSERT_TRUE(none_registered());
+        uint64_t local0 = stats().cond_signals_local;
+        ASSERT_RC(0, free_signal_round(this, ow, mname)) << "round " << round;
+        EXPECT_EQ(1u, ow.held.load());
+        uint64_t here = stats().cond_signals_local - local0;
+        EXPECT_LE(here, 1u);
+        handed += here;
+    }
+    EXPECT_GE(handed, 1u) << "in twenty signals handing the mutex over, none woke its waiter itself";
+    for (int round = 0; round < 20 && !plain; round++) {
+        ASSERT_TRUE(none_registered());
+        auto waiter = start_waiting(this, ow, mname);
+        ASSERT_RC(0, rmutex_lock(&m));
+        uint64_t local0 = stats().cond_signals_local;
+        ASSERT_RC(0, rcond_signal(ow.c));
+        uint64_t here = stats().cond_signals_local - local0;
+        ASSERT_RC(0, rmutex_unlock(&m));
+        ASSERT_TRUE(waiter->wait(ms(5000))) << "round " << round;
+        EXPECT_RC(0, waiter->rc());
+        EXPECT_EQ(1u, ow.held.load());
+        EXPECT_LE(here, 1u);
+        plain += here;
+    }
+    EXPECT_GE(plain, 1u) << "in twenty plain signals, none woke its waiter itself";
+    EXPECT_TRUE(none_registered());
+}
+
 /* A grant is written with the waiter's full hold lease when the signal
  * runs, which may be long after the wait registered: the waiter's hold
  * must count from a moment it knows to be before the grant (its last
