@@ -543,14 +543,15 @@ TEST_F(FairLock, AReleaseWakesTheThreadOfItsOwnProcessItHandsTheLockTo)
                 << "the other process got the lock while the thread held it";
         }
         EXPECT_EQ(owner_of(member), redis().hgetall(name).begin()->first);
-        /* The thread hands on to the other process: by pub/sub, not counted. */
+        /* The thread hands on to the other process: not from here (its
+         * message, or its own look if that came first: the stall made it
+         * poll). */
         uint64_t local1 = stats().fair_handoffs_local;
         release = 1;
         b.join();
         auto l = w->expect_line("lock t=0 ", ms(3000));
         ASSERT_TRUE(l);
         EXPECT_EQ(0, rc_of(*l));
-        EXPECT_EQ(1, num_field(*l, "pubsub")) << *l;
         EXPECT_EQ(local1, stats().fair_handoffs_local);
         EXPECT_EQ(0, rc_of(child_do(*w, "unlock")));
         break;
