@@ -342,6 +342,70 @@ TEST_F(ClusterTest, AConditionHandsItsFreeMutexOverOnlyWhenTheyShareASlot)
     }
 }
 
+/* A fair release or a signal to a thread of its own process is handed to
+ * that thread by the calling thread (fair.c and cond.c, hand_over), through
+ * the multiplexer of the node that serves the name's slot: for a name on
+ * each of the three primaries, the calling thread does it at least once in
+ * twenty rounds (the server's copy may come first in any one round), and
+ * every round hands over correctly. */
+TEST_F(ClusterTest, AReleaseOrASignalWakesAThreadOfItsOwnProcessOnEveryPrimary)
+{
+    for (int node = 0; node < 3; node++) {
+        std::string n;
+        for (int i = 0; cluster->owner(cluster->slot(n = name("here" + std::to_string(node) + "-" +
+                                                               std::to_string(i)))) != node;
+             i++) {}
+        SCOPED_TRACE("primary " + std::to_string(node) + ", " + n);
+        rmutexattr_t fa;
+        rmutexattr_init(&fa);
+        rmutexattr_setfair(&fa, 1);
+        rmutex_t fm, cm;
+        std::string fname = "{" + n + "}:f", cname = "{" + n + "}:c";
+        ASSERT_RC(0, rmutex_init(&fm, fname.c_str(), &fa));
+        init_mutex(&cm, "{" + n + "}:m");
+        rcond_t c;
+        ASSERT_RC(0, rcond_init(&c, cname.c_str(), nullptr));
+        std::string queue = "rmutex_fair_queue:" + fname, waiting = "rmutex_cond_wait:" + cname;
+        uint64_t fair = 0, signals = 0;
+        for (int round = 0; round < 20 && !(fair && signals); round++) {
+            ASSERT_RC(0, rmutex_lock(&fm));
+            Async locker([&] {
+                int r = rmutex_lock(&fm);
+                return r ? r : rmutex_unlock(&fm);
+            });
+            ASSERT_TRUE(wait_until([&] { return cluster->client(node).cmd({ "ZCARD", queue }).integer() == 1; },
+                                   ms(5000)));
+            uint64_t f0 = stats().fair_handoffs_local;
+            ASSERT_RC(0, rmutex_unlock(&fm));
+            ASSERT_TRUE(locker.wait(ms(5000)));
+            ASSERT_RC(0, locker.rc());
+            fair += stats().fair_handoffs_local - f0;
+
+            Async waiter([&] {
+                int r = rmutex_lock(&cm);
+                if (r) return 100 + r;
+                r = rcond_wait(&c, &cm);
+                int u = rmutex_unlock(&cm);
+                return r ? 200 + r : u;
+            });
+            ASSERT_TRUE(wait_until([&] {
+                return cluster->client(node).cmd({ "ZCOUNT", waiting, "1", "+inf" }).integer() == 1;
+            }, ms(5000)));
+            uint64_t s0 = stats().cond_signals_local;
+            ASSERT_RC(0, rcond_signal(&c));
+            ASSERT_TRUE(waiter.wait(ms(5000)));
+            ASSERT_RC(0, waiter.rc());
+            signals += stats().cond_signals_local - s0;
+        }
+        EXPECT_GE(fair, 1u) << "no fair release handed over from the releasing thread";
+        EXPECT_GE(signals, 1u) << "no signal handed over from the signalling thread";
+        ASSERT_TRUE(wait_until([&] { return rcond_destroy(&c) == 0; }, ms(3000)));
+        EXPECT_RC(0, rmutex_destroy(&cm));
+        EXPECT_RC(0, rmutex_destroy(&fm));
+        rmutexattr_destroy(&fa);
+    }
+}
+
 TEST_F(ClusterTest, AHeldLockSurvivesTheMoveOfItsSlotAndItsWaiterIsWokenAfterTheRelease)
 {
     std::string n = name("moved");
