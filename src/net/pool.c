@@ -21,7 +21,12 @@
  * for one call and EACCES for the next.  The next dial after the backoff
  * asks again, so a login fixed on the server (ACL SETUSER) heals without
  * a restart.  The refusal counts as reaching the server (node.c): it is
- * no outage.
+ * no outage.  A dial after it that gets no answer at all (it timed out: a
+ * loaded machine, a slow server) is not taken for an outage at once: the
+ * refusal stands, and is the answer, for up to KEEP_REFUSAL such dials in
+ * a row -- a ported program would otherwise be told "unreachable", then
+ * "answers again", about a server that only ever refused it.  One that is
+ * really gone is an outage from the next dial on.
  *
  * Any error on a connection closes it: a stream in an unknown state is never
  * reused.  An idle connection is peeked at before it is lent (one
@@ -52,6 +57,10 @@
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
+
+/* Dials in a row that may go unanswered after a refusal before the pool
+ * reports an outage rather than the refusal (DESIGN). */
+#define KEEP_REFUSAL 3
 
 void rm_pool_init(struct rm_pool *p, const struct rm_server_addr *addr, struct rm_reach reach)
 {
@@ -214,10 +223,21 @@ int rm_pool_get(struct rm_pool *p, rm_nsec deadline, int flags, struct rm_conn *
             if (first) p->policy_checked = 0;
             p->dial_not_before = rm_clock_now() + rm_clock_backoff(p->dial_failures++, RM_MSEC(10),
                                                         RM_MSEC(1000), &p->rng);
-            p->refused = r == EACCES || r == EINVAL ? r : 0;
-            if (p->refused) snprintf(p->refusal, sizeof p->refusal, "%s", rmutex_detail());
+            int kept = 0;
+            if (r == EACCES || r == EINVAL) {
+                p->refused = r;
+                p->refusal_kept = 0;
+                snprintf(p->refusal, sizeof p->refusal, "%s", rmutex_detail());
+            } else if (p->refused && r == RM_E_UNSENT && ++p->refusal_kept < KEEP_REFUSAL) {
+                kept = 1; /* no answer, after a refusal: still the refusal (DESIGN) */
+                r = p->refused;
+                rm_detail("%s", p->refusal);
+            } else {
+                p->refused = 0;
+            }
             pthread_cond_broadcast(&p->cv);
             pthread_mutex_unlock(&p->mu);
+            if (kept) return r;
             if (r == RM_E_UNSENT) reached(p, 0);
             else if (r == EACCES || r == EINVAL) reached(p, 1); /* it answered */
             /* One dial per call: the caller decides whether and when to try
@@ -316,6 +336,7 @@ void rm_pool_atfork(struct rm_pool *p, int who)
     p->spares = 0;
     p->dial_failures = 0;
     p->refused = 0;
+    p->refusal_kept = 0;
     p->broken = 0;
     p->dial_not_before = 0;
     p->rng ^= (uint32_t)getpid();

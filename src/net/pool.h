@@ -22,6 +22,7 @@ struct rm_pool {
     unsigned dial_failures;
     int refused;               /* the last dial's login was refused: EACCES/EINVAL, else 0 */
     char refusal[512];         /* ... and the detail that said so */
+    unsigned refusal_kept;     /* dials since that failed without an answer (pool.c) */
     unsigned broken;           /* connections dropped after errors, not yet replaced */
     uint32_t rng;
     int policy_checked;        /* maxmemory-policy was read */

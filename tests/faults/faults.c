@@ -344,11 +344,18 @@ static int server_start(void)
               "--enable-debug-command", "local", (char *)NULL); /* DEBUG SLEEP (Redis 7) */
         _exit(127);
     }
-    for (int i = 0; i < 200; i++) {
+    for (int i = 0; i < 400; i++) {
+        int status;
+        if (waitpid(server_pid, &status, WNOHANG) == server_pid) { /* e.g. the port was taken */
+            server_pid = -1;
+            return -1;
+        }
         redisContext *c = admin();
         if (c && !c->err) {
-            redisReply *r = redisCommand(c, "PING");
-            int ok = r && r->type == REDIS_REPLY_STATUS;
+            /* Ours, not another test's on the same port: its dir is ours. */
+            redisReply *r = redisCommand(c, "CONFIG GET dir");
+            int ok = r && r->type == REDIS_REPLY_ARRAY && r->elements == 2 &&
+                     r->element[1]->type == REDIS_REPLY_STRING && strstr(r->element[1]->str, dir + 5);
             freeReplyObject(r);
             redisFree(c);
             if (ok) return 0;
@@ -718,7 +725,13 @@ int main(int argc, char **argv)
     pthread_mutexattr_setrobust(&ma, PTHREAD_MUTEX_ROBUST);
     pthread_mutex_init(&sh->store, &ma);
     snprintf(dir, sizeof dir, "/tmp/rmutex-faults.XXXXXX");
-    if (!mkdtemp(dir) || (port = free_port()) < 0 || server_start()) {
+    /* A port found free can be taken by another test before the server
+     * binds it: the server then exits, and another port is tried. */
+    int started = -1;
+    if (mkdtemp(dir))
+        for (int tries = 0; tries < 3 && started; tries++)
+            if ((port = free_port()) >= 0) started = server_start();
+    if (started) {
         fprintf(stderr, "faults: cannot start %s\n", server_bin);
         return 2;
     }
