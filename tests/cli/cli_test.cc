@@ -1235,7 +1235,9 @@ TEST_F(Cli, WaitSeesALockFreeOrHeldWithoutTakingIt)
 TEST_F(Cli, WaitingOnATerminalRewritesOneLineEachSecondAndNothingOtherwise)
 {
     std::string n = lock_name(), ownerfile = file("owner");
-    auto h = cli({ "run", n, "--", "sh", "-c", "echo $RMUTEX_OWNER > " + ownerfile + "; sleep 4" });
+    /* Held long enough for two rewrites after the waiter's start, which
+     * can take seconds on a loaded machine (script(1), the CLI). */
+    auto h = cli({ "run", n, "--", "sh", "-c", "echo $RMUTEX_OWNER > " + ownerfile + "; sleep 7" });
     std::string owner;
     ASSERT_TRUE(wait_until([&] {
         std::ifstream f(ownerfile);
