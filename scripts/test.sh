@@ -178,7 +178,7 @@ stage_env() { # NAME [quiet]: sets dir cc cxx sanitize prefix labels timeout tes
             export ASAN_OPTIONS="detect_leaks=1:halt_on_error=1${ASAN_OPTIONS:+:$ASAN_OPTIONS}"
             export UBSAN_OPTIONS="halt_on_error=1:print_stacktrace=1${UBSAN_OPTIONS:+:$UBSAN_OPTIONS}"
             export RMUTEX_TEST_TIME_SCALE=4
-            tests_at_once=4
+            tests_at_once=3
             timeout=1500 ;;
         tsan)
             sanitize="thread"
