@@ -40,7 +40,9 @@
  * (cond.lua has the rules): the waiter owns the mutex on receipt and makes
  * its local hold as a successful lock does (mutex.c: the gate, the watchdog,
  * the count restored), with no round trip after its wake-up -- signal ->
- * holding is the pub/sub delivery plus one thread hop.  Its leave, which now
+ * holding is the pub/sub delivery plus one thread hop (for a waiter of the
+ * signalling process, the signal's reply carries the message and the
+ * signalling thread wakes it, if first: hand_over).  Its leave, which now
  * only forgets the grant, is handed to the watchdog (if it never lands, the
  * entry is purged as a dead waiter's a waiter lease later and its signal
  * passed on: a spurious wake-up at worst).  A waiter that did not read the

@@ -31,7 +31,9 @@
  *    fencing token, and publishes one message naming it on the lock's fair
  *    channel of the waiter's process (rmutex_fair_channel:{NAME}:<uuid>:
  *    one subscription per process and lock, in the multiplexer), which
- *    wakes exactly that thread.  What the grant is depends on whether that
+ *    wakes exactly that thread (a release that granted a thread of its own
+ *    process also gets the message in its reply and wakes it itself, if
+ *    first: hand_over below).  What the grant is depends on whether that
  *    PUBLISH reached anyone:
  *      reached (the process's multiplexer is subscribed): the grant is a
  *        full hold at once -- PEXPIRE the waiter's own hold lease (each
