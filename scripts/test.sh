@@ -26,8 +26,8 @@
 #                  in parallel: 5 at once in the normal and quick stages
 #                  (they mostly wait on Redis and on each other: at 4 at
 #                  once they kept 0.84 of 2 cores busy; at 6 the CPU-bound
-#                  ones missed their bounds), 4 under ASan (1.3
-#                  cores), 2 under TSan and for the fuzzers (CPU-bound:
+#                  ones missed their bounds), 3 under ASan (at 4 its
+#                  timing-bound tests failed under load), 2 under TSan and for the fuzzers (CPU-bound:
 #                  at 3, TSan's timing-bound tests failed under load);
 #                  RMUTEX_CTEST_JOBS overrides them all
 #   -- ARGS        extra arguments for every ctest run (e.g. -R lock)
@@ -412,6 +412,38 @@ for i in "${!stages[@]}"; do
         [ -f "$d/ctest.log" ] && counts[$s]=$(stage_counts "$d/ctest.log")
     done
 done
+
+# Each failed test again, its name and the end of its output, just above
+# the summary: a CI log is often shown cut to its last lines.
+failures_recap() {
+    local s d any=0
+    for s in "${stages[@]}"; do
+        for d in build/"$s" build/"$s"-clang; do
+            [ -f "$d/ctest.log" ] || continue
+            grep -qE '\*\*\*(Failed|Timeout|Exception)|\(Failed\)|\(Timeout\)' "$d/ctest.log" || continue
+            [ $any -eq 1 ] || banner "failed tests, again (the end of each one's output)"
+            any=1
+            awk -v stage="$s" '
+                function flush() {
+                    if (name != "") {
+                        printf "--- %s: %s\n", stage, name
+                        from = n > 25 ? n - 25 : 0
+                        for (i = from + 1; i <= n; i++) print "    " buf[i]
+                    }
+                    name = ""; n = 0
+                }
+                /^ *[0-9]+\/[0-9]+ Test +#[0-9]+:/ {
+                    flush()
+                    if ($0 ~ /\*\*\*(Failed|Timeout|Exception)/) { name = $0; sub(/^ *[0-9]+\/[0-9]+ Test +#[0-9]+: */, "", name); sub(/ \.+.*$/, "", name) }
+                    next
+                }
+                /^ +Start +[0-9]+:/ || /^[0-9]+% tests passed/ { flush(); next }
+                name != "" { buf[++n] = $0 }
+                END { flush() }' "$d/ctest.log"
+        done
+    done
+}
+failures_recap
 
 banner "summary"
 all_ok=1 n_pass=0 n_fail=0 n_skip=0
