@@ -30,6 +30,13 @@ struct handoff_ops {
 void handoff_measure(const char *id, const struct handoff_ops *ops, void *ctx, int nkind,
                      const char *const *label, const char *const *figure);
 
+/* The same, and per kind a row "hand-off <figure>, p50 from the unlock
+ * call" in µs against *floor_us (the pub/sub floor of the run): from
+ * let_go's call, not its return -- what a release costs end to end. */
+void handoff_measure_floor(const char *id, const struct handoff_ops *ops, void *ctx, int nkind,
+                           const char *const *label, const char *const *figure,
+                           const double *floor_us);
+
 /* Until the zset key has a member (two seconds at most): 0, or -1 with an
  * error line. */
 int handoff_queued(redisContext *c, const char *key);

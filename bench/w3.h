@@ -34,4 +34,8 @@ struct w3_result {
 void w3_analyze(const struct w3_rec *rec, size_t n, int nthreads, int per_proc, int64_t t0,
                 int64_t t1, double slack_ns, struct w3_result *out);
 
+/* The hand-off to another process, one holder and one waiter, non-fair and
+ * fair, against the pub/sub floor measured before it (w3_handoff.c). */
+void w3_handoff_run(const double *floor_us);
+
 #endif

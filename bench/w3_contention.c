@@ -316,6 +316,7 @@ static void measure_floor(void)
 void w3_run(void)
 {
     measure_floor();
+    w3_handoff_run(&floor_us);
     config(0, 1, 8);
     config(0, 4, 2);
     config(1, 1, 8);

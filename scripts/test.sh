@@ -421,13 +421,21 @@ failures_recap() {
         for d in build/"$s" build/"$s"-clang; do
             [ -f "$d/ctest.log" ] || continue
             grep -qE '\*\*\*(Failed|Timeout|Exception)|\(Failed\)|\(Timeout\)' "$d/ctest.log" || continue
-            [ $any -eq 1 ] || banner "failed tests, again (the end of each one's output)"
+            [ $any -eq 1 ] || banner "failed tests, again (the first failure and the end of each one's output)"
             any=1
             awk -v stage="$s" '
+                # its first failure (15 lines from it) and its last 10 lines
                 function flush() {
                     if (name != "") {
                         printf "--- %s: %s\n", stage, name
-                        from = n > 25 ? n - 25 : 0
+                        first = 0
+                        for (i = 1; i <= n && !first; i++)
+                            if (buf[i] ~ /Failure|FAILED|[Ee]rror|ERROR|Sanitizer|[Tt]imeout/) first = i
+                        last = first ? first + 14 : 0
+                        if (last > n) last = n
+                        for (i = first; first && i <= last; i++) print "    " buf[i]
+                        from = n - 10 > last ? n - 10 : last
+                        if (from > last) print "    ..."
                         for (i = from + 1; i <= n; i++) print "    " buf[i]
                     }
                     name = ""; n = 0

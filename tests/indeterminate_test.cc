@@ -331,6 +331,53 @@ TEST_F(Indeterminate, EveryConnectionKilledMidWaitStillEndsInOneHold)
     EXPECT_RC(0, rmutex_force_unlock(name.c_str()));
 }
 
+/* A connection reset before its first byte is what a TLS port does to a
+ * plain-text client -- and what a CLIENT KILL can do too.  The library
+ * names a TLS port (EACCES) only when every look resets so: three resets
+ * in a row are an outage, retried; a proxy that resets everything is the
+ * TLS port it looks like.  (Under a storm of CLIENT KILL, a dial and one
+ * second look were once both reset, and a barrier wait failed EACCES.) */
+class ResetsAtDial : public Indeterminate {
+  protected:
+    void SetUp() override { RedisTest::SetUp(); } /* configured by the test */
+};
+
+TEST_F(ResetsAtDial, ThreeResetsInARowAreAnOutageRetriedNotATlsPort)
+{
+    proxy_ = std::make_unique<Proxy>(host(), port());
+    proxy_->reset_connections(3);
+    ASSERT_RC(0, rmutex_configure(url_through(proxy_->port()).c_str()));
+    std::string name = lock_name();
+    rmutex_t m;
+    init_mutex(&m, name);
+    struct timespec t = abs_after(CLOCK_REALTIME, scaled(ms(5000)).count());
+    EXPECT_RC(0, rmutex_timedlock(&m, &t));
+    EXPECT_EQ(3, proxy_->resets());
+    EXPECT_TRUE(redis().exists(name));
+    EXPECT_RC(0, rmutex_unlock(&m));
+    EXPECT_RC(0, rmutex_destroy(&m));
+}
+
+TEST_F(ResetsAtDial, AServerThatResetsEveryPlainConnectionIsNamedATlsPort)
+{
+    proxy_ = std::make_unique<Proxy>(host(), port());
+    proxy_->reset_connections(1000000);
+    int rc = rmutex_configure(url_through(proxy_->port()).c_str());
+    std::string detail = rmutex_detail();
+    if (!rc) { /* configure dials nobody: the first call does */
+        std::string name = lock_name();
+        rmutex_t m;
+        init_mutex(&m, name);
+        struct timespec t = abs_after(CLOCK_REALTIME, scaled(ms(5000)).count());
+        rc = rmutex_timedlock(&m, &t);
+        detail = rmutex_detail();
+        rmutex_destroy(&m);
+    }
+    EXPECT_RC(EACCES, rc);
+    EXPECT_NE(std::string::npos, detail.find("TLS port")) << detail;
+    EXPECT_GE(proxy_->resets(), 4);
+}
+
 /* An unlock that cannot reach Redis is handed to the watchdog, which sends
  * it again until the lease would have run out.  Meanwhile the thread may
  * lock again, and Redis (which never saw the release) answers with a new

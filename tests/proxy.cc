@@ -110,6 +110,7 @@ struct Proxy::Impl {
         int client = -1, server = -1;
         std::string pending; /* client bytes not yet parsed into whole requests */
         bool doomed = false; /* close instead of forwarding the next reply */
+        bool reset = false;  /* reset at the client's first bytes */
         std::string name;    /* what CLIENT SETNAME named it */
         std::function<void()> on_drop;
     };
@@ -130,6 +131,7 @@ struct Proxy::Impl {
     std::string spared;              /* ... but not on connections named so */
     std::function<void()> reply_hook;
     int dropped_replies = 0, dropped_requests = 0;
+    int resets_left = 0, resets_done = 0; /* reset_connections() */
     std::string last_dropped;
     std::vector<Args> seen;
 
@@ -221,6 +223,18 @@ void Proxy::stall_requests(Pred pred, const std::string &spared)
     impl_->spared = spared;
 }
 
+void Proxy::reset_connections(int n)
+{
+    std::lock_guard<std::mutex> g(impl_->mu);
+    impl_->resets_left = n;
+}
+
+int Proxy::resets() const
+{
+    std::lock_guard<std::mutex> g(impl_->mu);
+    return impl_->resets_done;
+}
+
 void Proxy::disarm()
 {
     std::lock_guard<std::mutex> g(impl_->mu);
@@ -289,6 +303,13 @@ bool Proxy::Impl::from_client(Conn &c)
         return true;
     if (n <= 0)
         return false;
+    if (c.reset) { /* RST, with the bytes unread: no reply, no FIN */
+        struct linger hard = {1, 0};
+        setsockopt(c.client, SOL_SOCKET, SO_LINGER, &hard, sizeof hard);
+        std::lock_guard<std::mutex> g(mu);
+        resets_done++;
+        return false;
+    }
     c.pending.append(buf, static_cast<size_t>(n));
     std::string forward;
     for (;;) {
@@ -408,6 +429,11 @@ void Proxy::Impl::run()
                     Conn c;
                     c.client = cfd;
                     c.server = sfd;
+                    std::lock_guard<std::mutex> g(mu);
+                    if (resets_left > 0) {
+                        resets_left--;
+                        c.reset = true;
+                    }
                     conns.push_back(std::move(c));
                 }
             }

@@ -17,7 +17,11 @@
  * stall_requests(): every matching request is swallowed, its connection
  * left open, until disarm() (Redis silent for those only: the client waits
  * for its command timeout) -- except on the connections whose CLIENT
- * SETNAME starts with spared (e.g. "rmutex:wd:", the watchdog's).  One event-loop thread serves every connection.
+ * SETNAME starts with spared (e.g. "rmutex:wd:", the watchdog's).
+ * reset_connections(n): the next n connections made are reset (RST, not a
+ * byte sent) as soon as their client sends something -- what a TLS port
+ * does to plain text, and what a CLIENT KILL can look like.  One
+ * event-loop thread serves every connection.
  */
 #ifndef RMUTEX_TEST_PROXY_H
 #define RMUTEX_TEST_PROXY_H
@@ -46,6 +50,9 @@ class Proxy {
     void drop_next_request(Pred pred);
     void drop_requests(Pred pred);
     void stall_requests(Pred pred, const std::string &spared = "");
+    void reset_connections(int n);
+    /* Connections reset so far by reset_connections(). */
+    int resets() const;
     void disarm();
 
     int dropped_replies() const;

@@ -35,7 +35,11 @@
  * told apart by a second look when a dial fails: a plain-text server on a
  * TLS URL never answers the handshake (a plain PING on a new connection
  * gets an answer), and a TLS server resets a plain connection at once,
- * without a byte (it does it again).  Both are EACCES, with the reason.
+ * without a byte (it does it again, every time: three plain PINGs in a
+ * row must be reset so, because a CLIENT KILL can reset a connection the
+ * same way -- under a storm of kills one second look was fooled, and a
+ * plain-text server was taken for a TLS port).  Both are EACCES, with the
+ * reason.
  *
  * Nothing large lives on the caller's stack: the receive buffer belongs to
  * the connection, because the calling thread may have been created with a
@@ -508,9 +512,11 @@ int rm_conn_dial(const struct rm_server_addr *a, const char *role, rm_nsec deadl
     if (!r) {
         block_with_timeout(c);
         r = handshake(c, a, role, deadline);
-        /* A plain connection reset before a byte came: a TLS port, if a
-         * second one is too (a server that went down refuses it). */
-        if (r == RM_E_UNSENT && !a->tls && c->reset && !c->heard && plain_ping(a, deadline) < 0) {
+        /* A plain connection reset before a byte came: a TLS port, if the
+         * next three are too (a server that went down refuses them; one
+         * killed by CLIENT KILL is reset so now and then, not every time). */
+        if (r == RM_E_UNSENT && !a->tls && c->reset && !c->heard && plain_ping(a, deadline) < 0 &&
+            plain_ping(a, deadline) < 0 && plain_ping(a, deadline) < 0) {
             rm_detail("Redis at %s resets plain-text connections: a TLS port? (use rediss://, or "
                       "tls=1)", a->display);
             r = EACCES;

@@ -264,6 +264,8 @@ TEST_F(Barrier, ClientKillStormCountsNobodyTwiceAndLosesNoWakeUp)
     std::atomic<int> early{0}, failed{0};
     std::atomic<bool> stop{false};
     std::atomic<int> kills{0};
+    std::mutex why_mu;
+    std::string why; /* the first failed wait's detail */
     std::thread killer([&] {
         auto r = connect();
         while (!stop) {
@@ -280,6 +282,9 @@ TEST_F(Barrier, ClientKillStormCountsNobodyTwiceAndLosesNoWakeUp)
                 struct timespec t = abs_after(CLOCK_MONOTONIC, scaled(ms(10000)).count());
                 int rc = rbarrier_clockwait(&b, CLOCK_MONOTONIC, &t);
                 if (!passed(rc)) {
+                    std::lock_guard<std::mutex> g(why_mu);
+                    if (!failed) why = std::string(rmutex_detail()) + " (generation " +
+                                       std::to_string(k) + ")";
                     failed = rc;
                     return;
                 }
@@ -290,7 +295,7 @@ TEST_F(Barrier, ClientKillStormCountsNobodyTwiceAndLosesNoWakeUp)
     for (auto &t : ts) t.join();
     stop = true;
     killer.join();
-    EXPECT_RC(0, failed.load());
+    EXPECT_RC(0, failed.load()) << why;
     EXPECT_EQ(0, early.load()) << "a member passed before the others arrived";
     for (int k = 0; k < kRounds; k++) EXPECT_EQ(1, serial[k].load()) << "generation " << k;
     EXPECT_GE(kills.load(), 10) << "the storm was too short to test anything";
