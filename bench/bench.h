@@ -43,6 +43,11 @@ void limits_finish(void);
  * process (plain hiredis, a connection of its own) has read the message,
  * rounds times on channel.  The median in µs, or NAN on an error. */
 double pubsub_delivery_p50(struct redisContext *c, const char *channel, int rounds);
+/* The same with gap_ms of quiet before each PUBLISH: the floor of a wake-up
+ * that finds the server and the subscriber idle, as a hand-off between two
+ * otherwise idle processes does. */
+double pubsub_delivery_idle_p50(struct redisContext *c, const char *channel, int rounds,
+                                int gap_ms);
 
 /* rmutex_shutdown(), then rmutex_configure() with the server and opts. */
 int bench_configure(const char *opts);

@@ -82,7 +82,19 @@ double limit_loop(redisContext *c, int n, int eval, double *p50_us)
     return rate;
 }
 
+static double delivery_p50(redisContext *c, const char *channel, int rounds, int gap_ms);
+
 double pubsub_delivery_p50(redisContext *c, const char *channel, int rounds)
+{
+    return delivery_p50(c, channel, rounds, 0);
+}
+
+double pubsub_delivery_idle_p50(redisContext *c, const char *channel, int rounds, int gap_ms)
+{
+    return delivery_p50(c, channel, rounds, gap_ms);
+}
+
+static double delivery_p50(redisContext *c, const char *channel, int rounds, int gap_ms)
 {
     int fds[2];
     double *lat = calloc((size_t)rounds, sizeof *lat);
@@ -117,6 +129,7 @@ double pubsub_delivery_p50(redisContext *c, const char *channel, int rounds)
         sleep_ns(1000000);
     }
     for (int i = 0; ok && i < rounds; i++) {
+        if (gap_ms) sleep_ns((int64_t)gap_ms * 1000000);
         int64_t t0 = now_ns(), t1;
         redisReply *r = rcmd(c, "PUBLISH %s x", channel);
         if (r) freeReplyObject(r);

@@ -430,7 +430,7 @@ failures_recap() {
                         printf "--- %s: %s\n", stage, name
                         first = 0
                         for (i = 1; i <= n && !first; i++)
-                            if (buf[i] ~ /Failure|FAILED|[Ee]rror|ERROR|Sanitizer|[Tt]imeout/) first = i
+                            if (buf[i] ~ /: Failure$|^\[  FAILED  \]|==ERROR:|WARNING: ThreadSanitizer|runtime error:|[Tt]imeout|terminate called/) first = i
                         last = first ? first + 14 : 0
                         if (last > n) last = n
                         for (i = first; first && i <= last; i++) print "    " buf[i]
