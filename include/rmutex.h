@@ -1185,9 +1185,6 @@ typedef struct rmutex_stats {
     uint64_t cond_signals_local;  /* signals to a waiting thread of this process that the
                                      signalling thread woke itself, with the message its
                                      signal answered (no pub/sub hop) */
-    uint64_t wakeups_direct;      /* waits that read their own message from the pub/sub
-                                     connection (no hop through its thread); counted in
-                                     wakeups_pubsub too */
 } rmutex_stats_t;
 
 /* Copy the counters into *out.  size is sizeof(rmutex_stats_t) as the

@@ -53,47 +53,6 @@ TEST_F(Pubsub, ReleaseWakesAWaiterThroughPubsubNotThePoll)
     EXPECT_RC(0, rmutex_force_unlock(name.c_str()));
 }
 
-/* A waiter alone in its process reads the pub/sub connection itself (the
- * reader, sub.c) beside the multiplexer's thread: its release message then
- * wakes it with no second thread in between.  Both are woken by the data
- * and race for it, so of several hand-offs some, not all, are direct; each
- * is a pub/sub wake-up, never a poll, and nothing is read twice (one
- * wake-up per release). */
-TEST_F(Pubsub, ALoneWaiterReadsItsOwnReleaseMessageFromTheConnection)
-{
-    std::string name = lock_name();
-    auto child = child_holding(name, url());
-    ASSERT_TRUE(child);
-    rmutex_t m;
-    init_mutex(&m, name);
-    const int kRounds = 8;
-    rmutex_stats_t s0 = stats();
-    for (int i = 0; i < kRounds; i++) {
-        if (i) {
-            ASSERT_TRUE(child->write_line("lock"));
-            ASSERT_TRUE(child->expect_line("held rc=0", ms(3000)));
-        }
-        Async waiter([&] {
-            int rc = rmutex_lock(&m);
-            return rc ? rc : rmutex_unlock(&m);
-        });
-        ASSERT_TRUE(wait_until([&] { return stats().waiting == 1 && redis().numsub(channel(name)) == 1; },
-                               ms(5000)));
-        std::this_thread::sleep_for(ms(20)); /* asleep (not a bound: either way it is woken) */
-        ASSERT_TRUE(child->write_line("unlock"));
-        ASSERT_TRUE(waiter.wait(ms(2000))) << "round " << i << ": not woken (the poll is 10 s)";
-        ASSERT_RC(0, waiter.rc());
-    }
-    rmutex_stats_t s1 = stats();
-    EXPECT_EQ(s0.wakeups_poll, s1.wakeups_poll) << "woken by the poll";
-    EXPECT_LE(s1.wakeups_pubsub - s0.wakeups_pubsub, static_cast<uint64_t>(kRounds));
-    EXPECT_GE(s1.wakeups_direct - s0.wakeups_direct, 1u) << "no waiter read its own message";
-    EXPECT_LE(s1.wakeups_direct - s0.wakeups_direct, s1.wakeups_pubsub - s0.wakeups_pubsub);
-    std::printf("[ figure ] %llu of %d hand-offs read by the waiting thread itself\n",
-                static_cast<unsigned long long>(s1.wakeups_direct - s0.wakeups_direct), kRounds);
-    ASSERT_TRUE(child->write_line("exit"));
-}
-
 TEST_F(Pubsub, ResubscribesAfterClientKillAndTheNextWakeUpComesFromPubsub)
 {
     std::string name = lock_name();

@@ -4,10 +4,9 @@
  * ------
  * Each node (a plain server, a cluster's primary, Sentinel's primary) has
  * one pub/sub connection and one thread that owns it.
- * Threads waiting for a lock register a waiter (a struct on their own
- * stack) on the lock's channel and sleep on the waiter's condition
- * variable; the thread reads messages and wakes them -- except one waiting
- * thread at a time, which reads the connection too (the reader, below).
+ * Threads waiting for a lock never touch it: they register a waiter (a
+ * struct on their own stack) on the lock's channel and sleep on the
+ * waiter's condition variable; the thread reads messages and wakes them.
  * So one connection carries every channel of the process, and the number of
  * subscriptions grows with the number of contended locks, not of waiting
  * threads.
@@ -123,11 +122,6 @@ struct rm_sub {
     rm_nsec reconnect_at, ping_at, ping_sent;
     int ping_out;
     int dirty;               /* a channel needs (un)subscribing */
-    int flushing;            /* the thread writes to conn, unlocked: nobody reads */
-    unsigned long conn_gen;  /* conn's number: a reader's conn is still the same */
-    struct rm_waiter *reader; /* the waiting thread that reads conn too, or NULL */
-    unsigned sleepers;       /* threads in rm_sub_wait */
-    int conn_skipped;        /* the thread left conn to the reader in its poll */
     rm_nsec next_idle;       /* earliest idle channel expiry */
     unsigned nchannels;
     struct rm_channel *bucket[NBUCKETS];
@@ -238,7 +232,6 @@ static void drop_conn(struct rm_sub *s, const char *why)
     rm_log("pub/sub connection dropped: %s", why);
     rm_conn_close(s->conn);
     s->conn = NULL;
-    s->conn_gen++;
     RM_COUNT_SUB(pubsub_connections, 1);
     s->reconnect_at = rm_clock_now() + rm_clock_backoff(s->failures, RM_MSEC(20), RM_MSEC(1000), &s->rng);
     pending_clear(s);
@@ -286,11 +279,6 @@ static void wake(struct rm_waiter *w, int why)
     }
     w->woken = why;
     pthread_cond_signal(&w->cv);
-    if (w->efd >= 0) { /* it may be polling instead (the reader) */
-        uint64_t one = 1;
-        ssize_t k = write(w->efd, &one, sizeof one);
-        (void)k;
-    }
 }
 
 static void keep_message(struct rm_waiter *w, const char *msg, size_t len)
@@ -535,7 +523,6 @@ static void connect_locked(struct rm_sub *s)
     s->ever_connected = 1;
     s->failures = 0;
     s->conn = c;
-    s->conn_gen++;
     s->ping_at = now + PING_EVERY;
     s->ping_out = 0;
     s->dirty = 1;
@@ -583,11 +570,9 @@ static void *sub_main(void *arg)
             }
             if (s->conn->wlen) {
                 struct rm_conn *c = s->conn;
-                s->flushing = 1;
                 pthread_mutex_unlock(&s->mu);
                 int r = rm_conn_flush(c, RM_FOREVER);
                 pthread_mutex_lock(&s->mu);
-                s->flushing = 0;
                 if (r) {
                     s->failures++;
                     drop_conn(s, "write failed");
@@ -599,11 +584,7 @@ static void *sub_main(void *arg)
             wake_at = s->reconnect_at;
         }
 
-        /* While a waiting thread reads the connection (the reader, below),
-         * this one leaves it to it: one wake-up per message, not two. */
-        s->conn_skipped = s->conn && s->reader;
-        struct pollfd p[2] = { { s->efd, POLLIN, 0 },
-                               { s->conn && !s->reader ? s->conn->fd : -1, POLLIN, 0 } };
+        struct pollfd p[2] = { { s->efd, POLLIN, 0 }, { s->conn ? s->conn->fd : -1, POLLIN, 0 } };
         struct rm_conn *c = s->conn;
         pthread_mutex_unlock(&s->mu);
         rm_nsec left = wake_at == RM_FOREVER ? -1 : wake_at - rm_clock_now();
@@ -614,11 +595,10 @@ static void *sub_main(void *arg)
             ssize_t rd = read(s->efd, &v, sizeof v);
             (void)rd;
         }
-        /* Read under the lock: a waiting thread may read it too (the
-         * reader, rm_sub_wait), and may have read this already. */
+        int r = 0;
+        if (n > 0 && c && p[1].revents) r = rm_conn_read_available(c);
         pthread_mutex_lock(&s->mu);
         if (!c) continue;
-        int r = n > 0 && p[1].revents ? rm_conn_read_available(c) : 0;
         redisReply *reply;
         int got;
         while ((got = rm_conn_next_reply(c, &reply)) > 0) {
@@ -658,7 +638,6 @@ static int join(struct rm_sub *s, const char *channel, struct rm_waiter *w, cons
 {
     size_t len = strlen(channel);
     memset(w, 0, sizeof *w);
-    w->efd = -1;
     w->sub = s;
     w->match = match;
     w->match_len = match_len;
@@ -769,98 +748,16 @@ int rm_sub_refused(const struct rm_waiter *w)
     return EACCES;
 }
 
-/* A wait's end, cancelled or not: it holds s->mu; it gives it back. */
-static void wait_done(void *arg)
-{
-    struct rm_sub *s = arg;
-    s->sleepers--;
-    pthread_mutex_unlock(&s->mu);
-}
-
-/* The reader.  A waiting thread woken by the multiplexer's thread is a
- * second wake-up after the one that woke that thread; on an idle 2-vCPU VM
- * that hop measured ~130 us (the raw delivery after 10 ms of quiet:
- * ~140-190 us).  So a thread that is alone in waiting here polls the
- * connection itself, beside its own eventfd (wake() writes it), and reads
- * and dispatches what arrives, under the lock, as the multiplexer's thread
- * does: a message for itself then wakes it with no second thread.  (With
- * more waiters each message would wake two threads, the reader and its
- * addressee: under contention a loss, W3 1x8.)  While it polls, the
- * multiplexer's thread leaves the connection out of its own poll (it is
- * poked when a reader starts and when it ends, and may still be woken by
- * data it was already polling for: then whichever takes the lock first
- * reads, the other finds nothing).  That thread owns everything else
- * (writes, PING, reconnecting, the topology hook, which it is poked to
- * run) and writes unlocked, so a reader reads only while nobody writes,
- * and only the connection it polled (conn_gen); a reader that cannot read
- * what is there waits as the others do for the rest of its wait. */
-
-/* May w read the connection now?  (s->mu held) Not in a wait that is a
- * cancellation point (a condition's): its sleep must stay where a cancel
- * finds the lock held, as pthread_cond_wait leaves it. */
-static int may_read(struct rm_sub *s, struct rm_waiter *w, int cancel_state)
-{
-    if (cancel_state != PTHREAD_CANCEL_DISABLE) return 0;
-    if (s->sleepers > 1 || s->reader || !s->conn || s->flushing || s->stop) return 0;
-    if (w->efd < 0) w->efd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
-    return w->efd >= 0;
-}
-
-/* (s->mu held; may_read) Poll the connection and w's eventfd, unlocked,
- * until deadline; then read and dispatch what came, if the connection is
- * the one polled and nobody writes to it.  Returns 0, or -1 when it could
- * not read what was there (a failure, which the multiplexer's thread
- * handles; a write under way): the caller waits as the others do. */
-static int read_for(struct rm_sub *s, struct rm_waiter *w, rm_nsec deadline)
-{
-    struct rm_conn *c = s->conn;
-    unsigned long gen = s->conn_gen;
-    struct pollfd p[2] = { { w->efd, POLLIN, 0 }, { c->fd, POLLIN, 0 } };
-    s->reader = w;
-    if (!s->conn_skipped) poke(s); /* to leave the connection to this one */
-    pthread_mutex_unlock(&s->mu);
-    rm_nsec left = deadline == RM_FOREVER ? -1 : deadline - rm_clock_now();
-    int ms = left < 0 ? (deadline == RM_FOREVER ? -1 : 0) : (int)((left + 999999) / 1000000);
-    int n = poll(p, 2, ms); /* (cancellation disabled; EINTR: the caller polls again) */
-    pthread_mutex_lock(&s->mu);
-    if (s->reader == w) s->reader = NULL;
-    /* The multiplexer's thread polls the connection again from now on. */
-    if (s->conn_skipped) poke(s);
-    if (n > 0 && p[0].revents) {
-        uint64_t v;
-        ssize_t k = read(w->efd, &v, sizeof v);
-        (void)k;
-    }
-    if (n <= 0 || !p[1].revents) return 0;
-    if (s->conn != c || s->conn_gen != gen) return 0;
-    if (s->flushing || rm_conn_read_available(c)) return -1;
-    int was = w->woken;
-    redisReply *reply;
-    int got;
-    while ((got = rm_conn_next_reply(c, &reply)) > 0) {
-        dispatch(s, reply);
-        freeReplyObject(reply);
-    }
-    if (!was && w->woken == RM_WAKE_MESSAGE) RM_COUNT(wakeups_direct);
-    if (s->tell) poke(s);
-    return got < 0 ? -1 : 0;
-}
+static void unlock_mu(void *mu) { pthread_mutex_unlock(mu); }
 
 int rm_sub_wait_cancellable(struct rm_waiter *w, rm_nsec deadline, int cancel_state)
 {
     struct rm_sub *s = w->sub;
     int why, ignored;
     pthread_mutex_lock(&s->mu);
-    s->sleepers++;
     /* Cancelled in the sleep, the thread has s->mu again: give it back. */
-    pthread_cleanup_push(wait_done, s);
-    int reads = 1;
+    pthread_cleanup_push(unlock_mu, &s->mu);
     while (!w->woken && !w->moved) {
-        if (reads && may_read(s, w, cancel_state)) {
-            reads = !read_for(s, w, deadline);
-            if (!w->woken && !w->moved && rm_clock_now() >= deadline) break;
-            continue;
-        }
         pthread_setcancelstate(cancel_state, &ignored);
         int r = rm_clock_cond_wait_until(&w->cv, &s->mu, deadline);
         pthread_setcancelstate(PTHREAD_CANCEL_DISABLE, &ignored);
@@ -906,8 +803,6 @@ void rm_sub_leave(struct rm_waiter *w)
     }
     pthread_mutex_unlock(&s->mu);
     pthread_cond_destroy(&w->cv);
-    if (w->efd >= 0) close(w->efd);
-    w->efd = -1;
 }
 
 void rm_sub_atfork(struct rm_sub *s, int who)
@@ -935,9 +830,6 @@ void rm_sub_atfork(struct rm_sub *s, int who)
     s->failures = 0;
     s->reconnect_at = 0;
     s->dirty = 0;
-    s->flushing = 0;
-    s->sleepers = 0;
-    s->reader = NULL; /* (a waiter of a thread the child does not have) */
     s->next_idle = RM_FOREVER;
     s->rng ^= (uint32_t)getpid();
     pthread_mutex_unlock(&s->mu); /* taken by the prepare handler, in this thread */

@@ -43,8 +43,6 @@ struct rm_waiter {
     struct rm_sub *sub;
     pthread_cond_t cv;
     int woken;         /* RM_WAKE_* not yet consumed, or 0 */
-    int efd;           /* the eventfd it polls beside the connection while it is
-                          the reader (rm_sub_wait), or -1 */
     int moved;         /* RM_WAKE_MOVED not yet consumed: told after a
                           message kept in woken, never lost behind it */
     const char *match; /* wake only for a message that is this, or this and
