@@ -813,7 +813,12 @@ static void exchange(struct link *l, struct rm_watchdog_entry **e, int n, int *r
          * (call.h): done; the multiplexer brings that thread its message. */
         else if (r->type == REDIS_REPLY_STRING && e[i]->kind == KIND_DEFERRED) res[i] = 1;
         else if (rm_conn_reply_is_noscript(r)) res[i] = -2;
-        else rm_endpoint_redirect(e[i]->ep, r, l->node, &ask);
+        else if (rm_endpoint_redirect(e[i]->ep, r, l->node, &ask)) {
+        } else if (r->type == REDIS_REPLY_ERROR) {
+            rm_log("deferred call on %s answered %.*s", e[i]->argv[0], (int)r->len, r->str);
+        } else {
+            rm_log("deferred call on %s answered a reply of type %d", e[i]->argv[0], r->type);
+        }
         freeReplyObject(r);
     }
     if (ack.wait_for && nholds && rm_ack_read(c, &ack) < 0) goto drop;
