@@ -378,6 +378,58 @@ TEST_F(ResetsAtDial, AServerThatResetsEveryPlainConnectionIsNamedATlsPort)
     EXPECT_GE(proxy_->resets(), 4);
 }
 
+/* A refused login, then dials that get no answer at all (a stalled or
+ * overloaded server): the refusal stands through the next two such dials --
+ * a ported program is not told "unreachable", then "answers again", about a
+ * server that only ever refused it -- and the third in a row is an outage,
+ * said as one (pool.c, KEEP_REFUSAL).  Each call meanwhile answers at once
+ * with the refusal, unless it is the one that dials. */
+TEST_F(ResetsAtDial, ARefusalStandsThroughTwoUnansweredDialsAndTheThirdIsAnOutage)
+{
+    ASSERT_EQ("OK", redis().cmd({ "ACL", "SETUSER", "later", "reset", "on", ">Not-Its-Pw-1", "~*", "&*",
+                                  "+@all" }).str());
+    proxy_ = std::make_unique<Proxy>(host(), port());
+    const long kTimeoutMs = 300;
+    std::string url = "redis://later:Pw-later@127.0.0.1:" + std::to_string(proxy_->port()) +
+                      "?connect_timeout=" + std::to_string(kTimeoutMs) +
+                      "&command_timeout=" + std::to_string(kTimeoutMs);
+    ASSERT_RC(0, rmutex_configure(url.c_str()));
+    std::string name = lock_name();
+    rmutex_t m;
+    init_mutex(&m, name);
+    ASSERT_RC(EACCES, rmutex_trylock(&m));
+    std::string refusal = rmutex_detail();
+    ASSERT_NE(std::string::npos, refusal.find("refused the login")) << refusal;
+
+    proxy_->stall_requests([](const Proxy::Args &) { return true; }); /* nothing answered from now */
+    int rc = EACCES, dials_refused = 0, calls = 0;
+    std::string detail;
+    for (auto until = Clock::now() + scaled(ms(20000)); rc == EACCES && Clock::now() < until; calls++) {
+        auto t0 = Clock::now();
+        rc = rmutex_trylock(&m);
+        detail = rmutex_detail();
+        if (rc != EACCES)
+            break;
+        EXPECT_EQ(refusal, detail) << "call " << calls;
+        if (elapsed_ms(t0) >= kTimeoutMs * 2 / 3) /* it dialled, and waited for the answer */
+            dials_refused++;
+        else
+            std::this_thread::sleep_for(ms(5)); /* (the backoff between dials: 10 ms doubling) */
+    }
+    EXPECT_EQ(2, dials_refused) << "unanswered dials that still said the refusal";
+    EXPECT_RC(EAGAIN, rc) << "the third unanswered dial in a row: " << detail;
+    EXPECT_EQ(std::string::npos, detail.find("refused")) << detail;
+    EXPECT_FALSE(redis().exists(name));
+
+    /* The server answers again, the login fixed: in. */
+    proxy_->disarm();
+    ASSERT_EQ("OK", redis().cmd({ "ACL", "SETUSER", "later", ">Pw-later" }).str());
+    EXPECT_TRUE(wait_until([&] { return rmutex_trylock(&m) == 0; }, ms(5000))) << rmutex_detail();
+    EXPECT_TRUE(redis().exists(name));
+    EXPECT_RC(0, rmutex_unlock(&m));
+    EXPECT_RC(0, rmutex_destroy(&m));
+}
+
 /* An unlock that cannot reach Redis is handed to the watchdog, which sends
  * it again until the lease would have run out.  Meanwhile the thread may
  * lock again, and Redis (which never saw the release) answers with a new
