@@ -31,6 +31,11 @@
  *     commandstats) with 1, 1 000 and 10 000 synthetic waiters and no
  *     subscriber: what the script costs against the number of waiters,
  *     free of the crowd's load on the machine;
+ *   - the signal script alone, the same way, on one synthetic waiter whose
+ *     channel has a subscriber, with its mutex free (the script grants it
+ *     in place: wait morphing) and without a mutex to grant: all of it runs
+ *     before Redis writes the message, so it is part of every signal ->
+ *     wake-up, against the EVALSHA RTT;
  *   - the floor under every pub/sub wake-up on this machine: a raw PUBLISH
  *     read by a plain hiredis subscriber in another process. */
 #include "bench.h"
@@ -388,24 +393,71 @@ static void broadcasts(redisContext *c)
 
 /* ---- the broadcast script alone, against the number of waiters ---- */
 
+/* INFO commandstats around chunks of 25 calls of one(c, ctx), which makes
+ * one EVALSHA (and what else it needs, not an EVALSHA): the mean µs per
+ * EVALSHA of the median chunk (16 chunks, 4 with --quick), or -1. */
+static double per_call_us(redisContext *c, int (*one)(redisContext *, void *), void *ctx)
+{
+    double chunk_us[16];
+    int chunks = opt.quick ? 4 : 16;
+    for (int k = 0; k < chunks; k++) {
+        double c0, u0, c1, u1;
+        if (evalsha_totals(c, &c0, &u0)) return -1;
+        for (int i = 0; i < 25; i++)
+            if (one(c, ctx)) return -1;
+        if (evalsha_totals(c, &c1, &u1) || c1 <= c0) return -1;
+        chunk_us[k] = (u1 - u0) / (c1 - c0);
+    }
+    sort_doubles(chunk_us, (size_t)chunks);
+    return quantile_sorted(chunk_us, (size_t)chunks, 0.5);
+}
+
+struct cond_keys {
+    const char *sha;
+    char h[160], w[160], a[160], p[160], lock[160], terms[200];
+    int grant;
+};
+
+static void cond_keys_make(struct cond_keys *k, const char *sha, const char *what)
+{
+    char base[128];
+    lock_name(base, sizeof base, what);
+    k->sha = sha;
+    k->grant = 0;
+    snprintf(k->h, sizeof k->h, "rmutex_cond:{%s}", base);
+    snprintf(k->w, sizeof k->w, "rmutex_cond_wait:{%s}", base);
+    snprintf(k->a, sizeof k->a, "rmutex_cond_alive:{%s}", base);
+    snprintf(k->p, sizeof k->p, "rmutex_cond_channel:{%s}", base);
+    snprintf(k->lock, sizeof k->lock, "{%s}:m", base);
+    snprintf(k->terms, sizeof k->terms, "%s\n30000", k->lock);
+}
+
+/* One broadcast, and its cut reset (HSET) for the next. */
+static int one_broadcast(redisContext *c, void *ctx)
+{
+    const struct cond_keys *k = ctx;
+    const char *argv[] = { "EVALSHA", k->sha, "4", k->h, k->w, k->a, k->p, "broadcast", "", "3000", "",
+                           "0", "publish", "" };
+    redisReply *x = redisCommandArgv(c, 14, argv, NULL);
+    if (x) freeReplyObject(x);
+    x = rcmd(c, "HSET %s bcast 0", k->h);
+    if (x) freeReplyObject(x);
+    return 0;
+}
+
 /* cond.lua's broadcast on a condition with n synthetic waiters and no
  * subscriber, timed by INFO commandstats over chunks (the waiters are made
  * with ZADD, the cut is reset with HSET between calls: neither is an
  * EVALSHA).  Mean µs per call of the median chunk. */
 static double script_broadcast_us(redisContext *c, const char *sha, int n)
 {
-    char h[160], w[160], a[160], p[160], seq[24];
-    char tag[96];
+    char tag[96], seq[24];
+    struct cond_keys k;
     snprintf(tag, sizeof tag, "w10:iso%d", n);
-    char base[128];
-    lock_name(base, sizeof base, tag);
-    snprintf(h, sizeof h, "rmutex_cond:{%s}", base);
-    snprintf(w, sizeof w, "rmutex_cond_wait:{%s}", base);
-    snprintf(a, sizeof a, "rmutex_cond_alive:{%s}", base);
-    snprintf(p, sizeof p, "rmutex_cond_channel:{%s}", base);
+    cond_keys_make(&k, sha, tag);
     for (int i = 1; i <= n; i++) {
-        redisAppendCommand(c, "ZADD %s %d m%d", w, i, i);
-        redisAppendCommand(c, "ZADD %s 9999999999999 m%d", a, i);
+        redisAppendCommand(c, "ZADD %s %d m%d", k.w, i, i);
+        redisAppendCommand(c, "ZADD %s 9999999999999 m%d", k.a, i);
     }
     for (int i = 0; i < 2 * n; i++) {
         void *r;
@@ -413,28 +465,81 @@ static double script_broadcast_us(redisContext *c, const char *sha, int n)
         freeReplyObject(r);
     }
     snprintf(seq, sizeof seq, "%d", n);
-    redisReply *x = rcmd(c, "HSET %s seq %s", h, seq);
+    redisReply *x = rcmd(c, "HSET %s seq %s", k.h, seq);
     if (x) freeReplyObject(x);
-    double chunk_us[16];
-    int chunks = opt.quick ? 4 : 16;
-    for (int k = 0; k < chunks; k++) {
-        double c0, u0, c1, u1;
-        if (evalsha_totals(c, &c0, &u0)) return -1;
-        for (int i = 0; i < 25; i++) {
-            const char *argv[] = { "EVALSHA", sha, "4", h, w, a, p, "broadcast", "", "3000", "", "0",
-                                   "publish", "" };
-            x = redisCommandArgv(c, 14, argv, NULL);
-            if (x) freeReplyObject(x);
-            x = rcmd(c, "HSET %s bcast 0", h);
-            if (x) freeReplyObject(x);
-        }
-        if (evalsha_totals(c, &c1, &u1) || c1 <= c0) return -1;
-        chunk_us[k] = (u1 - u0) / (c1 - c0);
+    double us = per_call_us(c, one_broadcast, &k);
+    x = rcmd(c, "DEL %s %s %s", k.h, k.w, k.a);
+    if (x) freeReplyObject(x);
+    return us;
+}
+
+/* cond.lua's signal on one synthetic waiter (ticket 1, alive, and with
+ * grant its mutex's terms, the mutex free), the keys made again between
+ * calls (not EVALSHAs); sub is subscribed to the channel, so the PUBLISH
+ * reaches a subscriber and the grant is made (it never reads: 25 short
+ * messages a chunk).  Mean µs per call of the median chunk, or -1. */
+/* One signal, the waiter made again first (none of that an EVALSHA). */
+static int one_signal(redisContext *c, void *ctx)
+{
+    const struct cond_keys *k = ctx;
+    const char *member = "w10-isolated:1 1";
+    redisAppendCommand(c, "DEL %s %s %s %s", k->h, k->w, k->a, k->lock);
+    redisAppendCommand(c, "HSET %s seq 1 mutex %s", k->h, k->lock);
+    if (k->grant) redisAppendCommand(c, "HSET %s %s %s", k->h, "g w10-isolated:1 1", k->terms);
+    redisAppendCommand(c, "ZADD %s 1 %s", k->w, member);
+    redisAppendCommand(c, "ZADD %s 9999999999999 %s", k->a, member);
+    redisAppendCommand(c, "PEXPIRE %s 60000", k->h);
+    redisAppendCommand(c, "PEXPIRE %s 60000", k->w);
+    redisAppendCommand(c, "PEXPIRE %s 60000", k->a);
+    for (int j = 0; j < 7 + k->grant; j++) {
+        void *r;
+        if (redisGetReply(c, &r) != REDIS_OK) return -1;
+        freeReplyObject(r);
     }
-    x = rcmd(c, "DEL %s %s %s", h, w, a);
+    const char *argv[] = { "EVALSHA", k->sha, "4", k->h, k->w, k->a, k->p, "signal", "w10-signaller:1 1",
+                           "3000", "", "0", "publish", "" };
+    redisReply *x = redisCommandArgv(c, 14, argv, NULL);
+    int bad = !x || x->type == REDIS_REPLY_ERROR;
+    if (x && bad) fprintf(stderr, "bench W10: signal script: %s\n", x->str);
     if (x) freeReplyObject(x);
-    sort_doubles(chunk_us, (size_t)chunks);
-    return quantile_sorted(chunk_us, (size_t)chunks, 0.5);
+    return bad ? -1 : 0;
+}
+
+/* cond.lua's signal on one synthetic waiter (ticket 1, alive, and with
+ * grant its mutex's terms, the mutex free); sub is subscribed to the
+ * channel, so the PUBLISH reaches a subscriber and the grant is made (it
+ * never reads: 25 short messages a chunk). */
+static double script_signal_us(redisContext *c, redisContext *sub, const char *sha, int grant)
+{
+    struct cond_keys k;
+    cond_keys_make(&k, sha, grant ? "w10:isosig-g" : "w10:isosig");
+    k.grant = grant;
+    redisReply *x = redisCommand(sub, "SUBSCRIBE %s", k.p);
+    if (!x) return -1;
+    freeReplyObject(x);
+    double us = per_call_us(c, one_signal, &k);
+    x = rcmd(c, "DEL %s %s %s %s", k.h, k.w, k.a, k.lock);
+    if (x) freeReplyObject(x);
+    return us;
+}
+
+static void isolated_signal(redisContext *c, const char *sha)
+{
+    struct sample us[2] = { { .n = 0 }, { .n = 0 } };
+    int ok = 1;
+    for (int rep = 0; ok && rep < opt.reps; rep++)
+        for (int g = 0; ok && g < 2; g++) {
+            redisContext *sub = server_connect(); /* (subscribed: one per measure) */
+            double v = sub ? script_signal_us(c, sub, sha, g) : -1;
+            if (sub) redisFree(sub);
+            if ((ok = v > 0)) sample_add(&us[g], v);
+        }
+    if (!ok) fprintf(stderr, "bench W10: the isolated signal failed\n");
+    struct row *r = report_row("W10", "signal script alone, its mutex granted in place (commandstats)", "µs",
+                               ok ? &us[1] : NULL);
+    row_limit_ref(r, &lim.eval_rtt_us, 1, "EVALSHA RTT");
+    r = report_row("W10", "signal script alone, no mutex to grant", "µs", ok ? &us[0] : NULL);
+    row_limit_ref(r, &lim.eval_rtt_us, 1, "EVALSHA RTT");
 }
 
 static void isolated(redisContext *c)
@@ -468,6 +573,7 @@ static void isolated(redisContext *c)
                                ok ? &r1000 : NULL);
     row_target(r, "≤ 2", ON_VALUE, J_LE, 2, 0);
     report_row("W10", "broadcast script alone, 10 000 ÷ 1 waiter", "ratio", ok ? &r10000 : NULL);
+    if (ok) isolated_signal(c, sha);
 }
 
 void w10_run(void)
