@@ -74,9 +74,12 @@
 -- TIME + waiter lease), pushed forward by its process's watchdog
 -- (renew.lua, kind 'w', with KEYS A, W, H).  Any call removes up to PURGE
 -- dead waiters; a dead waiter's signal is passed on to the next, and so is
--- the signal of one that leaves without using it (cancelled).  Every write
--- keeps all three keys for two waiter leases; when the last waiter leaves
--- they go.
+-- the signal of one that leaves without using it (cancelled).  A wait and
+-- a leave keep all three keys for two waiter leases, and so does every
+-- waiter's renewal; a signal and a broadcast change no waiter's presence
+-- and leave that to them (a signal runs before its message is delivered:
+-- every command in it is in every signal -> wake-up).  When the last
+-- waiter leaves the keys go.
 if redis.replicate_commands then redis.replicate_commands() end
 
 local H, W, A, P = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
@@ -213,9 +216,7 @@ elseif op == 'leave' then
   return st
 
 elseif op == 'signal' then
-  local n = give(string.match(member, '^(.*):'))
-  if n ~= 0 then tidy() end
-  return n
+  return give(string.match(member, '^(.*):'))
 
 elseif op == 'broadcast' then
   -- Nobody waiting (every ticket is signalled or below bcast): no-op.
