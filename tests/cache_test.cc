@@ -219,6 +219,14 @@ TEST_P(Cache, ATrylockOfAnotherProcessAsksForIt)
     cached(&m, name);
     ASSERT_RC(0, rmutex_lock(&m));
     ASSERT_RC(0, rmutex_unlock(&m));
+    /* The cache hears requests once the server has its subscription; one
+     * made before that is lost (cache.c: a waiter asks again at its next
+     * poll, a trylock never does, and the cache goes after its idle time,
+     * 60 s here).  Its first subscription dials a connection: under load a
+     * child can ask before it is there. */
+    ASSERT_TRUE(wait_until([&] { return redis().numsub("redisson_lock__channel:{" + name + "}") >= 1; },
+                           ms(5000)))
+        << "the cache never listened for requests";
     Child refused(child_args("trylock", name), url());
     auto line = refused.expect_line("trylock", ms(5000));
     ASSERT_TRUE(line);
