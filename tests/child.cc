@@ -25,6 +25,13 @@
  *   churn NAME THREADS MS HOLD_MS [hold's options]
  *       THREADS threads lock, hold HOLD_MS ms, unlock NAME for MS ms; print
  *       "ready" first and "done acquisitions=<n> errors=<n>" at the end.
+ *   forklock NAME
+ *       In this new process: lock NAME -- its first connections, and the
+ *       watchdog's thread starting to dial its own -- and fork() 0-2 ms
+ *       later (by the pid: somewhere in that dial);
+ *       the forked child locks NAME-child (its own first connection) and
+ *       exits with that rc.  Print "forklock rc=<rc> child=<rc>", or
+ *       child=hung when it has not exited within 5 s (then it is killed).
  *   counter NAME HOST PORT KEY THREADS ITERS [--nolock] [--password=PW]
  *       THREADS threads each do ITERS times, under NAME (unless --nolock):
  *       GET KEY -> sched_yield() -> SET KEY value+1, on their own hiredis
@@ -34,6 +41,8 @@
 #include <hiredis/hiredis.h>
 #include <rmutex.h>
 #include <sched.h>
+#include <signal.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <atomic>
@@ -91,6 +100,43 @@ int cmd_trylock(const char *name, int argc, char **argv)
     say("trylock rc=" + std::to_string(rc));
     if (rc == 0 || rc == EOWNERDEAD)
         rmutex_unlock(&m);
+    return 0;
+}
+
+int cmd_forklock(const char *name)
+{
+    rmutex_t m, own;
+    std::string child_name = std::string(name) + "-child";
+    if (rmutex_init(&m, name, nullptr) || rmutex_init(&own, child_name.c_str(), nullptr))
+        return 2;
+    int rc = rmutex_lock(&m);
+    /* Somewhere in the watchdog's first dial, which starts now: a delay of
+     * 0-2 ms, different in each process. */
+    std::this_thread::sleep_for(std::chrono::microseconds(getpid() * 7919 % 2000));
+    pid_t pid = fork();
+    if (pid == 0) {
+        int r = rmutex_lock(&own);
+        if (!r) r = rmutex_unlock(&own);
+        _exit(r);
+    }
+    std::string child = "fork-failed";
+    if (pid > 0) {
+        child = "hung";
+        int status = 0;
+        for (int i = 0; i < 500; i++) {
+            if (waitpid(pid, &status, WNOHANG) == pid) {
+                child = WIFEXITED(status) ? std::to_string(WEXITSTATUS(status)) : "killed";
+                break;
+            }
+            std::this_thread::sleep_for(std::chrono::milliseconds(10));
+        }
+        if (child == "hung") {
+            kill(pid, SIGKILL);
+            waitpid(pid, &status, 0);
+        }
+    }
+    say("forklock rc=" + std::to_string(rc) + " child=" + child);
+    if (!rc) rmutex_unlock(&m);
     return 0;
 }
 
@@ -257,6 +303,8 @@ int main(int argc, char **argv)
         return cmd_hold(argv[2], argc, argv);
     if (argc >= 3 && strcmp(argv[1], "trylock") == 0)
         return cmd_trylock(argv[2], argc, argv);
+    if (argc >= 3 && strcmp(argv[1], "forklock") == 0)
+        return cmd_forklock(argv[2]);
     if (argc >= 2 && strcmp(argv[1], "counter") == 0)
         return cmd_counter(argc, argv);
     if (argc >= 4 && strcmp(argv[1], "rw") == 0)

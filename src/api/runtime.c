@@ -13,7 +13,8 @@
  * constructor, so they exist before any state does.  prepare takes every
  * internal lock in the library's lock order (session, mutex registry,
  * read-write lock and semaphore registries, locks, watchdog, holder
- * registry, barrier registry, multiplexer, pool) so the child gets consistent
+ * registry, barrier registry, multiplexer, pool, and last the way into
+ * OpenSSL: tls.c) so the child gets consistent
  * structures; the parent releases them; the child re-initializes them and
  * resets each module: new process UUID, no holds, no threads, no
  * inherited sockets (closed without a byte sent), counters at zero; the
@@ -35,6 +36,7 @@
 #include "cache.h"
 #include "call.h"
 #include "thread.h"
+#include "tls.h"
 #include "internal.h"
 #include "lock.h"
 #include "names.h"
@@ -92,10 +94,12 @@ static void fork_prepare(void)
     struct rm_endpoint *ep = rm_session_endpoint();
     if (ep) rm_endpoint_atfork(ep, -1);
     rm_names_atfork(-1);
+    rm_tls_atfork(-1); /* last: see tls.h */
 }
 
 static void fork_parent(void)
 {
+    rm_tls_atfork(0);
     rm_names_atfork(0);
     struct rm_endpoint *ep = rm_session_endpoint();
     if (ep) rm_endpoint_atfork(ep, 0);
@@ -113,6 +117,7 @@ static void fork_child(void)
 {
     rm_thread_atfork_child();
     rm_cache_atfork_child();
+    rm_tls_atfork(1);
     rm_names_atfork(1);
     struct rm_endpoint *ep = rm_session_endpoint();
     if (ep) rm_endpoint_atfork(ep, 1);

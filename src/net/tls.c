@@ -53,10 +53,18 @@
  *
  * Fork: a child never touches an SSL object of its parent's (conn.c
  * abandons them, as it does the plain connections): a write on it would
- * corrupt the parent's stream, a close_notify end it.  The child's first
- * own handshake may deadlock if a parent thread held an OpenSSL lock at the
- * fork (OpenSSL does not reset its locks in a child): a known limit,
- * docs/tls.md. */
+ * corrupt the parent's stream, a close_notify end it.  And OpenSSL does
+ * not reset its own locks in a child (openssl/openssl#19066): a child
+ * forked while a thread of the parent was inside OpenSSL, holding one,
+ * hung at its first handshake.  So every call into OpenSSL from here holds
+ * `inside` shared, and fork's prepare handler takes it exclusively
+ * (rm_tls_atfork, after every other lock of the library): a fork waits for
+ * the calls in progress, which are short -- all but a read that waits in
+ * recv() for a reply, and that one lets go of `inside` for its recv
+ * (bio_read: OpenSSL holds no lock of its own there).  The lock prefers
+ * the writer, so a stream of calls cannot hold a fork off.  A thread of
+ * the application's own inside OpenSSL at the fork is not covered: a
+ * limit docs/tls.md states. */
 #include "tls.h"
 #include "bigstack.h"
 #include "internal.h"
@@ -86,6 +94,8 @@
     X(X509_verify_cert_error_string) X(X509_VERIFY_PARAM_set1_ip_asc) X(BIO_meth_new)          \
     X(BIO_meth_set_write) X(BIO_meth_set_read) X(BIO_meth_set_ctrl) X(BIO_new)                 \
     X(BIO_set_data) X(BIO_get_data) X(BIO_set_init) X(BIO_set_flags) X(BIO_clear_flags)
+
+static pthread_rwlock_t inside = PTHREAD_RWLOCK_WRITER_NONRECURSIVE_INITIALIZER_NP;
 
 static struct {
 #define RM_TLS_POINTER(name) __typeof__(name) *name;
@@ -126,7 +136,16 @@ static int bio_read(BIO *b, char *buf, int len)
 {
     struct rm_tls *t = ossl.BIO_get_data(b);
     ossl.BIO_clear_flags(b, BIO_FLAGS_RWS | BIO_FLAGS_SHOULD_RETRY);
-    ssize_t n = recv(t->fd, buf, (size_t)len, t->wait ? 0 : MSG_DONTWAIT);
+    ssize_t n;
+    if (t->wait) { /* it may block until the reply: a fork need not wait for it (DESIGN) */
+        pthread_rwlock_unlock(&inside);
+        n = recv(t->fd, buf, (size_t)len, 0);
+        int saved = errno;
+        pthread_rwlock_rdlock(&inside);
+        errno = saved;
+    } else {
+        n = recv(t->fd, buf, (size_t)len, MSG_DONTWAIT);
+    }
     if (n > 0) {
         t->heard = 1;
         t->wait = 0; /* the rest of a record: conn.c waits for it */
@@ -469,7 +488,10 @@ static void run(void *p)
  * kind (a status, or -1 and errno). */
 static ssize_t call(struct call c)
 {
-    if (!rm_bigstack_run(run, &c)) return c.r;
+    pthread_rwlock_rdlock(&inside);
+    int no_stack = rm_bigstack_run(run, &c);
+    pthread_rwlock_unlock(&inside);
+    if (!no_stack) return c.r;
     rm_detail("out of memory (TLS)");
     if (c.op == NEW || c.op == HANDSHAKE) return ENOMEM;
     errno = ENOMEM;
@@ -498,6 +520,24 @@ ssize_t rm_tls_write(struct rm_tls *t, const void *buf, size_t n, short *want)
 
 void rm_tls_free(struct rm_tls *t)
 {
-    if (t && rm_bigstack_run(run, &(struct call){ .op = FREE, .t = t }))
+    if (!t) return;
+    pthread_rwlock_rdlock(&inside);
+    if (rm_bigstack_run(run, &(struct call){ .op = FREE, .t = t }))
         tls_free(t); /* no memory for a stack: SSL_free needs little of it */
+    pthread_rwlock_unlock(&inside);
+}
+
+void rm_tls_atfork(int who)
+{
+    if (who < 0) {
+        pthread_rwlock_wrlock(&inside);
+    } else if (who == 0) {
+        pthread_rwlock_unlock(&inside);
+    } else {
+        /* Made again: glibc knows a writer by its thread id, which the
+         * child's thread does not have (an unlock here would be taken for
+         * a reader's and leave it locked). */
+        static const pthread_rwlock_t fresh = PTHREAD_RWLOCK_WRITER_NONRECURSIVE_INITIALIZER_NP;
+        memcpy(&inside, &fresh, sizeof inside);
+    }
 }
