@@ -56,13 +56,14 @@
  * corrupt the parent's stream, a close_notify end it.  And OpenSSL does
  * not reset its own locks in a child (openssl/openssl#19066): a child
  * forked while a thread of the parent was inside OpenSSL, holding one,
- * hung at its first handshake.  So every call into OpenSSL from here holds
- * `inside` shared, and fork's prepare handler takes it exclusively
- * (rm_tls_atfork, after every other lock of the library): a fork waits for
- * the calls in progress, which are short -- all but a read that waits in
- * recv() for a reply, and that one lets go of `inside` for its recv
- * (bio_read: OpenSSL holds no lock of its own there).  The lock prefers
- * the writer, so a stream of calls cannot hold a fork off.  A thread of
+ * hung at its first handshake.  So every call into OpenSSL from here goes
+ * through a gate that counts it, and fork's prepare handler closes the gate
+ * and waits for the count to fall to 0 (rm_tls_atfork, after every other
+ * lock of the library): a fork waits for the calls in progress, which are
+ * short -- all but a read that waits in recv() for a reply, and that one
+ * leaves the gate for its recv (bio_read: OpenSSL holds no lock of its own
+ * there).  A closed gate holds new calls back, so a stream of them cannot
+ * hold a fork off.  A thread of
  * the application's own inside OpenSSL at the fork is not covered: a
  * limit docs/tls.md states. */
 #include "tls.h"
@@ -95,7 +96,32 @@
     X(BIO_meth_set_write) X(BIO_meth_set_read) X(BIO_meth_set_ctrl) X(BIO_new)                 \
     X(BIO_set_data) X(BIO_get_data) X(BIO_set_init) X(BIO_set_flags) X(BIO_clear_flags)
 
-static pthread_rwlock_t inside = PTHREAD_RWLOCK_WRITER_NONRECURSIVE_INITIALIZER_NP;
+/* The calls into OpenSSL in progress, and a fork waiting for them to end
+ * (the DESIGN's gate: a count under a plain mutex, which a fork's prepare
+ * handler keeps locked until the parent or the child lets go of it, as
+ * every lock of the library; the child's only thread can unlock a plain
+ * mutex, not a rwlock's write lock). */
+static struct {
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    unsigned calls;  /* threads inside OpenSSL through this file */
+    int forking;     /* a fork waits for calls to be 0; no new one starts */
+} gate = { PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER, 0, 0 };
+
+static void gate_enter(void)
+{
+    pthread_mutex_lock(&gate.mu);
+    while (gate.forking) pthread_cond_wait(&gate.cv, &gate.mu);
+    gate.calls++;
+    pthread_mutex_unlock(&gate.mu);
+}
+
+static void gate_leave(void)
+{
+    pthread_mutex_lock(&gate.mu);
+    if (--gate.calls == 0 && gate.forking) pthread_cond_broadcast(&gate.cv);
+    pthread_mutex_unlock(&gate.mu);
+}
 
 static struct {
 #define RM_TLS_POINTER(name) __typeof__(name) *name;
@@ -138,10 +164,10 @@ static int bio_read(BIO *b, char *buf, int len)
     ossl.BIO_clear_flags(b, BIO_FLAGS_RWS | BIO_FLAGS_SHOULD_RETRY);
     ssize_t n;
     if (t->wait) { /* it may block until the reply: a fork need not wait for it (DESIGN) */
-        pthread_rwlock_unlock(&inside);
+        gate_leave();
         n = recv(t->fd, buf, (size_t)len, 0);
         int saved = errno;
-        pthread_rwlock_rdlock(&inside);
+        gate_enter();
         errno = saved;
     } else {
         n = recv(t->fd, buf, (size_t)len, MSG_DONTWAIT);
@@ -488,9 +514,9 @@ static void run(void *p)
  * kind (a status, or -1 and errno). */
 static ssize_t call(struct call c)
 {
-    pthread_rwlock_rdlock(&inside);
+    gate_enter();
     int no_stack = rm_bigstack_run(run, &c);
-    pthread_rwlock_unlock(&inside);
+    gate_leave();
     if (!no_stack) return c.r;
     rm_detail("out of memory (TLS)");
     if (c.op == NEW || c.op == HANDSHAKE) return ENOMEM;
@@ -521,23 +547,26 @@ ssize_t rm_tls_write(struct rm_tls *t, const void *buf, size_t n, short *want)
 void rm_tls_free(struct rm_tls *t)
 {
     if (!t) return;
-    pthread_rwlock_rdlock(&inside);
+    gate_enter();
     if (rm_bigstack_run(run, &(struct call){ .op = FREE, .t = t }))
         tls_free(t); /* no memory for a stack: SSL_free needs little of it */
-    pthread_rwlock_unlock(&inside);
+    gate_leave();
 }
 
 void rm_tls_atfork(int who)
 {
-    if (who < 0) {
-        pthread_rwlock_wrlock(&inside);
-    } else if (who == 0) {
-        pthread_rwlock_unlock(&inside);
-    } else {
-        /* Made again: glibc knows a writer by its thread id, which the
-         * child's thread does not have (an unlock here would be taken for
-         * a reader's and leave it locked). */
-        static const pthread_rwlock_t fresh = PTHREAD_RWLOCK_WRITER_NONRECURSIVE_INITIALIZER_NP;
-        memcpy(&inside, &fresh, sizeof inside);
+    if (who < 0) { /* kept locked until the parent or the child goes on */
+        pthread_mutex_lock(&gate.mu);
+        gate.forking = 1;
+        while (gate.calls) pthread_cond_wait(&gate.cv, &gate.mu);
+        return;
     }
+    gate.forking = 0;
+    if (who == 0) {
+        pthread_cond_broadcast(&gate.cv); /* the calls held back meanwhile */
+    } else {
+        gate.calls = 0; /* (it was; the parent's waiters are not here) */
+        pthread_cond_init(&gate.cv, NULL);
+    }
+    pthread_mutex_unlock(&gate.mu);
 }

@@ -47,8 +47,8 @@ void rm_tls_free(struct rm_tls *t);
 
 /* fork(): -1 prepare (wait until no thread of this process is inside
  * OpenSSL through this file, and keep it so), 0 parent, 1 child (let go).
- * Take it after every other lock of the library: a thread inside OpenSSL
- * holds none of those, but one holding them may be on its way in. */
+ * Last of the library's locks: a thread inside OpenSSL holds none of
+ * those, but one holding them may be on its way in. */
 void rm_tls_atfork(int who);
 
 #endif
