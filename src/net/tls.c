@@ -63,9 +63,8 @@
  * short -- all but a read that waits in recv() for a reply, and that one
  * leaves the gate for its recv (bio_read: OpenSSL holds no lock of its own
  * there).  A closed gate holds new calls back, so a stream of them cannot
- * hold a fork off.  A thread of
- * the application's own inside OpenSSL at the fork is not covered: a
- * limit docs/tls.md states. */
+ * hold a fork off.  A thread of the application's own inside OpenSSL at
+ * the fork is not covered: a limit docs/tls.md states. */
 #include "tls.h"
 #include "bigstack.h"
 #include "internal.h"
