@@ -112,7 +112,7 @@ int cmd_forklock(const char *name)
     int rc = rmutex_lock(&m);
     /* Somewhere in the watchdog's first dial, which starts now: a delay of
      * 0-2 ms, different in each process. */
-    std::this_thread::sleep_for(std::chrono::microseconds(getpid() * 7919 % 2000));
+    std::this_thread::sleep_for(std::chrono::microseconds(static_cast<unsigned>(getpid()) * 7919u % 2000u));
     pid_t pid = fork();
     if (pid == 0) {
         int r = rmutex_lock(&own);
